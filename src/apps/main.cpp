@@ -1,0 +1,57 @@
+// `lins`: one binary, subcommands plan | comm | step | simulate. Prints usage, the version, or runs a subcommand.
+#include <cstdio>
+#include <cstring>
+
+#include "apps/commands.h"
+
+namespace lins {
+
+const std::vector<CommandEntry>& commands() {
+  static const std::vector<CommandEntry> table = {
+      {"plan", "rank the legal sharding plans of a model on a cluster by predicted communication (no GPU needed)",
+       run_plan},
+      {"comm", "benchmark collectives (nccl-tests style) and write the bandwidth profile the planner reads",
+       run_comm},
+      {"step", "run the synthetic LLaMA training step under each strategy and write CSV timings", run_step},
+      {"simulate", "project a step's time to clusters you do not have (cost model; rows say 'projected')",
+       run_simulate},
+  };
+  return table;
+}
+
+}  // namespace lins
+
+namespace {
+
+void print_usage(std::FILE* out) {
+  std::fprintf(out,
+               "lins %s: a benchmark and reproduction suite for \"Lins: Reducing Communication Overhead of ZeRO\"\n\n"
+               "usage: lins <command> [options]\n       lins <command> --help\n       lins --version\n\n"
+               "commands:\n",
+               LINS_VERSION);
+  for (const auto& c : lins::commands()) std::fprintf(out, "  %-10s %s\n", c.name, c.summary);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    print_usage(stderr);
+    return 2;
+  }
+  const char* cmd = argv[1];
+  if (!std::strcmp(cmd, "--help") || !std::strcmp(cmd, "-h") || !std::strcmp(cmd, "help")) {
+    print_usage(stdout);
+    return 0;
+  }
+  if (!std::strcmp(cmd, "--version") || !std::strcmp(cmd, "version")) {
+    std::printf("lins %s (commit %s)\n", LINS_VERSION, LINS_GIT_COMMIT);
+    return 0;
+  }
+  for (const auto& c : lins::commands())
+    if (!std::strcmp(cmd, c.name)) return c.run(lins::Args(argv + 2, argv + argc));
+  std::fprintf(stderr, "lins: unknown command '%s'; valid commands:", cmd);
+  for (const auto& c : lins::commands()) std::fprintf(stderr, " %s", c.name);
+  std::fprintf(stderr, " (see lins --help)\n");
+  return 2;
+}

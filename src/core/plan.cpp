@@ -1,0 +1,303 @@
+// Plans: presets, the text syntax, the rules of PAPER.md section 2, and the legal space; see plan.h.
+#include "core/plan.h"
+
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+#include "core/units.h"
+
+namespace lins {
+namespace {
+
+bool divides(int a, int b) { return a > 0 && b % a == 0; }
+
+std::string trim(std::string_view s) {
+  std::size_t b = 0, e = s.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+  return std::string(s.substr(b, e - b));
+}
+
+std::vector<std::string> split(std::string_view s, char sep) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (true) {
+    std::size_t pos = s.find(sep, start);
+    out.push_back(trim(s.substr(start, pos == std::string_view::npos ? std::string_view::npos : pos - start)));
+    if (pos == std::string_view::npos) break;
+    start = pos + 1;
+  }
+  return out;
+}
+
+// "4x1" or "4" (intra only).
+Result<ShardFactor> parse_factor(const std::string& text, const std::string& key) {
+  auto parts = split(text, 'x');
+  if (parts.size() > 2 || parts[0].empty())
+    return make_error("plan: '" + key + "=" + text + "' is not a factor; write INTRAxINTER such as 4x1 or 8x16");
+  auto intra = parse_positive_int(parts[0], "plan: " + key + " intra-node factor");
+  if (!intra) return make_error(intra.error());
+  int inter = 1;
+  if (parts.size() == 2) {
+    auto v = parse_positive_int(parts[1], "plan: " + key + " inter-node factor");
+    if (!v) return make_error(v.error());
+    inter = *v;
+  }
+  return ShardFactor{*intra, inter};
+}
+
+double distance(const Plan& a, const Plan& b) {
+  auto d = [](int x, int y) { return std::fabs(std::log2(double(x)) - std::log2(double(y))); };
+  return d(a.p.intra, b.p.intra) + d(a.p.inter, b.p.inter) + d(a.g.intra, b.g.intra) + d(a.g.inter, b.g.inter) +
+         d(a.os.intra, b.os.intra) + d(a.os.inter, b.os.inter);
+}
+
+std::string nearest_legal(const Plan& plan, const Topology& topo) {
+  const Plan* best = nullptr;
+  double best_d = std::numeric_limits<double>::max();
+  auto legal = enumerate_legal_plans(topo);
+  for (const auto& c : legal) {
+    double d = distance(plan, c);
+    if (d < best_d) best_d = d, best = &c;
+  }
+  return best ? "; nearest legal plan: " + best->to_string() : "";
+}
+
+Plan make_preset(std::string name, Engine engine, ShardFactor p, ShardFactor g, ShardFactor os) {
+  Plan plan;
+  plan.name = std::move(name);
+  plan.engine = engine;
+  plan.p = p;
+  plan.g = g;
+  plan.os = os;
+  plan.os_layout = OsLayout::intra_tensor;
+  return plan;
+}
+
+// MiCS group of `size` GPUs on `topo`: inside a node when size <= R, else whole nodes.
+Result<ShardFactor> group_factor(int size, const Topology& topo, const std::string& preset) {
+  const int R = topo.gpus_per_node, N = topo.nodes;
+  if (size <= R) {
+    if (!divides(size, R))
+      return make_error(preset + ": group size " + std::to_string(size) + " must divide the " + std::to_string(R) +
+                        " GPUs per node (or be a multiple of them)");
+    return ShardFactor{size, 1};
+  }
+  if (size % R != 0 || !divides(size / R, N))
+    return make_error(preset + ": group size " + std::to_string(size) + " must be a multiple of the " +
+                      std::to_string(R) + " GPUs per node that divides the world of " + std::to_string(R * N));
+  return ShardFactor{R, size / R};
+}
+
+}  // namespace
+
+const char* engine_name(Engine e) {
+  switch (e) {
+    case Engine::lins: return "lins";
+    case Engine::ddp: return "ddp";
+    case Engine::zero: return "zero";
+    case Engine::mics: return "mics";
+    case Engine::zeropp: return "zeropp";
+  }
+  return "?";
+}
+
+const char* os_layout_name(OsLayout l) { return l == OsLayout::inter_tensor ? "inter_tensor" : "intra_tensor"; }
+
+int zero_stage(const Plan& plan) {
+  if (plan.p.total() > 1) return 3;
+  if (plan.g.total() > 1) return 2;
+  if (plan.os.total() > 1) return 1;
+  return 0;
+}
+
+std::string Plan::to_string() const {
+  std::string s = "p=" + p.to_string() + ",g=" + g.to_string() + ",os=" + os.to_string();
+  if (hpz_intra > 0) s += ",hpz=" + std::to_string(hpz_intra);
+  return s;
+}
+
+std::string Plan::tuple_string() const {
+  std::ostringstream os_;
+  os_ << "(" << p.intra << "," << p.inter << " | " << g.intra << "," << g.inter << " | " << os.intra << ","
+      << os.inter << ")";
+  return os_.str();
+}
+
+std::vector<std::pair<std::string, std::string>> plan_presets() {
+  return {
+      {"ddp", "DDP: everything replicated, gradients all-reduced once per step"},
+      {"zero1", "ZeRO-1: optimizer states sharded over all ranks"},
+      {"zero2", "ZeRO-2: gradients and optimizer states sharded over all ranks"},
+      {"zero3", "ZeRO-3 / FSDP full shard: everything sharded over all ranks"},
+      {"mics[:S]", "MiCS: ZeRO-3 inside groups of S GPUs (default one node), all-reduce across groups"},
+      {"hsdp", "FSDP HYBRID_SHARD: MiCS with one node per group"},
+      {"zeropp[:K]", "ZeRO++ hpZ: ZeRO-3 plus a secondary P shard over K GPUs of a node (default all of them)"},
+      {"lins", "the planner's choice (PAPER.md section 5)"},
+      {"p=AxB,g=CxD,os=ExF", "any 6-tuple, run on the Lins engine"},
+  };
+}
+
+Result<Plan> parse_plan(std::string_view text_in, const Topology& topo) {
+  const std::string text = trim(text_in);
+  const int R = topo.gpus_per_node, N = topo.nodes;
+  const ShardFactor one{1, 1}, all{R, N};
+  std::string base = text, arg;
+  if (auto colon = text.find(':'); colon != std::string::npos) {
+    base = text.substr(0, colon);
+    arg = text.substr(colon + 1);
+  }
+  auto no_arg = [&](const std::string& preset) -> Status {
+    if (!arg.empty()) return make_error("plan preset '" + preset + "' takes no ':' argument, got '" + text + "'");
+    return {};
+  };
+  Plan plan;
+  if (base == "ddp" || base == "zero1" || base == "zero2" || base == "zero3" || base == "hsdp") {
+    if (auto s = no_arg(base); !s) return make_error(s.error());
+    if (base == "ddp") plan = make_preset("ddp", Engine::ddp, one, one, one);
+    if (base == "zero1") plan = make_preset("zero1", Engine::zero, one, one, all);
+    if (base == "zero2") plan = make_preset("zero2", Engine::zero, one, all, all);
+    if (base == "zero3") plan = make_preset("zero3", Engine::zero, all, all, all);
+    if (base == "hsdp") plan = make_preset("hsdp", Engine::mics, {R, 1}, {R, 1}, {R, 1});
+  } else if (base == "mics") {
+    int size = R;
+    if (!arg.empty()) {
+      auto v = parse_positive_int(arg, "plan mics group size");
+      if (!v) return make_error(v.error());
+      size = *v;
+    }
+    auto f = group_factor(size, topo, "mics:" + std::to_string(size));
+    if (!f) return make_error(f.error());
+    plan = make_preset(arg.empty() ? "mics" : "mics:" + arg, Engine::mics, *f, *f, *f);
+  } else if (base == "zeropp") {
+    int k = R;
+    if (!arg.empty()) {
+      auto v = parse_positive_int(arg, "plan zeropp secondary partition");
+      if (!v) return make_error(v.error());
+      k = *v;
+    }
+    plan = make_preset(arg.empty() ? "zeropp" : "zeropp:" + arg, Engine::zeropp, all, all, all);
+    plan.hpz_intra = k;
+  } else if (base == "lins") {
+    return make_error("plan 'lins' is chosen by the planner; this command needs an explicit plan (a preset or "
+                      "p=AxB,g=CxD,os=ExF)");
+  } else if (text.find('=') != std::string::npos) {
+    plan.name = "custom";
+    plan.engine = Engine::lins;
+    plan.os_layout = OsLayout::inter_tensor;
+    bool seen_p = false, seen_g = false, seen_os = false;
+    for (const auto& item : split(text, ',')) {
+      auto eq = item.find('=');
+      if (eq == std::string::npos)
+        return make_error("plan: '" + item + "' is not KEY=VALUE; write p=AxB,g=CxD,os=ExF (for example "
+                          "p=4x1,g=4x1,os=8x1)");
+      std::string key = trim(item.substr(0, eq)), value = trim(item.substr(eq + 1));
+      if (key == "p" || key == "g" || key == "os") {
+        bool& seen = key == "p" ? seen_p : key == "g" ? seen_g : seen_os;
+        if (seen) return make_error("plan: '" + key + "' given twice in '" + text + "'");
+        seen = true;
+        auto f = parse_factor(value, key);
+        if (!f) return make_error(f.error());
+        (key == "p" ? plan.p : key == "g" ? plan.g : plan.os) = *f;
+      } else if (key == "layout") {
+        if (value == "inter" || value == "inter_tensor") {
+          plan.os_layout = OsLayout::inter_tensor;
+        } else if (value == "intra" || value == "intra_tensor") {
+          plan.os_layout = OsLayout::intra_tensor;
+        } else {
+          return make_error("plan: layout must be 'inter' (whole tensors, Lins) or 'intra' (even split), got '" +
+                            value + "'");
+        }
+      } else {
+        return make_error("plan: unknown key '" + key + "' in '" + text + "'; valid keys: p, g, os, layout");
+      }
+    }
+    if (!seen_p || !seen_g || !seen_os)
+      return make_error("plan: '" + text + "' must give all of p, g and os (for example p=4x1,g=4x1,os=8x1)");
+  } else {
+    std::string names;
+    for (auto& [n, d] : plan_presets()) names += (names.empty() ? "" : ", ") + n;
+    return make_error("unknown plan '" + text + "'; valid plans: " + names);
+  }
+  if (auto s = validate_plan(plan, topo); !s) return make_error(s.error());
+  return plan;
+}
+
+Status validate_plan(const Plan& plan, const Topology& topo) {
+  const int R = topo.gpus_per_node, N = topo.nodes;
+  const std::string where = "plan " + plan.to_string() + " on " + std::to_string(R) + " GPUs/node x " +
+                            std::to_string(N) + " nodes";
+  struct Named {
+    const char* name;
+    ShardFactor f;
+  };
+  const Named comps[] = {{"p", plan.p}, {"g", plan.g}, {"os", plan.os}};
+  for (const auto& c : comps) {
+    if (c.f.intra < 1 || c.f.inter < 1)
+      return make_error(where + ": factor " + c.name + " must be at least 1x1");
+  }
+  for (const auto& c : comps) {
+    if (!divides(c.f.intra, R) || !divides(c.f.inter, N))
+      return make_error(where + " breaks the divisibility rule: s0_" + std::string(c.name) + "=" +
+                        std::to_string(c.f.intra) + " must divide " + std::to_string(R) + " and s1_" + c.name + "=" +
+                        std::to_string(c.f.inter) + " must divide " + std::to_string(N) + nearest_legal(plan, topo));
+  }
+  for (const auto& c : comps) {
+    if (c.f.inter > 1 && c.f.intra != R)
+      return make_error(where + " breaks the fill-the-node-first rule: s1_" + std::string(c.name) + "=" +
+                        std::to_string(c.f.inter) + " > 1 needs s0_" + c.name + "=" + std::to_string(R) + ", got " +
+                        std::to_string(c.f.intra) + nearest_legal(plan, topo));
+  }
+  auto nested = [](ShardFactor a, ShardFactor b) { return divides(a.intra, b.intra) && divides(a.inter, b.inter); };
+  if (!nested(plan.p, plan.g) || !nested(plan.g, plan.os))
+    return make_error(where + " breaks the nesting rule: s_p <= s_g <= s_os on each axis, each dividing the next "
+                      "(groups are blocks of consecutive ranks)" + nearest_legal(plan, topo));
+  if (!(plan.g == plan.p) && !(plan.g == plan.os))
+    return make_error(where + " breaks the dependency rule: s_g must equal s_p or s_os" + nearest_legal(plan, topo));
+  if (plan.engine == Engine::zeropp) {
+    if (plan.hpz_intra < 1 || !divides(plan.hpz_intra, R))
+      return make_error(where + ": the ZeRO++ secondary partition (hpz=" + std::to_string(plan.hpz_intra) +
+                        ") must divide the " + std::to_string(R) + " GPUs per node");
+  } else if (plan.hpz_intra != 0) {
+    return make_error(where + ": a secondary partition (hpz) exists only on the zeropp engine");
+  }
+  if (plan.engine == Engine::mics && !(plan.p == plan.g && plan.g == plan.os))
+    return make_error(where + ": the mics engine shards P, G and OS with one group size");
+  return {};
+}
+
+std::vector<ShardFactor> legal_factors(const Topology& topo) {
+  std::vector<ShardFactor> out;
+  for (int s0 = 1; s0 <= topo.gpus_per_node; ++s0)
+    if (divides(s0, topo.gpus_per_node)) out.push_back({s0, 1});
+  for (int s1 = 2; s1 <= topo.nodes; ++s1)
+    if (divides(s1, topo.nodes)) out.push_back({topo.gpus_per_node, s1});
+  return out;
+}
+
+std::vector<Plan> enumerate_legal_plans(const Topology& topo) {
+  std::vector<Plan> out;
+  const auto pairs = legal_factors(topo);
+  auto nested = [](ShardFactor a, ShardFactor b) { return divides(a.intra, b.intra) && divides(a.inter, b.inter); };
+  for (const auto& os : pairs) {
+    for (const auto& p : pairs) {
+      if (!nested(p, os)) continue;
+      for (int choice = 0; choice < 2; ++choice) {
+        const ShardFactor g = choice == 0 ? p : os;
+        if (choice == 1 && os == p) continue;  // g = p = os counted once
+        Plan plan;
+        plan.name = "custom";
+        plan.engine = Engine::lins;
+        plan.p = p;
+        plan.g = g;
+        plan.os = os;
+        plan.os_layout = OsLayout::inter_tensor;
+        out.push_back(plan);
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace lins

@@ -1,0 +1,75 @@
+// A sharding plan: the 6-tuple (s0_p, s1_p, s0_g, s1_g, s0_os, s1_os) of PAPER.md section 2, the optimizer-state
+// layout, and the engine (whose collective pattern runs it). Presets name the systems of the paper; a 6-tuple
+// written as text ("p=4x1,g=4x1,os=8x1") runs on the Lins engine.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/result.h"
+#include "core/topology.h"
+
+namespace lins {
+
+// Sharding factor of one component: `intra` GPUs inside a node x `inter` nodes.
+struct ShardFactor {
+  int intra = 1;  // s0_x
+  int inter = 1;  // s1_x
+  int total() const { return intra * inter; }
+  std::string to_string() const { return std::to_string(intra) + "x" + std::to_string(inter); }
+  bool operator==(const ShardFactor&) const = default;
+};
+
+// Whose collective pattern executes the plan (DESIGN.md: the engine is part of the plan).
+enum class Engine {
+  lins,    // PAPER.md section 4: per-module AG/AG/RS over s_p, bucketed AR + select & drop, Broadcast
+  ddp,     // bucketed AllReduce of gradients over all ranks once per step
+  zero,    // DeepSpeed ZeRO-1/2/3: reduce-scatter of gradients, all-gather of parameters (stage from the factors)
+  mics,    // MiCS / FSDP HYBRID_SHARD: ZeRO-3 inside a group, AllReduce of gradient shards across groups
+  zeropp,  // ZeRO++ hpZ: ZeRO-3 whose backward all-gather reads a secondary copy of P sharded inside the node
+};
+
+// How optimizer states are split over the OS group.
+enum class OsLayout {
+  inter_tensor,  // whole tensors (or whole local slices) per rank, largest first to the least loaded (Lins)
+  intra_tensor,  // every module split evenly (DeepSpeed, FSDP)
+};
+
+struct Plan {
+  std::string name;  // preset name ("zero3", "mics:16") or "custom"
+  Engine engine = Engine::lins;
+  ShardFactor p, g, os;
+  OsLayout os_layout = OsLayout::inter_tensor;
+  int hpz_intra = 0;  // ZeRO++ secondary partition of P inside the node (GPUs), 0 = none
+
+  // "p=4x1,g=4x1,os=8x1" (plus ",hpz=8" for ZeRO++); parse_plan reads it back on the Lins engine.
+  std::string to_string() const;
+  // "(4,1 | 4,1 | 8,1)", the paper's notation.
+  std::string tuple_string() const;
+  bool same_factors(const Plan& o) const { return p == o.p && g == o.g && os == o.os; }
+};
+
+const char* engine_name(Engine e);
+const char* os_layout_name(OsLayout l);
+// The zero engine's stage implied by the factors: 3 when P is sharded, 2 when only G and OS are, 1 when only OS, 0
+// when nothing is.
+int zero_stage(const Plan& plan);
+
+// Preset names accepted by parse_plan, with a one-line description each (for help text).
+std::vector<std::pair<std::string, std::string>> plan_presets();
+
+// Parses a preset ("ddp", "zero1", "zero2", "zero3", "mics", "mics:16", "hsdp", "zeropp", "zeropp:4") or a 6-tuple
+// ("p=4x1,g=4x1,os=8x1"; "p=4,g=4,os=8" means intra-node factors; ",layout=intra" selects the even split), then
+// validates it on `topo`. "lins" is not parsed here: the planner chooses it.
+Result<Plan> parse_plan(std::string_view text, const Topology& topo);
+
+// Checks every rule of PAPER.md section 2. The error names the violated rule and the nearest legal plan.
+Status validate_plan(const Plan& plan, const Topology& topo);
+
+// Every legal (s0, s1) pair of one component on `topo`: s0 | R, s1 | N, and s1 > 1 implies s0 = R.
+std::vector<ShardFactor> legal_factors(const Topology& topo);
+// Every legal 6-tuple on the Lins engine (nesting, s_g in {s_p, s_os}, divisibility, node first).
+std::vector<Plan> enumerate_legal_plans(const Topology& topo);
+
+}  // namespace lins

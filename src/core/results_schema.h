@@ -1,0 +1,79 @@
+// The one place that defines the columns of the step CSV that `lins step` measures and `lins simulate` projects.
+// analysis/lins_analysis/schema.py mirrors this list and a test checks them against a CSV the binary wrote.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace lins {
+
+struct Column {
+  const char* name;  // units in the name: _s, _bytes, _gbps, _tflops
+  const char* help;
+};
+
+// Column order of a step CSV row.
+inline const std::vector<Column>& step_csv_columns() {
+  static const std::vector<Column> cols = {
+      {"source", "measured or projected"},
+      {"strategy", "name given on the command line (ddp, zero1, zero3, mics, zeropp, lins, or a 6-tuple)"},
+      {"engine", "collective pattern that ran it: lins, ddp, zero, mics, zeropp"},
+      {"plan", "the plan as text p=AxB,g=CxD,os=ExF[,hpz=K]"},
+      {"s0_p", "P sharding inside a node"},
+      {"s1_p", "P sharding across nodes"},
+      {"s0_g", "G sharding inside a node"},
+      {"s1_g", "G sharding across nodes"},
+      {"s0_os", "OS sharding inside a node"},
+      {"s1_os", "OS sharding across nodes"},
+      {"os_layout", "inter_tensor or intra_tensor"},
+      {"model", "model preset or custom"},
+      {"params", "parameter count Phi"},
+      {"backend", "cpu (MPI, fp32) or gpu (NCCL, bf16)"},
+      {"world_size", "ranks"},
+      {"gpus_per_node", "R"},
+      {"nodes", "N"},
+      {"seq", "sequence length"},
+      {"micro_batch_size", "sequences per micro-batch"},
+      {"micro_batches", "M, gradient accumulation steps"},
+      {"tokens", "tokens per step over all ranks"},
+      {"recompute", "1 with activation recomputation"},
+      {"overlap", "all, no_bcast, no_allreduce or none (Table V)"},
+      {"step", "timed step index (warm-up steps are not written)"},
+      {"step_time_s", "step wall time, max over ranks"},
+      {"step_time_min_s", "step wall time, min over ranks"},
+      {"step_time_mean_s", "step wall time, mean over ranks"},
+      {"forward_s", "forward compute time, max over ranks"},
+      {"backward_s", "backward compute time, max over ranks"},
+      {"optimizer_s", "optimizer time, max over ranks"},
+      {"exposed_comm_s", "communication time not hidden behind compute, max over ranks"},
+      {"all_gather_bytes", "all-gather message bytes per rank per step, counted by the communicator"},
+      {"reduce_scatter_bytes", "reduce-scatter message bytes per rank per step, counted"},
+      {"all_reduce_bytes", "all-reduce message bytes per rank per step, counted"},
+      {"broadcast_bytes", "broadcast message bytes per rank per step, counted"},
+      {"intra_bytes", "message bytes of collectives inside one node, counted"},
+      {"inter_bytes", "message bytes of collectives spanning nodes, counted"},
+      {"pred_all_gather_bytes", "the same four, from the schedule"},
+      {"pred_reduce_scatter_bytes", ""},
+      {"pred_all_reduce_bytes", ""},
+      {"pred_broadcast_bytes", ""},
+      {"pred_intra_bytes", ""},
+      {"pred_inter_bytes", ""},
+      {"pred_comm_s", "cost model's communication seconds per step (T_p + T_g + T_os0 + T_os1)"},
+      {"pred_comm_param_s", "T_p"},
+      {"pred_comm_grad_s", "T_g"},
+      {"pred_comm_os_sync_s", "T_os0"},
+      {"pred_comm_os_bcast_s", "T_os1"},
+      {"peak_mem_bytes", "peak memory per rank, max over ranks (measured: allocator high-water mark)"},
+      {"state_bytes", "P + G + OS bytes allocated per rank, max over ranks"},
+      {"model_mem_bytes", "memory model's total per rank"},
+      {"model_state_bytes", "memory model's states per rank"},
+      {"loss", "mean training loss of the step over all ranks"},
+      {"tgs", "tokens per GPU per second"},
+      {"mfu", "model FLOPs utilisation (Megatron formula, PAPER.md section 7) against peak_tflops"},
+      {"peak_tflops", "peak rate per GPU used for MFU"},
+      {"feasible", "1 when the plan fits in memory; projected rows may be 0 (drawn as oom)"},
+  };
+  return cols;
+}
+
+}  // namespace lins

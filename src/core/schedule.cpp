@@ -1,0 +1,222 @@
+// Builds the per-step collective schedule of every engine; see schedule.h and PAPER.md section 4.
+#include "core/schedule.h"
+
+#include <algorithm>
+
+namespace lins {
+
+const char* phase_name(Phase p) {
+  switch (p) {
+    case Phase::forward: return "forward";
+    case Phase::backward: return "backward";
+    case Phase::optimizer: return "optimizer";
+    case Phase::next_forward: return "next_forward";
+  }
+  return "?";
+}
+
+const char* coll_kind_name(CollKind k) {
+  switch (k) {
+    case CollKind::all_gather: return "all_gather";
+    case CollKind::reduce_scatter: return "reduce_scatter";
+    case CollKind::all_reduce: return "all_reduce";
+    case CollKind::broadcast: return "broadcast";
+  }
+  return "?";
+}
+
+const char* term_name(Term t) {
+  switch (t) {
+    case Term::param: return "param";
+    case Term::grad: return "grad";
+    case Term::os_sync: return "os_sync";
+    case Term::os_bcast: return "os_bcast";
+  }
+  return "?";
+}
+
+const char* dtype_name(DType d) { return d == DType::fp32 ? "fp32" : "bf16"; }
+const char* axis_name(Axis a) { return a == Axis::intra ? "intra" : "inter"; }
+int dtype_bytes(DType d) { return d == DType::fp32 ? 4 : 2; }
+
+double bus_factor(CollKind kind, int n) {
+  if (n <= 1) return 0.0;
+  switch (kind) {
+    case CollKind::all_reduce: return 2.0 * (n - 1) / n;
+    case CollKind::all_gather:
+    case CollKind::reduce_scatter: return double(n - 1) / n;
+    case CollKind::broadcast: return 1.0;
+  }
+  return 0.0;
+}
+
+double Schedule::message_bytes() const {
+  double s = 0;
+  for (const auto& op : ops) s += double(op.bytes()) * op.repeat;
+  return s;
+}
+double Schedule::bus_bytes() const {
+  double s = 0;
+  for (const auto& op : ops) s += op.bus_bytes() * op.repeat;
+  return s;
+}
+double Schedule::bus_bytes(CollKind kind) const {
+  double s = 0;
+  for (const auto& op : ops)
+    if (op.kind == kind) s += op.bus_bytes() * op.repeat;
+  return s;
+}
+double Schedule::bus_bytes(Axis axis) const {
+  double s = 0;
+  for (const auto& op : ops)
+    if (op.axis() == axis) s += op.bus_bytes() * op.repeat;
+  return s;
+}
+double Schedule::message_bytes(CollKind kind, Axis axis) const {
+  double s = 0;
+  for (const auto& op : ops)
+    if (op.kind == kind && op.axis() == axis) s += double(op.bytes()) * op.repeat;
+  return s;
+}
+double Schedule::bus_bytes(Term term) const {
+  double s = 0;
+  for (const auto& op : ops)
+    if (op.term == term) s += op.bus_bytes() * op.repeat;
+  return s;
+}
+int64_t Schedule::op_count() const {
+  int64_t n = 0;
+  for (const auto& op : ops) n += op.repeat;
+  return n;
+}
+
+namespace {
+
+struct Builder {
+  const ModelSpec& model;
+  const Plan& plan;
+  const Topology& topo;
+  const ScheduleOptions& opt;
+  const ShardLayout& layout;
+  std::vector<CommOp>& ops;
+
+  // Appends an op unless its group is a single rank.
+  void add(Phase phase, int mb, int repeat, int module, std::string label, CollKind kind, Term term, GroupRole role,
+           int64_t elems, int64_t local_offset = 0, int root = 0) {
+    const GroupSpec g = group_spec(role, plan, topo);
+    if (g.size() <= 1 || elems == 0) return;
+    CommOp op;
+    op.phase = phase;
+    op.micro_batch = mb;
+    op.repeat = repeat;
+    op.module = module;
+    op.label = std::move(label);
+    op.kind = kind;
+    op.term = term;
+    op.role = role;
+    op.group = g;
+    op.mesh = group_mesh(g, topo, opt.rank);
+    op.elems = elems;
+    op.local_offset = local_offset;
+    op.root = root;
+    op.dtype = opt.dtype;
+    ops.push_back(std::move(op));
+  }
+
+  void micro_batch(int mb, int repeat, bool last) {
+    const bool p_sharded = layout.shard_count > 1;
+    const auto& mods = layout.modules;
+    auto mname = [&](int m) { return model.modules[m].name; };
+
+    // Forward: gather each module's parameters before it runs.
+    if (p_sharded)
+      for (const auto& ms : mods)
+        add(Phase::forward, mb, repeat, ms.module, mname(ms.module), CollKind::all_gather, Term::param,
+            GroupRole::p_shard, ms.padded_elems);
+
+    // Backward, last module first.
+    const int64_t bucket_elems = std::max<int64_t>(1, opt.bucket_bytes / dtype_bytes(opt.dtype));
+    int64_t next_bucket_end = layout.local_elems;
+    int bucket_id = 0;
+    const bool lins_like = plan.engine == Engine::lins || plan.engine == Engine::ddp;
+    const int stage = zero_stage(plan);
+    for (auto it = mods.rbegin(); it != mods.rend(); ++it) {
+      const auto& ms = *it;
+      if (p_sharded) {
+        const GroupRole gather = plan.engine == Engine::zeropp ? GroupRole::hpz : GroupRole::p_shard;
+        add(Phase::backward, mb, repeat, ms.module, mname(ms.module), CollKind::all_gather, Term::param, gather,
+            ms.padded_elems);
+        add(Phase::backward, mb, repeat, ms.module, mname(ms.module), CollKind::reduce_scatter, Term::param,
+            GroupRole::p_shard, ms.padded_elems);
+      }
+      if (plan.engine == Engine::zero && stage == 2)
+        add(Phase::backward, mb, repeat, ms.module, mname(ms.module), CollKind::reduce_scatter,
+            last ? Term::os_sync : Term::grad, GroupRole::os_shard, ms.padded_elems);
+      if (plan.engine == Engine::zero && stage == 1 && last)
+        add(Phase::backward, mb, repeat, ms.module, mname(ms.module), CollKind::reduce_scatter, Term::os_sync,
+            GroupRole::os_shard, ms.padded_elems);
+      if (plan.engine == Engine::mics && last)
+        add(Phase::backward, mb, repeat, ms.module, mname(ms.module), CollKind::all_reduce, Term::os_sync,
+            GroupRole::p_replica, ms.shard_elems, ms.local_offset);
+      if (lins_like) {
+        // Buckets are cut from the end of the local gradient buffer; a bucket goes out once backward has produced
+        // every element of it.
+        while (next_bucket_end > 0 && std::max<int64_t>(0, next_bucket_end - bucket_elems) >= ms.local_offset) {
+          const int64_t start = std::max<int64_t>(0, next_bucket_end - bucket_elems);
+          const std::string label = "bucket " + std::to_string(bucket_id++);
+          if (last)
+            add(Phase::backward, mb, repeat, -1, label, CollKind::all_reduce, Term::os_sync, GroupRole::p_replica,
+                next_bucket_end - start, start);
+          else if (plan.g.total() > plan.p.total())
+            add(Phase::backward, mb, repeat, -1, label, CollKind::all_reduce, Term::grad, GroupRole::g_replica,
+                next_bucket_end - start, start);
+          next_bucket_end = start;
+        }
+      }
+    }
+  }
+
+  void after_step() {
+    if (plan.engine == Engine::zero && zero_stage(plan) < 3)
+      for (const auto& ms : layout.modules)
+        add(Phase::optimizer, opt.micro_batches - 1, 1, ms.module, model.modules[ms.module].name,
+            CollKind::all_gather, Term::os_bcast, GroupRole::os_shard, ms.padded_elems);
+    if (plan.engine == Engine::lins || plan.engine == Engine::ddp) {
+      // Each owner broadcasts its updated slices to the ranks holding the same P shard (overlaps the next forward).
+      for (int owner = 0; owner < layout.owner_count; ++owner)
+        add(Phase::next_forward, opt.micro_batches - 1, 1, -1, "owner " + std::to_string(owner),
+            CollKind::broadcast, Term::os_bcast, GroupRole::os_replica, layout.owner_elems[owner], 0, owner);
+    }
+  }
+};
+
+}  // namespace
+
+Result<Schedule> build_schedule(const ModelSpec& model, const Plan& plan, const Topology& topo,
+                                const ScheduleOptions& options) {
+  if (auto s = validate_plan(plan, topo); !s) return make_error(s.error());
+  if (options.micro_batches < 1)
+    return make_error("micro-batches must be at least 1, got " + std::to_string(options.micro_batches));
+  if (options.bucket_bytes < 1)
+    return make_error("bucket size must be at least 1 byte, got " + std::to_string(options.bucket_bytes));
+  if (options.rank < 0 || options.rank >= topo.world())
+    return make_error("rank " + std::to_string(options.rank) + " is outside the world of " +
+                      std::to_string(topo.world()));
+  Schedule s;
+  s.plan = plan;
+  s.topo = topo;
+  s.options = options;
+  s.layout = make_layout(model, plan, topo, options.rank);
+  Builder b{model, plan, topo, s.options, s.layout, s.ops};
+  const int M = options.micro_batches;
+  if (options.expand_micro_batches || M == 1) {
+    for (int m = 0; m < M; ++m) b.micro_batch(m, 1, m == M - 1);
+  } else {
+    b.micro_batch(kEveryButLast, M - 1, false);
+    b.micro_batch(M - 1, 1, true);
+  }
+  b.after_step();
+  return s;
+}
+
+}  // namespace lins
