@@ -1,0 +1,55 @@
+// The kernels of the synthetic LLaMA step, CPU versions (fp32; the CPU backend's math and every GPU kernel's test
+// oracle). The CUDA versions in kernels/cuda/ mirror these names and shapes in namespace lins::kernels::cuda.
+// Shapes: T = tokens (batch * seq), H = hidden, F = ffn, V = vocab, layout [batch, seq, heads, head_dim] = [T, H].
+#pragma once
+
+#include <cstdint>
+
+namespace lins::kernels::cpu {
+
+struct AdamWConfig {
+  float lr = 1e-3f;
+  float beta1 = 0.9f;
+  float beta2 = 0.95f;
+  float eps = 1e-8f;
+  float weight_decay = 0.1f;
+};
+
+// Row-major C[m,n] = alpha * op(A) op(B) + beta * C, op(X) = X or X^T (OpenBLAS sgemm).
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, const float* b,
+          float beta, float* c);
+
+// y[rows, dim] = x * rstd * weight, rstd[rows] = 1 / sqrt(mean(x^2) + eps).
+void rmsnorm_forward(const float* x, const float* weight, float* y, float* rstd, int64_t rows, int64_t dim, float eps);
+// dx = d/dx, dweight += sum over rows (accumulates).
+void rmsnorm_backward(const float* dy, const float* x, const float* weight, const float* rstd, float* dx,
+                      float* dweight, int64_t rows, int64_t dim);
+
+// out[n] = silu(gate) * up.
+void swiglu_forward(const float* gate, const float* up, float* out, int64_t n);
+void swiglu_backward(const float* dout, const float* gate, const float* up, float* dgate, float* dup, int64_t n);
+
+// Rotary position embedding applied in place to x[batch, seq, heads, head_dim]; inverse = true undoes it (the
+// backward of a rotation is the inverse rotation).
+void rope(float* x, int batch, int seq, int heads, int head_dim, float theta, bool inverse);
+
+// Causal multi-head attention, out[T, H]; lse[batch, heads, seq] (log-sum-exp of each softmax row) kept for backward.
+void attention_forward(const float* q, const float* k, const float* v, float* out, float* lse, int batch, int seq,
+                       int heads, int head_dim);
+void attention_backward(const float* dout, const float* q, const float* k, const float* v, const float* out,
+                        const float* lse, float* dq, float* dk, float* dv, int batch, int seq, int heads,
+                        int head_dim);
+
+// Cross-entropy over logits[rows, vocab]; returns the summed loss (fp64) and writes
+// dlogits = grad_scale * (softmax - onehot(target)).
+double cross_entropy(const float* logits, const int32_t* targets, float* dlogits, int64_t rows, int64_t vocab,
+                     float grad_scale);
+
+// out[n, dim] = table[ids[i], :]; backward accumulates into dtable.
+void embedding_forward(const float* table, const int32_t* ids, float* out, int64_t n, int64_t dim);
+void embedding_backward(const float* dout, const int32_t* ids, float* dtable, int64_t n, int64_t dim);
+
+// AdamW on n elements with bias correction (step counts from 1); master, m, v updated in place.
+void adamw(float* master, const float* grad, float* m, float* v, int64_t n, const AdamWConfig& cfg, int step);
+
+}  // namespace lins::kernels::cpu
