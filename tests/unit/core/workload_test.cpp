@@ -1,0 +1,99 @@
+// Shared model/topology/workload options: presets, overrides, world-derived topology, and M from the token budget.
+#include "core/workload.h"
+
+#include <gtest/gtest.h>
+
+namespace lins {
+namespace {
+
+CommandSpec spec() {
+  CommandSpec s;
+  s.name = "test";
+  s.usage = "lins test";
+  s.options = concat_options(concat_options(model_options(), topology_options()), workload_options());
+  return s;
+}
+
+ParsedArgs parse(const std::vector<std::string>& words) {
+  auto a = parse_args(spec(), words);
+  EXPECT_TRUE(a) << a.error();
+  return *a;
+}
+
+TEST(Workload, Llama7bParamCount) {
+  auto m = parse_model(parse({}));
+  ASSERT_TRUE(m) << m.error();
+  EXPECT_EQ(m->name, "llama-7b");
+  EXPECT_EQ(m->param_count(), 6738415616);
+}
+
+TEST(Workload, ShapeFlagsOverrideThePreset) {
+  auto m = parse_model(parse({"--model", "llama-13b", "--layers", "2"}));
+  ASSERT_TRUE(m) << m.error();
+  EXPECT_EQ(m->name, "custom");
+  EXPECT_EQ(m->dims.layers, 2);
+  EXPECT_EQ(m->dims.hidden, 5120);
+  auto bad = parse_model(parse({"--hidden", "100", "--heads", "3"}));
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().find("divisible by heads"), std::string::npos) << bad.error();
+  auto unknown = parse_model(parse({"--model", "gpt-5"}));
+  ASSERT_FALSE(unknown);
+  EXPECT_NE(unknown.error().find("valid models"), std::string::npos);
+  auto zero = parse_model(parse({"--layers", "0"}));
+  ASSERT_FALSE(zero);
+  EXPECT_NE(zero.error().find("--layers"), std::string::npos) << zero.error();
+}
+
+TEST(Workload, TopologyFromFlagsOrWorld) {
+  auto t = parse_topology(parse({}));
+  ASSERT_TRUE(t) << t.error();
+  EXPECT_EQ(t->world(), 1024);
+  auto w = parse_topology(parse({"--gpus-per-node", "4"}), 8);
+  ASSERT_TRUE(w) << w.error();
+  EXPECT_EQ(w->nodes, 2);
+  auto not_multiple = parse_topology(parse({"--gpus-per-node", "4"}), 6);
+  ASSERT_FALSE(not_multiple);
+  EXPECT_NE(not_multiple.error().find("not a multiple"), std::string::npos) << not_multiple.error();
+  auto inconsistent = parse_topology(parse({"--gpus-per-node", "4", "--nodes", "3"}), 8);
+  ASSERT_FALSE(inconsistent);
+  EXPECT_NE(inconsistent.error().find("but the job has 8"), std::string::npos) << inconsistent.error();
+  EXPECT_TRUE(parse_topology(parse({"--gpus-per-node", "4", "--nodes", "2"}), 8));
+  EXPECT_FALSE(parse_topology(parse({"--nodes", "0"})));
+}
+
+TEST(Workload, MicroBatchesFromGlobalBatchTokens) {
+  auto model = *make_model_preset("llama-7b");
+  // The paper: 4M tokens, seq 4096, one sequence per micro-batch: M = 1024 / GPUs.
+  auto w = parse_workload(parse({}), model, Topology{8, 1});
+  ASSERT_TRUE(w) << w.error();
+  EXPECT_EQ(w->micro_batches, 128);
+  EXPECT_EQ(w->global_batch_tokens, 4 << 20);
+  EXPECT_FALSE(w->recompute);
+  auto w1024 = parse_workload(parse({"--recompute"}), model, Topology{8, 128});
+  ASSERT_TRUE(w1024);
+  EXPECT_EQ(w1024->micro_batches, 1);
+  EXPECT_TRUE(w1024->recompute);
+  auto explicit_m = parse_workload(parse({"--micro-batches", "4", "--seq", "128"}), model, Topology{2, 1});
+  ASSERT_TRUE(explicit_m);
+  EXPECT_EQ(explicit_m->micro_batches, 4);
+  EXPECT_EQ(explicit_m->global_batch_tokens, 4 * 128 * 2);
+}
+
+TEST(Workload, RejectsAWrongTokenBudget) {
+  auto model = *make_model_preset("tiny");
+  auto too_small = parse_workload(parse({"--global-batch-tokens", "1M"}), model, Topology{8, 128});
+  ASSERT_FALSE(too_small);
+  EXPECT_NE(too_small.error().find("not a whole positive number"), std::string::npos) << too_small.error();
+  EXPECT_NE(too_small.error().find("multiples of 4194304"), std::string::npos) << too_small.error();
+  auto uneven = parse_workload(parse({"--global-batch-tokens", "5000", "--seq", "1000"}), model, Topology{2, 1});
+  ASSERT_FALSE(uneven);
+  EXPECT_NE(uneven.error().find("such as 4000"), std::string::npos) << uneven.error();
+  auto both = parse_workload(parse({"--global-batch-tokens", "4M", "--micro-batches", "2"}), model, Topology{8, 1});
+  ASSERT_FALSE(both);
+  EXPECT_NE(both.error().find("not both"), std::string::npos);
+  EXPECT_FALSE(parse_workload(parse({"--seq", "0"}), model, Topology{8, 1}));
+  EXPECT_FALSE(parse_workload(parse({"--micro-batches", "-1"}), model, Topology{8, 1}));
+}
+
+}  // namespace
+}  // namespace lins
