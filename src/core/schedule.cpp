@@ -182,10 +182,20 @@ struct Builder {
         add(Phase::optimizer, opt.micro_batches - 1, 1, ms.module, model.modules[ms.module].name,
             CollKind::all_gather, Term::os_bcast, GroupRole::os_shard, ms.padded_elems);
     if (plan.engine == Engine::lins || plan.engine == Engine::ddp) {
-      // Each owner broadcasts its updated slices to the ranks holding the same P shard (overlaps the next forward).
-      for (int owner = 0; owner < layout.owner_count; ++owner)
-        add(Phase::next_forward, opt.micro_batches - 1, 1, -1, "owner " + std::to_string(owner),
-            CollKind::broadcast, Term::os_bcast, GroupRole::os_replica, layout.owner_elems[owner], 0, owner);
+      // Each owner broadcasts its updated slices to the ranks holding the same P shard, module by module in forward
+      // order, so the next step's forward of a module waits only for that module's broadcasts (PAPER.md section 6).
+      std::vector<int64_t> per_owner(layout.owner_count);
+      for (const auto& ms : layout.modules) {
+        const int64_t lo = ms.local_offset, hi = ms.local_offset + ms.shard_elems;
+        std::fill(per_owner.begin(), per_owner.end(), 0);
+        for (const auto& sl : layout.slices) {
+          const int64_t a = std::max(lo, sl.local_offset), b = std::min(hi, sl.local_offset + sl.elems);
+          if (a < b) per_owner[sl.owner] += b - a;
+        }
+        for (int owner = 0; owner < layout.owner_count; ++owner)
+          add(Phase::next_forward, opt.micro_batches - 1, 1, ms.module, model.modules[ms.module].name,
+              CollKind::broadcast, Term::os_bcast, GroupRole::os_replica, per_owner[owner], ms.local_offset, owner);
+      }
     }
   }
 };

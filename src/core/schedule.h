@@ -43,8 +43,8 @@ struct CommOp {
   Phase phase = Phase::forward;
   int micro_batch = 0;  // index; kEveryButLast when the op stands for each of micro-batches 0..M-2
   int repeat = 1;       // how many times it runs per step (M-1 for kEveryButLast, else 1)
-  int module = -1;      // ModelSpec module index, -1 for bucket and broadcast ops
-  std::string label;    // "layers.3.attn", "bucket 5", "owner 2"
+  int module = -1;      // ModelSpec module index, -1 for bucket ops
+  std::string label;    // "layers.3.attn", "bucket 5"
   CollKind kind = CollKind::all_gather;
   Term term = Term::param;
   GroupRole role = GroupRole::world;
@@ -52,8 +52,11 @@ struct CommOp {
   Mesh mesh;
   // Message elements: the gathered (AG) or input (RS) size of the full buffer, the buffer (AR), the payload (BC).
   int64_t elems = 0;
-  int64_t local_offset = 0;  // buckets and broadcasts: where the range starts in the rank's local buffer
-  int root = 0;              // broadcast: index of the root inside the group
+  // Buckets: where the bucket starts in the rank's local buffer. Broadcasts: where the module's shard starts.
+  int64_t local_offset = 0;
+  // Broadcast: the owner (index inside the os_replica group) that sends; its payload is the concatenation, in
+  // local-buffer order, of the parts of its owned slices (ShardLayout::slices) that fall inside op.module's shard.
+  int root = 0;
   DType dtype = DType::bf16;
 
   int64_t bytes() const { return elems * dtype_bytes(dtype); }            // message bytes v (PAPER.md section 4)
