@@ -1,0 +1,30 @@
+// A per-process watchdog: code that may block on other ranks (collective waits, barriers) runs inside a
+// WatchdogScope naming the operation; if one stays open longer than the timeout, the watchdog prints which rank and
+// operation are stuck and aborts the whole MPI job, so a dead or hung peer never hangs an allocation.
+#pragma once
+
+#include <string>
+
+namespace lins {
+
+// Starts the process-wide watchdog (timeout_s <= 0: disabled). `rank` and `host` name this process in the message.
+// Safe to call once per process; later calls change the timeout.
+void start_watchdog(double timeout_s, int rank, const std::string& host);
+void stop_watchdog();
+double watchdog_timeout_s();
+
+// Marks the calling thread as inside `what` until destroyed. Nested scopes keep the outermost start time. Cheap
+// when the watchdog is off.
+class WatchdogScope {
+ public:
+  explicit WatchdogScope(const char* what);
+  explicit WatchdogScope(const std::string& what) : WatchdogScope(what.c_str()) {}
+  ~WatchdogScope();
+  WatchdogScope(const WatchdogScope&) = delete;
+  WatchdogScope& operator=(const WatchdogScope&) = delete;
+
+ private:
+  bool active_ = false;
+};
+
+}  // namespace lins
