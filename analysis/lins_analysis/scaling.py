@@ -1,0 +1,71 @@
+"""Shared drawing of the scaling figures (Fig. 11 MFU, Fig. 12 TGS, Fig. 13 peak memory): one panel per model,
+x = GPU count, one series per system (ZeRO-1, ZeRO-3, ZeRO++, MiCS, Lins), out-of-memory points marked "oom"."""
+
+import numpy as np
+
+from . import NoData
+from . import style
+from .load import pick_model_order, summarise_steps
+
+# The paper's series, each run on its own system's engine (a strategy's rows on another engine belong to Fig. 16/17).
+PAPER_SERIES = {"zero1": "zero", "zero3": "zero", "zeropp": "zeropp", "mics": "mics", "lins": "lins"}
+
+
+def scaling_rows(data):
+    """One row per (source, backend, model, strategy, world size) with the paper's series and full overlap.
+
+    Where one scale has several configurations (for example a micro-batch sweep), the one with the most tokens per
+    step is kept: it is the closest to the paper's fixed 4M-token global batch."""
+    if data.steps.empty:
+        raise NoData("no step CSV (lins step or lins simulate) found")
+    s = summarise_steps(data.steps)
+    if (s["overlap"] == "all").any():
+        s = s[s["overlap"].isin(["all", ""])]
+    own_engine = s.apply(lambda r: PAPER_SERIES.get(r["strategy"]) in (r["engine"], None, "")
+                         if r["strategy"] in PAPER_SERIES else False, axis=1)
+    s = s[own_engine]
+    if s.empty:
+        raise NoData("no rows of the paper's series (zero1, zero3, zeropp, mics, lins on their own engines)")
+    s = s.sort_values("tokens", ascending=False)
+    s = s.drop_duplicates(["source", "backend", "model", "strategy", "world_size"])
+    return s.sort_values(["model", "strategy", "world_size"])
+
+
+def draw_metric(data, out_dir, name, value_of, ylabel, title, formats=("png", "pdf")):
+    """value_of(rows) -> array of y values (NaN where unknown). Returns the written paths."""
+    rows = scaling_rows(data)
+    models = pick_model_order(rows["model"])
+    fig, axes = style.panel_grid(len(models))
+    # a backend suffix only where one source mixes backends (measured on CPU and on GPU, say)
+    mixed_backends = rows.groupby("source")["backend"].nunique().max() > 1
+    for ax, model in zip(axes, models):
+        m = rows[rows["model"] == model]
+        for strategy in style.sort_strategies(m["strategy"]):
+            colour, marker = style.strategy_style(strategy)
+            for (source, backend), series in m[m["strategy"] == strategy].groupby(["source", "backend"]):
+                series = series.sort_values("world_size")
+                feasible = series["feasible"] != 0
+                y = np.where(feasible, value_of(series), np.nan)
+                label = style.strategy_label(strategy)
+                if mixed_backends:
+                    label += f" [{backend}]"
+                if source == "projected":
+                    label += " (proj.)"
+                ax.plot(series["world_size"], y, label=label, **style.line_kwargs(colour, marker, source))
+                style.mark_oom(ax, series.loc[~feasible, "world_size"], colour)
+        style.gpu_axis(ax, m["world_size"])
+        ax.set_title(model)
+        ax.set_ylabel(ylabel)
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+    handles, labels = axes[0].get_legend_handles_labels()
+    for ax in axes[1:]:
+        for h, l in zip(*ax.get_legend_handles_labels()):
+            if l not in labels:
+                handles.append(h)
+                labels.append(l)
+    notes = style.source_legend_handles(set(rows["source"]))
+    fig.legend(handles + notes, labels + [h.get_label() for h in notes], loc="upper center",
+               ncol=min(6, len(handles) + len(notes)), bbox_to_anchor=(0.5, 1.12), fontsize=8, frameon=False)
+    fig.suptitle(title, y=1.16)
+    return style.save_figure(fig, out_dir, name, formats)
