@@ -2,6 +2,8 @@
 // analysis/lins_analysis/schema.py mirrors this list and a test checks them against a CSV the binary wrote.
 #pragma once
 
+#include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -75,5 +77,22 @@ inline const std::vector<Column>& step_csv_columns() {
   };
   return cols;
 }
+
+// One row of the step CSV, filled by column name (an unknown name is a programming error and aborts with its name),
+// written in schema order; columns never set stay empty (for example measured bytes in a projected row).
+class StepRow {
+ public:
+  StepRow& set(const std::string& column, std::string value);
+  StepRow& set(const std::string& column, const char* value) { return set(column, std::string(value)); }
+  StepRow& set(const std::string& column, double value);
+  StepRow& set(const std::string& column, int64_t value);
+  StepRow& set(const std::string& column, int value) { return set(column, int64_t(value)); }
+  const std::string& get(const std::string& column) const;
+  std::vector<std::string> ordered() const;
+  static std::vector<std::string> header();
+
+ private:
+  std::map<std::string, std::string> values_;
+};
 
 }  // namespace lins
