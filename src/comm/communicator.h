@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "core/result.h"
 #include "core/schedule.h"  // CollKind, DType, Axis
 
 namespace lins {
@@ -61,6 +62,15 @@ class Communicator {
   // Fuse the collectives issued between them (NCCL group semantics; a no-op where a backend has none).
   virtual void group_start() {}
   virtual void group_end() {}
+  // Blocks the host until every collective issued so far has completed; afterwards counters() include their time.
+  virtual void synchronize() {}
+  // Collective over this group (MPI_Comm_split / ncclCommSplit): one new communicator per distinct color, ranks
+  // ordered by key; `name` and `axis` label it. Backends without sub-groups return an error.
+  virtual Result<std::unique_ptr<Communicator>> split(int color, int key, std::string name, Axis axis) {
+    (void)color, (void)key, (void)name, (void)axis;
+    return make_error("this communicator backend cannot split into sub-groups");
+  }
+  virtual const char* backend() const { return "unknown"; }  // "mpi", "nccl"
 
   const CommCounters& counters() const { return counters_; }
   void reset_counters() { counters_ = CommCounters{}; }

@@ -1,0 +1,163 @@
+// Backend factory, group splitting and the per-role communicators of a plan; see mesh_comms.h.
+#include "comm/mesh_comms.h"
+
+#include <sstream>
+
+#include "comm/check.h"
+#include "core/units.h"
+#if LINS_COMM_NCCL
+#include "comm/nccl_communicator.h"
+#endif
+
+namespace lins {
+
+const char* backend_name(Backend b) { return b == Backend::mpi ? "mpi" : "nccl"; }
+
+bool nccl_built() { return LINS_COMM_NCCL != 0; }
+
+bool cuda_device_present() {
+#if LINS_COMM_NCCL
+  return cuda_device_count() > 0;
+#else
+  return false;
+#endif
+}
+
+Backend default_backend() { return cuda_device_present() ? Backend::nccl : Backend::mpi; }
+
+Result<Backend> parse_backend(std::string_view text) {
+  if (text == "mpi") return Backend::mpi;
+  if (text == "nccl") {
+    if (!nccl_built())
+      return make_error("backend 'nccl' is not available: this binary was built without CUDA/NCCL; use --backend mpi");
+    return Backend::nccl;
+  }
+  return make_error("unknown backend '" + std::string(text) + "'; valid backends: mpi" +
+                    (nccl_built() ? ", nccl" : " (nccl needs a build with CUDA)"));
+}
+
+Result<std::unique_ptr<Communicator>> make_communicator(Backend backend, MPI_Comm comm, std::string name, Axis axis,
+                                                        const CommOptions& options) {
+  if (backend == Backend::mpi) {
+    auto c = MpiCommunicator::create(comm, std::move(name), axis, options.mpi);
+    if (!c) return make_error(c.error());
+    return std::unique_ptr<Communicator>(std::move(*c));
+  }
+#if LINS_COMM_NCCL
+  auto c = NcclCommunicator::create(comm, std::move(name), axis, static_cast<CUstream_st*>(options.compute_stream));
+  if (!c) return make_error(c.error());
+  return std::unique_ptr<Communicator>(std::move(*c));
+#else
+  return make_error("backend 'nccl' is not available: this binary was built without CUDA/NCCL; use the mpi backend");
+#endif
+}
+
+Result<std::unique_ptr<Communicator>> make_communicator(std::string_view backend, MPI_Comm comm, std::string name,
+                                                        Axis axis, const CommOptions& options) {
+  auto b = parse_backend(backend);
+  if (!b) return make_error(b.error());
+  return make_communicator(*b, comm, std::move(name), axis, options);
+}
+
+Result<std::unique_ptr<Communicator>> split_group(Communicator& world, const GroupSpec& g, const Topology& topo,
+                                                  std::string name) {
+  if (world.size() != topo.world())
+    return make_error("split_group: the communicator has " + std::to_string(world.size()) +
+                      " ranks but the topology " + topo.to_string() + " has " + std::to_string(topo.world()));
+  if (g.block < 1 || g.period < 1 || g.block % g.period != 0 || topo.world() % g.block != 0)
+    return make_error("split_group: group spec block " + std::to_string(g.block) + " period " +
+                      std::to_string(g.period) + " does not tile " + std::to_string(topo.world()) + " ranks");
+  const int rank = world.rank();
+  const Mesh m = group_mesh(g, topo, rank);
+  return world.split(group_ranks(g, rank).front(), rank, std::move(name), m.inter > 1 ? Axis::inter : Axis::intra);
+}
+
+Result<GroupSpec> mesh_group_spec(const Mesh& mesh, const Topology& topo) {
+  const int R = topo.gpus_per_node, N = topo.nodes;
+  if (mesh.intra < 1 || mesh.inter < 1 || R % mesh.intra != 0 || N % mesh.inter != 0)
+    return make_error("mesh " + mesh.to_string() + " does not fit " + std::to_string(R) + " GPUs per node x " +
+                      std::to_string(N) + " nodes; a mesh INTRAxINTER needs INTRA dividing " + std::to_string(R) +
+                      " and INTER dividing " + std::to_string(N));
+  if (mesh.inter == 1) return GroupSpec{mesh.intra, 1};
+  return GroupSpec{R * mesh.inter, R / mesh.intra};
+}
+
+Result<Mesh> parse_mesh(std::string_view text) {
+  const auto x = text.find('x');
+  auto intra = parse_positive_int(text.substr(0, x), "mesh intra-node size");
+  if (!intra) return make_error(intra.error() + " (write a mesh as INTRAxINTER, e.g. 2x2)");
+  int inter = 1;
+  if (x != std::string_view::npos) {
+    auto v = parse_positive_int(text.substr(x + 1), "mesh inter-node size");
+    if (!v) return make_error(v.error() + " (write a mesh as INTRAxINTER, e.g. 2x2)");
+    inter = *v;
+  }
+  return Mesh{*intra, inter};
+}
+
+std::vector<Mesh> profile_meshes(const Topology& topo) {
+  std::vector<Mesh> out;
+  for (int b = 1; b <= topo.nodes; ++b) {
+    if (topo.nodes % b) continue;
+    for (int a = 1; a <= topo.gpus_per_node; ++a)
+      if (topo.gpus_per_node % a == 0 && a * b > 1) out.push_back(Mesh{a, b});
+  }
+  return out;
+}
+
+Mesh MeshComms::mesh(GroupRole role) const { return group_mesh(spec(role), topo_, rank_); }
+
+void MeshComms::synchronize() {
+  world_->synchronize();
+  for (auto& c : comms_) c->synchronize();
+}
+
+void MeshComms::reset_counters() {
+  world_->reset_counters();
+  for (auto& c : comms_) c->reset_counters();
+}
+
+Result<std::unique_ptr<MeshComms>> make_mesh_comms(Backend backend, MPI_Comm world, const Plan& plan,
+                                                   const Topology& topo, const CommOptions& options) {
+  int size = 0;
+  MPI_CHECK(MPI_Comm_size(world, &size));
+  if (size != topo.world())
+    return make_error("the job has " + std::to_string(size) + " ranks but the topology " + topo.to_string() +
+                      " (GPUs per node x nodes) needs " + std::to_string(topo.world()));
+  auto out = std::make_unique<MeshComms>();
+  out->backend_ = backend;
+  out->plan_ = plan;
+  out->topo_ = topo;
+  auto w = make_communicator(backend, world, "world", topo.nodes > 1 ? Axis::inter : Axis::intra, options);
+  if (!w) return make_error(w.error());
+  out->world_ = std::move(*w);
+  out->rank_ = out->world_->rank();
+  for (int r = 0; r < kGroupRoleCount; ++r) {
+    const auto role = static_cast<GroupRole>(r);
+    out->specs_[r] = group_spec(role, plan, topo);
+    auto c = split_group(*out->world_, out->specs_[r], topo, group_role_name(role));
+    if (!c) return make_error(std::string(group_role_name(role)) + " group: " + c.error());
+    out->comms_[r] = std::move(*c);
+  }
+  return out;
+}
+
+std::string describe_groups(const Plan& plan, const Topology& topo, int rank) {
+  std::ostringstream os;
+  os << "groups on " << topo.world() << " ranks (" << topo.gpus_per_node << " per node x " << topo.nodes
+     << " nodes), plan " << (plan.name.empty() ? "custom" : plan.name) << " " << plan.tuple_string() << ":\n";
+  for (int r = 0; r < kGroupRoleCount; ++r) {
+    const auto role = static_cast<GroupRole>(r);
+    const GroupSpec g = group_spec(role, plan, topo);
+    const Mesh m = group_mesh(g, topo, rank);
+    char line[96];
+    std::snprintf(line, sizeof line, "  %-10s size %-4d mesh %-7s %s  ranks of rank %d's group:", group_role_name(role),
+                  g.size(), m.to_string().c_str(), m.inter > 1 ? "inter" : "intra", rank);
+    os << line;
+    for (int x : group_ranks(g, rank)) os << ' ' << x;
+    os << '\n';
+  }
+  return os.str();
+}
+
+}  // namespace lins

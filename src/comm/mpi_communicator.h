@@ -1,0 +1,82 @@
+// The MPI backend of Communicator: collectives on host memory over one MPI communicator (the CPU path of the
+// training step and the oracle of the tests). fp32 maps to MPI_FLOAT; bf16 travels as MPI_UINT16_T and is summed
+// by a user MPI_Op that adds in fp32 and rounds to nearest even.
+#pragma once
+
+#include <mpi.h>
+
+#include <memory>
+#include <string>
+
+#include "comm/communicator.h"
+#include "core/result.h"
+
+namespace lins {
+
+// How asynchronous collectives make progress.
+enum class MpiProgress {
+  // A per-communicator thread runs the blocking collectives in issue order (the default; needs
+  // MPI_THREAD_MULTIPLE). Why: the blocking calls use Open MPI's tuned algorithms (the nonblocking ones go through
+  // libnbc, which is slower at large sizes), and a thread progresses the collective while the caller computes,
+  // whereas MPI_I* collectives only move when the caller enters MPI, so they would not truly overlap compute.
+  thread,
+  // MPI_Iallgather & co., completed by MPI_Wait in Request::wait (any thread level).
+  nonblocking,
+};
+const char* mpi_progress_name(MpiProgress p);
+
+struct MpiCommOptions {
+  MpiProgress progress = MpiProgress::thread;  // falls back to nonblocking below MPI_THREAD_MULTIPLE
+};
+
+// The bf16 sum as an MPI_Op (created on first use, freed at MPI_Finalize); elements are MPI_UINT16_T.
+MPI_Op mpi_bf16_sum_op();
+MPI_Datatype mpi_datatype(DType dtype);
+
+class MpiCommunicator final : public Communicator {
+ public:
+  // Duplicates `comm` (collective over it); the duplicate is freed when this object is destroyed, which must
+  // happen before MPI_Finalize.
+  static Result<std::unique_ptr<MpiCommunicator>> create(MPI_Comm comm, std::string name, Axis axis,
+                                                         MpiCommOptions options = {});
+  ~MpiCommunicator() override;
+  MpiCommunicator(const MpiCommunicator&) = delete;
+  MpiCommunicator& operator=(const MpiCommunicator&) = delete;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const std::string& name() const override { return name_; }
+  Axis axis() const override { return axis_; }
+  const char* backend() const override { return "mpi"; }
+  MpiProgress progress() const { return options_.progress; }
+  MPI_Comm comm() const { return comm_; }  // the duplicate; do not issue collectives on it while requests pend
+
+  // In place: all_gather with send == recv + rank * send_count elements, reduce_scatter with
+  // send + rank * recv_count elements == recv (NCCL's conventions), all_reduce with send == recv. Buffers must stay
+  // valid, and unread/unwritten by the caller, until the request is waited for.
+  Request all_gather(const void* send, void* recv, int64_t send_count, DType dtype) override;
+  Request reduce_scatter(const void* send, void* recv, int64_t recv_count, DType dtype) override;
+  Request all_reduce(const void* send, void* recv, int64_t count, DType dtype) override;
+  Request broadcast(void* buf, int64_t count, DType dtype, int root) override;
+  void barrier() override;
+  void synchronize() override;
+  Result<std::unique_ptr<Communicator>> split(int color, int key, std::string name, Axis axis) override;
+
+  struct Task;  // one collective (defined in the .cpp)
+  struct Worker;
+
+ private:
+  MpiCommunicator() = default;
+  Request submit(std::shared_ptr<Task> task);
+  void run_now(Task& task);
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0, size_ = 1;
+  std::string name_;
+  Axis axis_ = Axis::intra;
+  MpiCommOptions options_;
+  std::unique_ptr<Worker> worker_;       // progress thread (MpiProgress::thread)
+  std::shared_ptr<int> alive_;           // requests check it before touching counters_ after destruction
+};
+
+}  // namespace lins

@@ -1,0 +1,146 @@
+// Gathering and writing provenance; see provenance.h.
+#include "comm/provenance.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <ctime>
+#include <map>
+
+#include "comm/check.h"
+#if LINS_COMM_NCCL
+#include "comm/nccl_communicator.h"
+#endif
+
+extern char** environ;
+
+namespace lins {
+
+std::vector<std::string> gather_host_names(MPI_Comm comm) {
+  constexpr int kLen = 256;
+  char mine[kLen] = {};
+  gethostname(mine, kLen - 1);
+  int size = 1;
+  MPI_CHECK(MPI_Comm_size(comm, &size));
+  std::vector<char> all(size_t(size) * kLen);
+  MPI_CHECK(MPI_Allgather(mine, kLen, MPI_CHAR, all.data(), kLen, MPI_CHAR, comm));
+  std::vector<std::string> out;
+  for (int r = 0; r < size; ++r) out.emplace_back(&all[size_t(r) * kLen]);
+  return out;
+}
+
+std::string mpi_library_version() {
+  char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int len = 0;
+  MPI_Get_library_version(text, &len);
+  std::string s(text, std::min<int>(len, MPI_MAX_LIBRARY_VERSION_STRING));
+  s.erase(std::find(s.begin(), s.end(), '\0'), s.end());
+  for (char& c : s)
+    if (c == '\n' || c == '\r') c = ' ';
+  while (!s.empty() && s.back() == ' ') s.pop_back();
+  return s;
+}
+
+JsonObject relevant_environment() {
+  static const char* kExact[] = {"OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "SLURM_JOB_ID",
+                                 "SLURM_JOB_NAME", "SLURM_JOB_NODELIST", "SLURM_JOB_NUM_NODES", "SLURM_NTASKS",
+                                 "SLURM_STEP_ID", "SLURM_CLUSTER_NAME", "SLURM_JOB_PARTITION"};
+  static const char* kPrefixes[] = {"NCCL_", "OMPI_MCA_"};
+  std::map<std::string, std::string> found;
+  for (char** e = environ; e && *e; ++e) {
+    const std::string kv = *e;
+    const auto eq = kv.find('=');
+    if (eq == std::string::npos) continue;
+    const std::string name = kv.substr(0, eq);
+    bool keep = std::any_of(std::begin(kExact), std::end(kExact), [&](const char* x) { return name == x; });
+    for (const char* p : kPrefixes) keep = keep || name.rfind(p, 0) == 0;
+    if (keep) found[name] = kv.substr(eq + 1);
+  }
+  JsonObject o;
+  for (auto& [k, v] : found) o.set(k, v);
+  return o;
+}
+
+namespace {
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+}  // namespace
+
+JsonObject gather_provenance(MPI_Comm comm, const std::vector<std::string>& argv, const JsonObject& extra) {
+  const auto hosts = gather_host_names(comm);
+  std::vector<std::string> unique = hosts;
+  std::sort(unique.begin(), unique.end());
+  unique.erase(std::unique(unique.begin(), unique.end()), unique.end());
+  int size = 1, version = 0, subversion = 0, thread_level = 0;
+  MPI_CHECK(MPI_Comm_size(comm, &size));
+  MPI_Get_version(&version, &subversion);
+  MPI_Query_thread(&thread_level);
+
+  JsonObject o;
+  o.set("tool", "lins");
+  o.set("lins_version", LINS_VERSION);
+  o.set("git_commit", LINS_GIT_COMMIT);
+  o.set("argv", JsonValue(argv));
+  o.set("date_utc", utc_now());
+  o.set("world_size", size);
+  o.set("hosts", JsonValue(hosts));
+  o.set("host_count", static_cast<int>(unique.size()));
+  o.set("mpi_library_version", mpi_library_version());
+  o.set("mpi_standard", std::to_string(version) + "." + std::to_string(subversion));
+  o.set("mpi_thread_multiple", thread_level >= MPI_THREAD_MULTIPLE);
+#if LINS_COMM_NCCL
+  o.set("built_with_cuda", true);
+  o.set("nccl_version", nccl_version_string());
+  o.set("cuda_version", cuda_version_string());
+  const int devices = cuda_device_count();
+  o.set("cuda_device_count", devices);
+  if (devices > 0) {
+    o.set("gpu_name", cuda_device_name(0));
+  } else {
+    o.set("gpu_name", nullptr);
+  }
+#else
+  o.set("built_with_cuda", false);
+  o.set("gpu_name", nullptr);
+#endif
+  o.set("env", relevant_environment());
+  if (extra.size() > 0) o.set("run", extra);
+  return o;
+}
+
+Status write_provenance(MPI_Comm comm, const std::string& path, const std::vector<std::string>& argv,
+                        const JsonObject& extra) {
+  const JsonObject o = gather_provenance(comm, argv, extra);
+  int rank = 0;
+  MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  std::string error;
+  if (rank == 0) {
+    auto s = write_file_atomic(path, o.dump(2) + "\n");
+    if (!s) error = s.error().empty() ? "could not write " + path : s.error();
+  }
+  int len = static_cast<int>(error.size());
+  MPI_CHECK(MPI_Bcast(&len, 1, MPI_INT, 0, comm));
+  error.resize(len);
+  if (len > 0) MPI_CHECK(MPI_Bcast(error.data(), len, MPI_CHAR, 0, comm));
+  if (len > 0) return make_error(error);
+  return Status::ok_status();
+}
+
+std::string provenance_path_for(const std::string& csv_path) {
+  std::string stem = csv_path;
+  const auto slash = stem.find_last_of('/');
+  const auto dot = stem.find_last_of('.');
+  if (dot != std::string::npos && (slash == std::string::npos || dot > slash)) stem.resize(dot);
+  return stem + ".provenance.json";
+}
+
+}  // namespace lins
