@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# The Slurm job scripts tested for real: starts a single-node Slurm cluster on this machine (slurm_cluster.sh),
+# validates every job script at one-node scale with `sbatch --test-only` through jobs/submit_all.sh, submits the smoke
+# job through submit_all.sh, polls squeue every 0.5 s (bounded), and checks the job's exit code, its CSV and the
+# provenance beside it. Exit 77 (skipped) only when slurmctld is not installed.
+# usage: tests/jobs/test_slurm_smoke.sh [path/to/lins]   (default: build/lins)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+cd "$repo"
+bin=${1:-build/lins}
+limit_s=${LINS_SLURM_TEST_TIMEOUT:-90}
+
+if ! command -v slurmctld >/dev/null 2>&1 && [ ! -x /usr/sbin/slurmctld ]; then
+  echo "SKIP: slurmctld is not installed (apt-get install slurm-wlm munge), so no Slurm cluster can be started"
+  exit 77
+fi
+[ "$(id -u)" -eq 0 ] || { echo "FAIL: starting slurmd and munged for the test needs root" >&2; exit 1; }
+[ -x "$bin" ] || { echo "FAIL: lins binary $bin not found" >&2; exit 1; }
+bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
+
+# shellcheck source=tests/jobs/slurm_cluster.sh
+source "$here/slurm_cluster.sh"
+trap slurm_stop EXIT
+slurm_start
+
+d=$SLURM_TEST_DIR
+cat >"$d/site.env" <<ENV
+LINS_PARTITION=debug
+LINS_LAUNCHER=srun
+LINS_SRUN_MPI=pmix
+LINS_GPUS_PER_NODE=2
+LINS_REQUEST_GPUS=0
+LINS_CPUS_PER_TASK=1
+LINS_TIME_LIMIT=00:10:00
+LINS_BIN=$bin
+LINS_RAW_DIR=$d/raw
+LINS_PYTHON=${LINS_PYTHON:-/usr/bin/python3}
+LINS_SMOKE_FIGURES=${LINS_SMOKE_FIGURES:-0}
+LINS_NETWORK=paper-a800
+LINS_GPU_MEM=80GiB
+LINS_WARMUP_STEPS=1
+LINS_TIMED_STEPS=2
+ENV
+export LINS_SITE_ENV=$d/site.env OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+
+fail() {
+  echo "FAIL: $*" >&2
+  for f in "$d"/raw/logs/*.out; do [ -f "$f" ] && { echo "--- $f" >&2; tail -n 40 "$f" >&2; }; done
+  tail -n 15 "$d/slurmctld.log" >&2
+  exit 1
+}
+
+echo "== every job script at one-node scale, validated by slurmctld (sbatch --test-only)"
+out=$(timeout 60 jobs/submit_all.sh --test-only --max-nodes 1 2>&1) || fail "submit_all.sh --test-only: $out"
+echo "$out"
+for name in smoke fig2 fig11_13 fig16_17 table4 figures; do
+  grep -q "^$name.*to start at" <<<"$out" || fail "Slurm did not accept the $name job script"
+done
+grep -qi "error" <<<"$out" && fail "sbatch --test-only reported an error"
+
+echo "== smoke job through submit_all.sh"
+id=$(timeout 30 jobs/submit_all.sh --only smoke | awk 'NR==1 {print $1}')
+[[ "$id" =~ ^[0-9]+$ ]] || fail "no job id from submit_all.sh (got '$id')"
+start=$SECONDS
+while [ -n "$(timeout 5 squeue -h -j "$id" 2>/dev/null)" ]; do
+  if [ $((SECONDS - start)) -ge "$limit_s" ]; then
+    scancel "$id" || true
+    fail "smoke job $id still queued or running after ${limit_s} s"
+  fi
+  sleep 0.5
+done
+echo "smoke job $id ended after $((SECONDS - start)) s"
+record=$(scontrol show job "$id")
+state=$(grep -o 'JobState=[A-Z_]*' <<<"$record" | cut -d= -f2)
+code=$(grep -o ' ExitCode=[0-9:]*' <<<"$record" | cut -d= -f2)
+[ "$state" = COMPLETED ] && [ "$code" = 0:0 ] || fail "smoke job $id: JobState=$state ExitCode=$code"
+
+run=$d/raw/smoke/$id
+[ -d "$run" ] || fail "no output folder $run"
+for f in provenance.txt scontrol_show_job.txt env.txt nvidia-smi-q.txt; do
+  [ -s "$run/$f" ] || fail "provenance file $f missing in $run"
+done
+grep -q "JobId=$id" "$run/scontrol_show_job.txt" || fail "scontrol_show_job.txt is not this job's record"
+grep -q "^SLURM_JOB_ID=$id$" "$run/env.txt" || fail "env.txt lacks SLURM_JOB_ID"
+[ "$(grep -c 'lins .*commit' "$d/raw/logs/lins-smoke-$id.out")" -eq 4 ] ||
+  fail "srun did not start the binary on 4 ranks"
+
+csv=$(find "$run" -name '*.csv' | sort | head -n 1)
+[ -n "$csv" ] || fail "the smoke job wrote no CSV"
+rows=$(($(wc -l <"$csv") - 1))
+[ "$rows" -ge 1 ] || fail "$csv has no rows"
+header=$(head -n 1 "$csv")
+case "$header" in
+  source,strategy,*) kind="step CSV (lins step)" ;;
+  *s0_p*) kind="plan CSV (lins plan --csv; this build has no lins step yet)" ;;
+  *) fail "unexpected CSV header in $csv: $header" ;;
+esac
+if [[ "$kind" == step* ]]; then
+  # the step CSV the binary wrote must have the columns the analysis reads
+  /usr/bin/python3 - "$csv" <<'PY' || fail "the step CSV does not match analysis/lins_analysis/schema.py"
+import sys
+sys.path.insert(0, "analysis")
+import pandas as pd
+from lins_analysis import schema
+df = pd.read_csv(sys.argv[1])
+assert list(df.columns) == schema.STEP_COLUMNS, set(df.columns) ^ set(schema.STEP_COLUMNS)
+assert (df["source"] == "measured").all() and len(set(df["strategy"])) >= 2, df[["source", "strategy"]]
+PY
+fi
+echo "PASS: smoke job $id completed on a real Slurm: $kind, $rows rows in ${csv#"$d"/}"
