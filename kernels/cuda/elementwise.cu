@@ -1,0 +1,281 @@
+// Memory-bound element-wise kernels: casts, fills, residual add, SwiGLU forward/backward and AdamW. Each thread moves
+// 8 elements per grid-stride iteration with 128-bit accesses when every pointer is 16-byte aligned; the ragged tail
+// (and unaligned pointers) take the same functor one element at a time.
+#include <cmath>
+
+#include "kernels/cuda/device_utils.cuh"
+#include "kernels/cuda/ops_cuda.h"
+
+namespace lins::kernels::cuda {
+
+namespace detail {
+
+int sm_count() {
+  constexpr int kMaxDevices = 64;
+  static thread_local int cached[kMaxDevices] = {0};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) return 132;
+  if (cached[dev] == 0) {
+    int n = 0;
+    cached[dev] = cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && n > 0 ? n : 132;
+  }
+  return cached[dev];
+}
+
+int grid_size(int64_t items, int threads, int blocks_per_sm) {
+  const int64_t need = (items + threads - 1) / threads;
+  const int64_t cap = static_cast<int64_t>(sm_count()) * blocks_per_sm;
+  return static_cast<int>(need < 1 ? 1 : (need < cap ? need : cap));
+}
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kVec = 8;
+
+template <int N, class Op>
+__global__ void __launch_bounds__(kThreads) elementwise_kernel(Op op, int64_t chunks, int64_t first) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < chunks; c += stride)
+    op.template apply<N>(first + c * N);
+}
+
+// Runs op over [0, n): 8-element chunks when vector_ok, then the remainder element by element.
+template <class Op>
+cudaError_t launch_elementwise(const Op& op, int64_t n, bool vector_ok, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  const int64_t body = vector_ok ? n / kVec * kVec : 0;
+  if (body > 0) {
+    elementwise_kernel<kVec><<<grid_size(body / kVec, kThreads), kThreads, 0, stream>>>(op, body / kVec, 0);
+  }
+  if (n > body) elementwise_kernel<1><<<grid_size(n - body, kThreads), kThreads, 0, stream>>>(op, n - body, body);
+  return cudaGetLastError();
+}
+
+template <class TIn, class TOut>
+struct CastOp {
+  const TIn* in;
+  TOut* out;
+  template <int N>
+  __device__ void apply(int64_t i) const {
+    float x[N];
+    load<N>(in + i, x);
+    store<N>(out + i, x);
+  }
+};
+
+template <class T>
+struct FillOp {
+  T* x;
+  float value;
+  template <int N>
+  __device__ void apply(int64_t i) const {
+    float v[N];
+#pragma unroll
+    for (int j = 0; j < N; ++j) v[j] = value;
+    store<N>(x + i, v);
+  }
+};
+
+template <class T>
+struct FillUniformOp {
+  T* x;
+  uint64_t seed;
+  float lo, span;
+  template <int N>
+  __device__ void apply(int64_t i) const {
+    float v[N];
+#pragma unroll
+    for (int j = 0; j < N; ++j) v[j] = lo + span * hash_uniform(seed, static_cast<uint64_t>(i + j));
+    store<N>(x + i, v);
+  }
+};
+
+struct AddOp {
+  const bf16* a;
+  const bf16* b;
+  bf16* out;
+  template <int N>
+  __device__ void apply(int64_t i) const {
+    float x[N], y[N];
+    load<N>(a + i, x);
+    load<N>(b + i, y);
+#pragma unroll
+    for (int j = 0; j < N; ++j) x[j] += y[j];
+    store<N>(out + i, x);
+  }
+};
+
+__device__ __forceinline__ float sigmoid(float x) { return 1.f / (1.f + __expf(-x)); }
+
+struct SwigluForwardOp {
+  const bf16* gate;
+  const bf16* up;
+  bf16* out;
+  template <int N>
+  __device__ void apply(int64_t i) const {
+    float g[N], u[N];
+    load<N>(gate + i, g);
+    load<N>(up + i, u);
+#pragma unroll
+    for (int j = 0; j < N; ++j) g[j] = g[j] * sigmoid(g[j]) * u[j];
+    store<N>(out + i, g);
+  }
+};
+
+struct SwigluBackwardOp {
+  const bf16* dout;
+  const bf16* gate;
+  const bf16* up;
+  bf16* dgate;
+  bf16* dup;
+  template <int N>
+  __device__ void apply(int64_t i) const {
+    float d[N], g[N], u[N];
+    load<N>(dout + i, d);
+    load<N>(gate + i, g);
+    load<N>(up + i, u);
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+      const float s = sigmoid(g[j]);
+      const float silu = g[j] * s;
+      const float dsilu = s * (1.f + g[j] * (1.f - s));  // d/dg [g * sigmoid(g)]
+      g[j] = d[j] * u[j] * dsilu;                         // dgate
+      u[j] = d[j] * silu;                                 // dup
+    }
+    store<N>(dgate + i, g);
+    store<N>(dup + i, u);
+  }
+};
+
+// AdamW (decoupled weight decay, bias-corrected moments), as cpu::adamw:
+//   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;  w -= lr * (m/bc1 / (sqrt(v/bc2) + eps) + wd * w).
+template <class TGrad>
+struct AdamWOp {
+  float* master;
+  const TGrad* grad;
+  float* m;
+  float* v;
+  bf16* param_out;
+  float lr, beta1, beta2, eps, weight_decay, inv_bc1, inv_bc2, grad_scale;
+  template <int N>
+  __device__ void apply(int64_t i) const {
+    float w[N], g[N], mm[N], vv[N];
+    load<N>(grad + i, g);
+    load<N>(master + i, w);
+    load<N>(m + i, mm);
+    load<N>(v + i, vv);
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+      const float gj = g[j] * grad_scale;
+      mm[j] = beta1 * mm[j] + (1.f - beta1) * gj;
+      vv[j] = beta2 * vv[j] + (1.f - beta2) * gj * gj;
+      const float update = (mm[j] * inv_bc1) / (sqrtf(vv[j] * inv_bc2) + eps);
+      w[j] -= lr * (update + weight_decay * w[j]);
+    }
+    store<N>(master + i, w);
+    store<N>(m + i, mm);
+    store<N>(v + i, vv);
+    if (param_out != nullptr) store<N>(param_out + i, w);
+  }
+};
+
+template <class TGrad>
+cudaError_t adamw_impl(float* master, const TGrad* grad, float* m, float* v, bf16* param_out, int64_t n,
+                       const AdamWConfig& cfg, int step, float grad_scale, cudaStream_t stream) {
+  if (step < 1) return cudaErrorInvalidValue;
+  AdamWOp<TGrad> op{master, grad, m, v, param_out, cfg.lr, cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay,
+                    0.f, 0.f, grad_scale};
+  op.inv_bc1 = static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(cfg.beta1), step)));
+  op.inv_bc2 = static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(cfg.beta2), step)));
+  const bool vec = aligned16(master) && aligned16(grad) && aligned16(m) && aligned16(v) &&
+                   (param_out == nullptr || aligned16(param_out));
+  return launch_elementwise(op, n, vec, stream);
+}
+
+__global__ void __launch_bounds__(1024) sum_kernel(const float* x, int64_t n, double* out) {
+  __shared__ double partial[32];
+  double acc = 0.0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) acc += x[i];
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = acc;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    acc = threadIdx.x < (blockDim.x >> 5) ? partial[threadIdx.x] : 0.0;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    if (threadIdx.x == 0) *out = acc;
+  }
+}
+
+}  // namespace
+}  // namespace detail
+
+using detail::aligned16;
+using detail::launch_elementwise;
+
+int device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError();  // clear the error (35 without a driver) so later checks start clean
+    return 0;
+  }
+  return n;
+}
+
+cudaError_t cast_fp32_to_bf16(const float* in, bf16* out, int64_t n, cudaStream_t stream) {
+  return launch_elementwise(detail::CastOp<float, bf16>{in, out}, n, aligned16(in) && aligned16(out), stream);
+}
+
+cudaError_t cast_bf16_to_fp32(const bf16* in, float* out, int64_t n, cudaStream_t stream) {
+  return launch_elementwise(detail::CastOp<bf16, float>{in, out}, n, aligned16(in) && aligned16(out), stream);
+}
+
+cudaError_t fill(float* x, float value, int64_t n, cudaStream_t stream) {
+  return launch_elementwise(detail::FillOp<float>{x, value}, n, aligned16(x), stream);
+}
+
+cudaError_t fill(bf16* x, float value, int64_t n, cudaStream_t stream) {
+  return launch_elementwise(detail::FillOp<bf16>{x, value}, n, aligned16(x), stream);
+}
+
+cudaError_t fill_uniform(float* x, int64_t n, uint64_t seed, float lo, float hi, cudaStream_t stream) {
+  return launch_elementwise(detail::FillUniformOp<float>{x, seed, lo, hi - lo}, n, aligned16(x), stream);
+}
+
+cudaError_t fill_uniform(bf16* x, int64_t n, uint64_t seed, float lo, float hi, cudaStream_t stream) {
+  return launch_elementwise(detail::FillUniformOp<bf16>{x, seed, lo, hi - lo}, n, aligned16(x), stream);
+}
+
+cudaError_t add(const bf16* a, const bf16* b, bf16* out, int64_t n, cudaStream_t stream) {
+  return launch_elementwise(detail::AddOp{a, b, out}, n, aligned16(a) && aligned16(b) && aligned16(out), stream);
+}
+
+cudaError_t sum(const float* x, int64_t n, double* out, cudaStream_t stream) {
+  detail::sum_kernel<<<1, 1024, 0, stream>>>(x, n, out);
+  return cudaGetLastError();
+}
+
+cudaError_t swiglu_forward(const bf16* gate, const bf16* up, bf16* out, int64_t n, cudaStream_t stream) {
+  return launch_elementwise(detail::SwigluForwardOp{gate, up, out}, n,
+                            aligned16(gate) && aligned16(up) && aligned16(out), stream);
+}
+
+cudaError_t swiglu_backward(const bf16* dout, const bf16* gate, const bf16* up, bf16* dgate, bf16* dup, int64_t n,
+                            cudaStream_t stream) {
+  const bool vec = aligned16(dout) && aligned16(gate) && aligned16(up) && aligned16(dgate) && aligned16(dup);
+  return launch_elementwise(detail::SwigluBackwardOp{dout, gate, up, dgate, dup}, n, vec, stream);
+}
+
+cudaError_t adamw(float* master, const bf16* grad, float* m, float* v, bf16* param_out, int64_t n,
+                  const AdamWConfig& cfg, int step, float grad_scale, cudaStream_t stream) {
+  return detail::adamw_impl(master, grad, m, v, param_out, n, cfg, step, grad_scale, stream);
+}
+
+cudaError_t adamw(float* master, const float* grad, float* m, float* v, bf16* param_out, int64_t n,
+                  const AdamWConfig& cfg, int step, float grad_scale, cudaStream_t stream) {
+  return detail::adamw_impl(master, grad, m, v, param_out, n, cfg, step, grad_scale, stream);
+}
+
+}  // namespace lins::kernels::cuda
