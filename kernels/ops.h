@@ -52,4 +52,32 @@ void embedding_backward(const float* dout, const int32_t* ids, float* dtable, in
 // AdamW on n elements with bias correction (step counts from 1); master, m, v updated in place.
 void adamw(float* master, const float* grad, float* m, float* v, int64_t n, const AdamWConfig& cfg, int step);
 
+// --- Additions used by the training step (same conventions) ---
+
+// gemm with explicit leading dimensions (row-major), for views such as one head of a [T, H] buffer.
+void gemm_strided(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                  int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+// y[n] += x[n].
+void add(float* y, const float* x, int64_t n);
+// y[n] *= alpha.
+void scale(float* y, float alpha, int64_t n);
+
+// GEMM accounting for the step benchmark: when timing is on, every gemm/gemm_strided call adds its FLOPs (2mnk)
+// and wall seconds, and reports its shape to the observer (if any).
+struct GemmShape {
+  bool trans_a = false, trans_b = false;
+  int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0, ldc = 0;
+};
+using GemmObserver = void (*)(const GemmShape& shape, double seconds);
+struct GemmStats {
+  int64_t calls = 0;
+  double flops = 0.0;
+  double seconds = 0.0;
+  GemmObserver observer = nullptr;
+};
+void set_gemm_timing(bool on);
+void set_gemm_observer(GemmObserver observer);
+GemmStats gemm_stats();
+void reset_gemm_stats();  // also clears the observer
+
 }  // namespace lins::kernels::cpu

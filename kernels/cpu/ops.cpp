@@ -1,0 +1,184 @@
+// fp32 CPU implementations of kernels/ops.h: GEMM on OpenBLAS sgemm, the element-wise and row-wise kernels of the
+// LLaMA step (RMSNorm, SwiGLU, RoPE, cross-entropy, embedding) and AdamW. Attention lives in attention.cpp.
+#include <cblas.h>
+
+#include <chrono>
+#include <cmath>
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "kernels/ops.h"
+
+namespace lins::kernels::cpu {
+namespace {
+
+GemmStats g_gemm_stats;
+bool g_gemm_timing = false;
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+void set_gemm_timing(bool on) { g_gemm_timing = on; }
+GemmStats gemm_stats() { return g_gemm_stats; }
+void reset_gemm_stats() { g_gemm_stats = GemmStats{}; }
+void set_gemm_observer(GemmObserver observer) { g_gemm_stats.observer = observer; }
+
+void gemm_strided(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                  int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {  // BLAS leaves C * beta; keep that contract explicit for empty inner dimensions
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+    return;
+  }
+  const double t0 = g_gemm_timing ? now_s() : 0.0;
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
+              static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), alpha, a,
+              static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
+  if (g_gemm_timing) {
+    const double dt = now_s() - t0;
+    g_gemm_stats.calls += 1;
+    g_gemm_stats.flops += 2.0 * double(m) * double(n) * double(k);
+    g_gemm_stats.seconds += dt;
+    if (g_gemm_stats.observer) g_gemm_stats.observer(GemmShape{trans_a, trans_b, m, n, k, lda, ldb, ldc}, dt);
+  }
+}
+
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, const float* b,
+          float beta, float* c) {
+  // Row-major: op(A) is [m, k]; A itself is [m, k] (lda = k) or [k, m] (lda = m). Likewise for B.
+  gemm_strided(trans_a, trans_b, m, n, k, alpha, a, trans_a ? m : k, b, trans_b ? k : n, beta, c, n);
+}
+
+void rmsnorm_forward(const float* x, const float* weight, float* y, float* rstd, int64_t rows, int64_t dim,
+                     float eps) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * dim;
+    float* yr = y + r * dim;
+    float ss = 0.0f;
+    for (int64_t i = 0; i < dim; ++i) ss += xr[i] * xr[i];
+    const float s = 1.0f / std::sqrt(ss / float(dim) + eps);
+    rstd[r] = s;
+    for (int64_t i = 0; i < dim; ++i) yr[i] = xr[i] * s * weight[i];
+  }
+}
+
+void rmsnorm_backward(const float* dy, const float* x, const float* weight, const float* rstd, float* dx,
+                      float* dweight, int64_t rows, int64_t dim) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * dim;
+    const float* dyr = dy + r * dim;
+    float* dxr = dx + r * dim;
+    const float s = rstd[r];
+    // y = x * s * w with s = (mean(x^2) + eps)^-1/2: dx = s * g - x * s^3 * mean(g * x), g = dy * w.
+    float gx = 0.0f;
+    for (int64_t i = 0; i < dim; ++i) {
+      gx += dyr[i] * weight[i] * xr[i];
+      dweight[i] += dyr[i] * xr[i] * s;
+    }
+    const float c = s * s * s * gx / float(dim);
+    for (int64_t i = 0; i < dim; ++i) dxr[i] = s * dyr[i] * weight[i] - xr[i] * c;
+  }
+}
+
+void swiglu_forward(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    out[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+void swiglu_backward(const float* dout, const float* gate, const float* up, float* dgate, float* dup, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    const float sig = 1.0f / (1.0f + std::exp(-g));
+    const float silu = g * sig;
+    const float d = dout[i];
+    dgate[i] = d * up[i] * sig * (1.0f + g * (1.0f - sig));  // in place with dout is safe: d read first
+    dup[i] = d * silu;
+  }
+}
+
+void rope(float* x, int batch, int seq, int heads, int head_dim, float theta, bool inverse) {
+  // Meta LLaMA convention: consecutive pairs (2i, 2i+1) rotate by pos * theta^(-2i / head_dim).
+  const int half = head_dim / 2;
+  std::vector<float> cos_t(static_cast<size_t>(seq) * half), sin_t(static_cast<size_t>(seq) * half);
+  for (int p = 0; p < seq; ++p)
+    for (int i = 0; i < half; ++i) {
+      const double freq = std::pow(double(theta), -2.0 * i / double(head_dim));
+      const double ang = double(p) * freq;
+      cos_t[size_t(p) * half + i] = float(std::cos(ang));
+      sin_t[size_t(p) * half + i] = float(inverse ? -std::sin(ang) : std::sin(ang));
+    }
+  for (int b = 0; b < batch; ++b)
+    for (int p = 0; p < seq; ++p) {
+      const float* c = &cos_t[size_t(p) * half];
+      const float* s = &sin_t[size_t(p) * half];
+      for (int h = 0; h < heads; ++h) {
+        float* v = x + ((int64_t(b) * seq + p) * heads + h) * head_dim;
+        for (int i = 0; i < half; ++i) {
+          const float a = v[2 * i], bb = v[2 * i + 1];
+          v[2 * i] = a * c[i] - bb * s[i];
+          v[2 * i + 1] = a * s[i] + bb * c[i];
+        }
+      }
+    }
+}
+
+double cross_entropy(const float* logits, const int32_t* targets, float* dlogits, int64_t rows, int64_t vocab,
+                     float grad_scale) {
+  double total = 0.0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* lr = logits + r * vocab;
+    float* dr = dlogits + r * vocab;
+    float mx = lr[0];
+    for (int64_t i = 1; i < vocab; ++i) mx = std::max(mx, lr[i]);
+    double sum = 0.0;
+    for (int64_t i = 0; i < vocab; ++i) sum += std::exp(double(lr[i] - mx));
+    const double lse = double(mx) + std::log(sum);
+    const int32_t t = targets[r];
+    total += lse - double(lr[t]);
+    // dlogits may alias logits: each element is read before it is written.
+    for (int64_t i = 0; i < vocab; ++i) dr[i] = grad_scale * float(std::exp(double(lr[i]) - lse));
+    dr[t] -= grad_scale;
+  }
+  return total;
+}
+
+void embedding_forward(const float* table, const int32_t* ids, float* out, int64_t n, int64_t dim) {
+  for (int64_t i = 0; i < n; ++i) std::memcpy(out + i * dim, table + int64_t(ids[i]) * dim, sizeof(float) * dim);
+}
+
+void embedding_backward(const float* dout, const int32_t* ids, float* dtable, int64_t n, int64_t dim) {
+  for (int64_t i = 0; i < n; ++i) {
+    float* row = dtable + int64_t(ids[i]) * dim;
+    const float* d = dout + i * dim;
+    for (int64_t j = 0; j < dim; ++j) row[j] += d[j];
+  }
+}
+
+void adamw(float* master, const float* grad, float* m, float* v, int64_t n, const AdamWConfig& cfg, int step) {
+  const float bc1 = 1.0f - std::pow(cfg.beta1, float(step));
+  const float bc2 = 1.0f - std::pow(cfg.beta2, float(step));
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = grad[i];
+    m[i] = cfg.beta1 * m[i] + (1.0f - cfg.beta1) * g;
+    v[i] = cfg.beta2 * v[i] + (1.0f - cfg.beta2) * g * g;
+    const float mhat = m[i] / bc1, vhat = v[i] / bc2;
+    master[i] -= cfg.lr * (mhat / (std::sqrt(vhat) + cfg.eps) + cfg.weight_decay * master[i]);
+  }
+}
+
+void add(float* y, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+void scale(float* y, float alpha, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] *= alpha;
+}
+
+}  // namespace lins::kernels::cpu

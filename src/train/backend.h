@@ -1,0 +1,135 @@
+// The compute backend of the training step: device memory (tracked per category, with a high-water mark), one
+// compute stream with events, host<->device copies, and the kernels of kernels/ops.h on device pointers. The CPU
+// backend runs them on host memory with OpenBLAS; the GPU backend (CUDA kernels, cuBLAS, bf16 P and G) implements
+// the same interface. The model and the executor use only this interface: they never dereference device memory.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/result.h"
+#include "kernels/ops.h"
+
+namespace lins {
+
+// What a device allocation holds; the memory test compares the `state` categories with the memory model.
+enum class MemCategory {
+  param,       // P: the local parameter shard (and ZeRO++'s secondary partition)
+  grad,        // G: gradients kept across micro-batches
+  optimizer,   // OS: master weights, momentum, variance of the owned elements
+  activation,  // saved activations of the micro-batch in flight
+  buffer,      // gathered parameters, full-module gradients, reduce-scatter outputs, broadcast payloads, scratch
+};
+constexpr int kMemCategoryCount = 5;
+const char* mem_category_name(MemCategory c);
+
+struct MemoryStats {
+  std::array<int64_t, kMemCategoryCount> current_bytes{};
+  std::array<int64_t, kMemCategoryCount> peak_bytes{};  // per category
+  int64_t total_current_bytes = 0;
+  int64_t total_peak_bytes = 0;  // high-water mark of everything live at once
+  int64_t state_current_bytes() const;  // param + grad + optimizer
+};
+
+class ComputeBackend;
+
+// An owning device allocation (move-only). Freed (and untracked) when destroyed.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(ComputeBackend* owner, void* ptr, int64_t bytes, MemCategory category)
+      : owner_(owner), ptr_(ptr), bytes_(bytes), category_(category) {}
+  DeviceBuffer(DeviceBuffer&& o) noexcept { *this = std::move(o); }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() { reset(); }
+
+  void reset();
+  bool empty() const { return ptr_ == nullptr; }
+  int64_t bytes() const { return bytes_; }
+  MemCategory category() const { return category_; }
+  void* data() const { return ptr_; }
+  float* f32() const { return static_cast<float*>(ptr_); }
+  int32_t* i32() const { return static_cast<int32_t*>(ptr_); }
+  double* f64() const { return static_cast<double*>(ptr_); }
+
+ private:
+  ComputeBackend* owner_ = nullptr;
+  void* ptr_ = nullptr;
+  int64_t bytes_ = 0;
+  MemCategory category_ = MemCategory::buffer;
+};
+
+// A point on the compute stream. On the CPU it is the host time when recorded (work is synchronous); on the GPU a
+// CUDA event.
+struct Event {
+  double host_s = 0.0;
+  std::shared_ptr<void> native;  // cudaEvent_t holder on the GPU backend
+};
+
+class ComputeBackend {
+ public:
+  virtual ~ComputeBackend() = default;
+  virtual const char* name() const = 0;  // "cpu", "gpu"
+
+  // Memory. Allocations are zero-filled. Bytes are tracked per category.
+  virtual Result<DeviceBuffer> allocate(int64_t bytes, MemCategory category) = 0;
+  const MemoryStats& memory() const { return mem_; }
+  void reset_peak_memory();  // peak := current (per category and total)
+
+  // Transfers and fills on the compute stream. download waits for the stream.
+  virtual void upload(void* dst, const void* host_src, int64_t bytes) = 0;
+  virtual void download(void* host_dst, const void* src, int64_t bytes) = 0;
+  virtual void copy(void* dst, const void* src, int64_t bytes) = 0;
+  virtual void zero(void* dst, int64_t bytes) = 0;
+  virtual void fill(float* dst, int64_t n, float value) = 0;
+  // dst[i] = std * N(0, 1) from a counter-based generator: element i of the stream `seed` is a function of (seed,
+  // first + i) only, so any slice of a tensor can be initialised without the rest (identical whatever the sharding).
+  virtual void init_normal(float* dst, int64_t n, uint64_t seed, int64_t first, float std) = 0;
+
+  // Stream and events.
+  virtual Event record_event() = 0;
+  virtual double elapsed_s(const Event& start, const Event& end) = 0;
+  virtual void synchronize() = 0;     // host waits for the compute stream
+  virtual void* native_stream() = 0;  // cudaStream_t on the GPU (for the NCCL communicator), nullptr on the CPU
+
+  // Kernels (kernels/ops.h semantics, device pointers, enqueued on the compute stream).
+  virtual void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                    const float* b, float beta, float* c) = 0;
+  virtual void rmsnorm_forward(const float* x, const float* weight, float* y, float* rstd, int64_t rows, int64_t dim,
+                               float eps) = 0;
+  virtual void rmsnorm_backward(const float* dy, const float* x, const float* weight, const float* rstd, float* dx,
+                                float* dweight, int64_t rows, int64_t dim) = 0;
+  virtual void swiglu_forward(const float* gate, const float* up, float* out, int64_t n) = 0;
+  virtual void swiglu_backward(const float* dout, const float* gate, const float* up, float* dgate, float* dup,
+                               int64_t n) = 0;
+  virtual void rope(float* x, int batch, int seq, int heads, int head_dim, float theta, bool inverse) = 0;
+  virtual void attention_forward(const float* q, const float* k, const float* v, float* out, float* lse, int batch,
+                                 int seq, int heads, int head_dim) = 0;
+  virtual void attention_backward(const float* dout, const float* q, const float* k, const float* v,
+                                  const float* out, const float* lse, float* dq, float* dk, float* dv, int batch,
+                                  int seq, int heads, int head_dim) = 0;
+  // loss_sum[0] += summed loss (fp64, device); dlogits = grad_scale * (softmax - onehot); may run in place.
+  virtual void cross_entropy(const float* logits, const int32_t* targets, float* dlogits, int64_t rows, int64_t vocab,
+                             float grad_scale, double* loss_sum) = 0;
+  virtual void embedding_forward(const float* table, const int32_t* ids, float* out, int64_t n, int64_t dim) = 0;
+  virtual void embedding_backward(const float* dout, const int32_t* ids, float* dtable, int64_t n, int64_t dim) = 0;
+  virtual void adamw(float* master, const float* grad, float* m, float* v, int64_t n,
+                     const kernels::cpu::AdamWConfig& cfg, int step) = 0;
+  virtual void add(float* y, const float* x, int64_t n) = 0;  // y += x
+
+ protected:
+  friend class DeviceBuffer;
+  virtual void release(void* ptr, int64_t bytes, MemCategory category) = 0;
+  void track_alloc(int64_t bytes, MemCategory category);
+  void track_free(int64_t bytes, MemCategory category);
+  MemoryStats mem_;
+};
+
+// The CPU backend: host memory, synchronous kernels (kernels/cpu), events are host timestamps.
+std::unique_ptr<ComputeBackend> make_cpu_backend();
+
+}  // namespace lins

@@ -1,0 +1,180 @@
+// The CPU compute backend: host memory from the C allocator (64-byte aligned, zero-filled, tracked per category),
+// synchronous kernels from kernels/cpu (OpenBLAS sgemm), events that are host timestamps.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "train/backend.h"
+
+namespace lins {
+
+const char* mem_category_name(MemCategory c) {
+  switch (c) {
+    case MemCategory::param: return "param";
+    case MemCategory::grad: return "grad";
+    case MemCategory::optimizer: return "optimizer";
+    case MemCategory::activation: return "activation";
+    case MemCategory::buffer: return "buffer";
+  }
+  return "?";
+}
+
+int64_t MemoryStats::state_current_bytes() const {
+  return current_bytes[int(MemCategory::param)] + current_bytes[int(MemCategory::grad)] +
+         current_bytes[int(MemCategory::optimizer)];
+}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+  if (this != &o) {
+    reset();
+    owner_ = o.owner_;
+    ptr_ = o.ptr_;
+    bytes_ = o.bytes_;
+    category_ = o.category_;
+    o.owner_ = nullptr;
+    o.ptr_ = nullptr;
+    o.bytes_ = 0;
+  }
+  return *this;
+}
+
+void DeviceBuffer::reset() {
+  if (owner_ && ptr_) owner_->release(ptr_, bytes_, category_);
+  owner_ = nullptr;
+  ptr_ = nullptr;
+  bytes_ = 0;
+}
+
+void ComputeBackend::track_alloc(int64_t bytes, MemCategory c) {
+  const int i = int(c);
+  mem_.current_bytes[i] += bytes;
+  mem_.peak_bytes[i] = std::max(mem_.peak_bytes[i], mem_.current_bytes[i]);
+  mem_.total_current_bytes += bytes;
+  mem_.total_peak_bytes = std::max(mem_.total_peak_bytes, mem_.total_current_bytes);
+}
+
+void ComputeBackend::track_free(int64_t bytes, MemCategory c) {
+  mem_.current_bytes[int(c)] -= bytes;
+  mem_.total_current_bytes -= bytes;
+}
+
+void ComputeBackend::reset_peak_memory() {
+  mem_.peak_bytes = mem_.current_bytes;
+  mem_.total_peak_bytes = mem_.total_current_bytes;
+}
+
+namespace {
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+class CpuBackend final : public ComputeBackend {
+ public:
+  const char* name() const override { return "cpu"; }
+
+  Result<DeviceBuffer> allocate(int64_t bytes, MemCategory category) override {
+    if (bytes < 0) return make_error("cpu backend: negative allocation of " + std::to_string(bytes) + " bytes");
+    if (bytes == 0) return DeviceBuffer(this, nullptr, 0, category);
+    const size_t rounded = (size_t(bytes) + 63) / 64 * 64;
+    void* p = std::aligned_alloc(64, rounded);
+    if (!p) return make_error("cpu backend: out of host memory allocating " + std::to_string(bytes) + " bytes");
+    std::memset(p, 0, rounded);
+    track_alloc(bytes, category);
+    return DeviceBuffer(this, p, bytes, category);
+  }
+
+  void upload(void* dst, const void* src, int64_t bytes) override { std::memcpy(dst, src, size_t(bytes)); }
+  void download(void* dst, const void* src, int64_t bytes) override { std::memcpy(dst, src, size_t(bytes)); }
+  void copy(void* dst, const void* src, int64_t bytes) override {
+    if (dst != src && bytes > 0) std::memmove(dst, src, size_t(bytes));
+  }
+  void zero(void* dst, int64_t bytes) override {
+    if (bytes > 0) std::memset(dst, 0, size_t(bytes));
+  }
+  void fill(float* dst, int64_t n, float value) override {
+    for (int64_t i = 0; i < n; ++i) dst[i] = value;
+  }
+  void init_normal(float* dst, int64_t n, uint64_t seed, int64_t first, float std_dev) override {
+    // Box-Muller on two 32-bit uniforms drawn from one 64-bit hash of (seed, index).
+    for (int64_t i = 0; i < n; ++i) {
+      const uint64_t h = splitmix64(seed ^ splitmix64(uint64_t(first + i)));
+      const double u1 = (double((h >> 32) & 0xffffffffu) + 1.0) / 4294967297.0;  // (0, 1)
+      const double u2 = double(h & 0xffffffffu) / 4294967296.0;                  // [0, 1)
+      dst[i] = float(std_dev * std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2));
+    }
+  }
+
+  Event record_event() override {
+    Event e;
+    e.host_s = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    return e;
+  }
+  double elapsed_s(const Event& a, const Event& b) override { return b.host_s - a.host_s; }
+  void synchronize() override {}
+  void* native_stream() override { return nullptr; }
+
+  void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, const float* b,
+            float beta, float* c) override {
+    kernels::cpu::gemm(ta, tb, m, n, k, alpha, a, b, beta, c);
+  }
+  void rmsnorm_forward(const float* x, const float* w, float* y, float* rstd, int64_t rows, int64_t dim,
+                       float eps) override {
+    kernels::cpu::rmsnorm_forward(x, w, y, rstd, rows, dim, eps);
+  }
+  void rmsnorm_backward(const float* dy, const float* x, const float* w, const float* rstd, float* dx, float* dw,
+                        int64_t rows, int64_t dim) override {
+    kernels::cpu::rmsnorm_backward(dy, x, w, rstd, dx, dw, rows, dim);
+  }
+  void swiglu_forward(const float* gate, const float* up, float* out, int64_t n) override {
+    kernels::cpu::swiglu_forward(gate, up, out, n);
+  }
+  void swiglu_backward(const float* dout, const float* gate, const float* up, float* dgate, float* dup,
+                       int64_t n) override {
+    kernels::cpu::swiglu_backward(dout, gate, up, dgate, dup, n);
+  }
+  void rope(float* x, int batch, int seq, int heads, int head_dim, float theta, bool inverse) override {
+    kernels::cpu::rope(x, batch, seq, heads, head_dim, theta, inverse);
+  }
+  void attention_forward(const float* q, const float* k, const float* v, float* out, float* lse, int batch, int seq,
+                         int heads, int head_dim) override {
+    kernels::cpu::attention_forward(q, k, v, out, lse, batch, seq, heads, head_dim);
+  }
+  void attention_backward(const float* dout, const float* q, const float* k, const float* v, const float* out,
+                          const float* lse, float* dq, float* dk, float* dv, int batch, int seq, int heads,
+                          int head_dim) override {
+    kernels::cpu::attention_backward(dout, q, k, v, out, lse, dq, dk, dv, batch, seq, heads, head_dim);
+  }
+  void cross_entropy(const float* logits, const int32_t* targets, float* dlogits, int64_t rows, int64_t vocab,
+                     float grad_scale, double* loss_sum) override {
+    loss_sum[0] += kernels::cpu::cross_entropy(logits, targets, dlogits, rows, vocab, grad_scale);
+  }
+  void embedding_forward(const float* table, const int32_t* ids, float* out, int64_t n, int64_t dim) override {
+    kernels::cpu::embedding_forward(table, ids, out, n, dim);
+  }
+  void embedding_backward(const float* dout, const int32_t* ids, float* dtable, int64_t n, int64_t dim) override {
+    kernels::cpu::embedding_backward(dout, ids, dtable, n, dim);
+  }
+  void adamw(float* master, const float* grad, float* m, float* v, int64_t n, const kernels::cpu::AdamWConfig& cfg,
+             int step) override {
+    kernels::cpu::adamw(master, grad, m, v, n, cfg, step);
+  }
+  void add(float* y, const float* x, int64_t n) override { kernels::cpu::add(y, x, n); }
+
+ protected:
+  void release(void* ptr, int64_t bytes, MemCategory category) override {
+    std::free(ptr);
+    track_free(bytes, category);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<ComputeBackend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+}  // namespace lins
