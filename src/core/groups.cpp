@@ -1,8 +1,6 @@
 // Group construction from consecutive ranks; see groups.h.
 #include "core/groups.h"
 
-#include <set>
-
 namespace lins {
 
 const char* group_role_name(GroupRole role) {
@@ -42,13 +40,17 @@ std::vector<int> group_ranks(const GroupSpec& g, int rank) {
 int group_index(const GroupSpec& g, int rank) { return (rank % g.block) / g.period; }
 
 Mesh group_mesh(const GroupSpec& g, const Topology& topo, int rank) {
-  std::set<int> nodes;
-  int same_node = 0;
-  for (int r : group_ranks(g, rank)) {
-    nodes.insert(topo.node_of(r));
-    if (topo.node_of(r) == topo.node_of(rank)) ++same_node;
+  // Members are ascending, so their node ids are too: count the distinct ones without building the member list
+  // (the planner asks this for every group of every plan).
+  const int base = (rank / g.block) * g.block + rank % g.period;
+  const int my_node = topo.node_of(rank);
+  int nodes = 0, same_node = 0, last_node = -1;
+  for (int k = 0, n = g.size(); k < n; ++k) {
+    const int node = topo.node_of(base + k * g.period);
+    if (node != last_node) ++nodes, last_node = node;
+    if (node == my_node) ++same_node;
   }
-  return Mesh{same_node, static_cast<int>(nodes.size())};
+  return Mesh{same_node, nodes};
 }
 
 }  // namespace lins

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <queue>
 
 #include "core/groups.h"
 
@@ -63,6 +64,7 @@ ShardLayout make_layout(const ModelSpec& model, const Plan& plan, const Topology
     L.owner_index = group_index(os_group, rank);
     L.modules = split_modules(model, 1, 0, L.owner_count, &L.local_elems);
     L.owner_elems.assign(L.owner_count, 0);
+    L.slices.reserve(L.modules.size() * static_cast<std::size_t>(L.owner_count));
     for (const auto& ms : L.modules) {
       const int64_t part = ms.padded_elems / L.owner_count;
       for (int k = 0; k < L.owner_count; ++k) {
@@ -100,11 +102,17 @@ ShardLayout make_layout(const ModelSpec& model, const Plan& plan, const Topology
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(),
                      [&](std::size_t a, std::size_t b) { return pieces[a].elems > pieces[b].elems; });
+    // A min-heap of (load, owner index) picks the same owner as a scan for the first least-loaded one, in
+    // O(log owners) per piece (owners reach the world size when P is replicated).
+    using Load = std::pair<int64_t, int>;
+    std::priority_queue<Load, std::vector<Load>, std::greater<Load>> heap;
+    for (int k = 0; k < L.owner_count; ++k) heap.push({0, k});
     for (std::size_t i : order) {
-      const int owner = static_cast<int>(std::min_element(L.owner_elems.begin(), L.owner_elems.end()) -
-                                         L.owner_elems.begin());
+      auto [load, owner] = heap.top();
+      heap.pop();
       pieces[i].owner = owner;
       L.owner_elems[owner] += pieces[i].elems;
+      heap.push({load + pieces[i].elems, owner});
     }
     L.slices = std::move(pieces);
     return L;

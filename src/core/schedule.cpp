@@ -99,13 +99,23 @@ struct Builder {
   const ScheduleOptions& opt;
   const ShardLayout& layout;
   std::vector<CommOp>& ops;
+  // Group and mesh of each role, computed once per schedule (the planner builds thousands of ops per plan).
+  GroupSpec role_group[kGroupRoleCount];
+  Mesh role_mesh[kGroupRoleCount];
+
+  void init_roles() {
+    for (int r = 0; r < kGroupRoleCount; ++r) {
+      role_group[r] = group_spec(static_cast<GroupRole>(r), plan, topo);
+      role_mesh[r] = group_mesh(role_group[r], topo, opt.rank);
+    }
+  }
 
   // Appends an op unless its group is a single rank.
   void add(Phase phase, int mb, int repeat, int module, std::string label, CollKind kind, Term term, GroupRole role,
            int64_t elems, int64_t local_offset = 0, int root = 0) {
-    const GroupSpec g = group_spec(role, plan, topo);
+    const GroupSpec& g = role_group[static_cast<int>(role)];
     if (g.size() <= 1 || elems == 0) return;
-    CommOp op;
+    CommOp& op = ops.emplace_back();  // filled in place: no second copy of the op
     op.phase = phase;
     op.micro_batch = mb;
     op.repeat = repeat;
@@ -115,12 +125,11 @@ struct Builder {
     op.term = term;
     op.role = role;
     op.group = g;
-    op.mesh = group_mesh(g, topo, opt.rank);
+    op.mesh = role_mesh[static_cast<int>(role)];
     op.elems = elems;
     op.local_offset = local_offset;
     op.root = root;
     op.dtype = opt.dtype;
-    ops.push_back(std::move(op));
   }
 
   void micro_batch(int mb, int repeat, bool last) {
@@ -163,13 +172,13 @@ struct Builder {
         // every element of it.
         while (next_bucket_end > 0 && std::max<int64_t>(0, next_bucket_end - bucket_elems) >= ms.local_offset) {
           const int64_t start = std::max<int64_t>(0, next_bucket_end - bucket_elems);
-          const std::string label = "bucket " + std::to_string(bucket_id++);
+          const int id = bucket_id++;  // the label is made only for an op that is kept
           if (last)
-            add(Phase::backward, mb, repeat, -1, label, CollKind::all_reduce, Term::os_sync, GroupRole::p_replica,
-                next_bucket_end - start, start);
+            add(Phase::backward, mb, repeat, -1, "bucket " + std::to_string(id), CollKind::all_reduce, Term::os_sync,
+                GroupRole::p_replica, next_bucket_end - start, start);
           else if (plan.g.total() > plan.p.total())
-            add(Phase::backward, mb, repeat, -1, label, CollKind::all_reduce, Term::grad, GroupRole::g_replica,
-                next_bucket_end - start, start);
+            add(Phase::backward, mb, repeat, -1, "bucket " + std::to_string(id), CollKind::all_reduce, Term::grad,
+                GroupRole::g_replica, next_bucket_end - start, start);
           next_bucket_end = start;
         }
       }
@@ -184,17 +193,29 @@ struct Builder {
     if (plan.engine == Engine::lins || plan.engine == Engine::ddp) {
       // Each owner broadcasts its updated slices to the ranks holding the same P shard, module by module in forward
       // order, so the next step's forward of a module waits only for that module's broadcasts (PAPER.md section 6).
-      std::vector<int64_t> per_owner(layout.owner_count);
+      // One sweep over the slices (they are in local-buffer order; a range slice may span modules), touching only
+      // the owners that hold part of each module: the planner builds this for up to world-size owners.
+      std::vector<int64_t> per_owner(layout.owner_count, 0);
+      std::vector<int> touched;
+      std::size_t first = 0;
+      const auto& slices = layout.slices;
       for (const auto& ms : layout.modules) {
         const int64_t lo = ms.local_offset, hi = ms.local_offset + ms.shard_elems;
-        std::fill(per_owner.begin(), per_owner.end(), 0);
-        for (const auto& sl : layout.slices) {
+        while (first < slices.size() && slices[first].local_offset + slices[first].elems <= lo) ++first;
+        for (std::size_t j = first; j < slices.size() && slices[j].local_offset < hi; ++j) {
+          const auto& sl = slices[j];
           const int64_t a = std::max(lo, sl.local_offset), b = std::min(hi, sl.local_offset + sl.elems);
-          if (a < b) per_owner[sl.owner] += b - a;
+          if (a >= b) continue;
+          if (per_owner[sl.owner] == 0) touched.push_back(sl.owner);
+          per_owner[sl.owner] += b - a;
         }
-        for (int owner = 0; owner < layout.owner_count; ++owner)
+        std::sort(touched.begin(), touched.end());  // owners broadcast in index order
+        for (int owner : touched) {
           add(Phase::next_forward, opt.micro_batches - 1, 1, ms.module, model.modules[ms.module].name,
               CollKind::broadcast, Term::os_bcast, GroupRole::os_replica, per_owner[owner], ms.local_offset, owner);
+          per_owner[owner] = 0;
+        }
+        touched.clear();
       }
     }
   }
@@ -217,8 +238,17 @@ Result<Schedule> build_schedule(const ModelSpec& model, const Plan& plan, const 
   s.topo = topo;
   s.options = options;
   s.layout = make_layout(model, plan, topo, options.rank);
-  Builder b{model, plan, topo, s.options, s.layout, s.ops};
+  Builder b{model, plan, topo, s.options, s.layout, s.ops, {}, {}};
+  b.init_roles();
   const int M = options.micro_batches;
+  {
+    // Reserve once: per micro-batch copy up to three ops per module and one per bucket; then the broadcasts.
+    const int64_t bucket_elems = std::max<int64_t>(1, options.bucket_bytes / dtype_bytes(options.dtype));
+    const int64_t per_mb = 3 * int64_t(s.layout.modules.size()) + s.layout.local_elems / bucket_elems + 2;
+    const int64_t copies = options.expand_micro_batches ? M : std::min(M, 2);
+    const int64_t after = int64_t(s.layout.slices.size()) + 2 * int64_t(s.layout.modules.size());
+    s.ops.reserve(static_cast<std::size_t>(std::min<int64_t>(per_mb * copies + after, int64_t(1) << 22)));
+  }
   if (options.expand_micro_batches || M == 1) {
     for (int m = 0; m < M; ++m) b.micro_batch(m, 1, m == M - 1);
   } else {
