@@ -3,7 +3,7 @@
 # figure/table sweep after it succeeds, and the figures job after all of them end.
 #
 # usage: jobs/submit_all.sh [--only LIST] [--max-nodes N] [--dry-run] [--test-only]
-#   --only LIST     comma-separated subset of: smoke fig2 fig3 fig11_13 fig16_17 table4 table5 figures
+#   --only LIST     comma-separated subset of: smoke fig2 fig3 fig11_13 fig16_17 table4 table5 project figures
 #   --max-nodes N   skip the scales that need more than N nodes (default: all; the paper needs 128 nodes of 8 GPUs)
 #   --dry-run       print the sbatch commands without submitting
 #   --test-only     ask Slurm to validate each job (sbatch --test-only) without queueing it; no dependencies
@@ -99,6 +99,10 @@ for line in "${sweeps[@]}"; do
     submit "$script" "$name ($n nodes x $R GPUs)" "$after_smoke" $(gpu_nodes "$n") --job-name="lins-$name-n$n"
   done
 done
+
+if wanted project; then
+  submit project.sbatch "project (1 task, no GPU)" "$after_smoke" --nodes=1 --ntasks=1
+fi
 
 if wanted table4; then
   submit table4_plans.sbatch "table4 (1 task, no GPU)" "$after_smoke" --nodes=1 --ntasks=1

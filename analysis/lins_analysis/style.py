@@ -111,7 +111,7 @@ def write_table(df, out_dir, name, title, formats=("png", "pdf")):
         f.write("| " + " | ".join(map(str, df.columns)) + " |\n")
         f.write("|" + "---|" * len(df.columns) + "\n")
         for row in df.itertuples(index=False):
-            f.write("| " + " | ".join(map(str, row)) + " |\n")
+            f.write("| " + " | ".join(str(v).replace("|", "\\|") for v in row) + " |\n")
     ncols = max(len(df.columns), 1)
     fig, ax = plt.subplots(figsize=(max(6.0, 1.45 * ncols), 0.9 + 0.32 * (len(df) + 1)))
     ax.axis("off")

@@ -54,27 +54,37 @@ fail() {
 echo "== every job script at one-node scale, validated by slurmctld (sbatch --test-only)"
 out=$(timeout 60 jobs/submit_all.sh --test-only --max-nodes 1 2>&1) || fail "submit_all.sh --test-only: $out"
 echo "$out"
-for name in smoke fig2 fig11_13 fig16_17 table4 figures; do
+for name in smoke fig2 fig11_13 fig16_17 table4 project figures; do
   grep -q "^$name.*to start at" <<<"$out" || fail "Slurm did not accept the $name job script"
 done
 grep -qi "error" <<<"$out" && fail "sbatch --test-only reported an error"
 
-echo "== smoke job through submit_all.sh"
-id=$(timeout 30 jobs/submit_all.sh --only smoke | awk 'NR==1 {print $1}')
-[[ "$id" =~ ^[0-9]+$ ]] || fail "no job id from submit_all.sh (got '$id')"
+echo "== smoke job, then the projection job after it (afterok), through submit_all.sh"
+submitted=$(timeout 30 jobs/submit_all.sh --only smoke,project) || fail "submit_all.sh: $submitted"
+echo "$submitted"
+id=$(awk '/ smoke / {print $1}' <<<"$submitted")
+pid=$(awk '/ project / {print $1}' <<<"$submitted")
+[[ "$id" =~ ^[0-9]+$ && "$pid" =~ ^[0-9]+$ ]] || fail "no job ids from submit_all.sh (got '$submitted')"
+grep -q "Dependency=afterok:$id" <<<"$(scontrol show job "$pid")" ||
+  fail "the projection job does not depend on the smoke job"
 start=$SECONDS
-while [ -n "$(timeout 5 squeue -h -j "$id" 2>/dev/null)" ]; do
+while [ -n "$(timeout 5 squeue -h -j "$id,$pid" 2>/dev/null)" ]; do
   if [ $((SECONDS - start)) -ge "$limit_s" ]; then
-    scancel "$id" || true
-    fail "smoke job $id still queued or running after ${limit_s} s"
+    scancel "$id" "$pid" || true
+    fail "jobs $id, $pid still queued or running after ${limit_s} s"
   fi
   sleep 0.5
 done
-echo "smoke job $id ended after $((SECONDS - start)) s"
-record=$(scontrol show job "$id")
-state=$(grep -o 'JobState=[A-Z_]*' <<<"$record" | cut -d= -f2)
-code=$(grep -o ' ExitCode=[0-9:]*' <<<"$record" | cut -d= -f2)
-[ "$state" = COMPLETED ] && [ "$code" = 0:0 ] || fail "smoke job $id: JobState=$state ExitCode=$code"
+echo "jobs $id (smoke) and $pid (project) ended after $((SECONDS - start)) s"
+for j in "$id" "$pid"; do
+  record=$(scontrol show job "$j")
+  state=$(grep -o 'JobState=[A-Z_]*' <<<"$record" | cut -d= -f2)
+  code=$(grep -o ' ExitCode=[0-9:]*' <<<"$record" | cut -d= -f2)
+  [ "$state" = COMPLETED ] && [ "$code" = 0:0 ] || fail "job $j: JobState=$state ExitCode=$code"
+done
+for f in fig2/projection.csv fig11_13/projection.csv table5/projection_m8.csv; do
+  [ -s "$d/raw/projection/$pid/$f" ] || fail "the projection job did not write $f"
+done
 
 run=$d/raw/smoke/$id
 [ -d "$run" ] || fail "no output folder $run"
@@ -86,26 +96,33 @@ grep -q "^SLURM_JOB_ID=$id$" "$run/env.txt" || fail "env.txt lacks SLURM_JOB_ID"
 [ "$(grep -c 'lins .*commit' "$d/raw/logs/lins-smoke-$id.out")" -eq 4 ] ||
   fail "srun did not start the binary on 4 ranks"
 
-csv=$(find "$run" -name '*.csv' | sort | head -n 1)
-[ -n "$csv" ] || fail "the smoke job wrote no CSV"
+[ -s "$run/smoke_command.txt" ] || fail "smoke_command.txt missing: the job did not say what it ran"
+ran=$(cat "$run/smoke_command.txt")
+case "$ran" in
+  step) csv=$(find "$run/step" -name '*.csv' | sort | head -n 1); source_expected=measured ;;
+  plan) csv=$run/plans.csv ;;
+  simulate) csv=$run/projection.csv; source_expected=projected ;;
+  *) fail "smoke_command.txt says '$ran'" ;;
+esac
+[ -n "$csv" ] && [ -s "$csv" ] || fail "the smoke job ($ran) wrote no CSV"
 rows=$(($(wc -l <"$csv") - 1))
 [ "$rows" -ge 1 ] || fail "$csv has no rows"
-header=$(head -n 1 "$csv")
-case "$header" in
-  source,strategy,*) kind="step CSV (lins step)" ;;
-  *s0_p*) kind="plan CSV (lins plan --csv; this build has no lins step yet)" ;;
-  *) fail "unexpected CSV header in $csv: $header" ;;
-esac
-if [[ "$kind" == step* ]]; then
-  # the step CSV the binary wrote must have the columns the analysis reads
-  /usr/bin/python3 - "$csv" <<'PY' || fail "the step CSV does not match analysis/lins_analysis/schema.py"
+if [ "$ran" = plan ]; then
+  head -n 1 "$csv" | grep -q s0_p || fail "plan CSV without the plan factors: $(head -n 1 "$csv")"
+else
+  # a step-schema CSV the binary wrote must have exactly the columns the analysis reads, and draw
+  /usr/bin/python3 - "$csv" "$source_expected" "$d/figs" <<'PY' || fail "the $ran CSV does not fit analysis/"
 import sys
 sys.path.insert(0, "analysis")
 import pandas as pd
 from lins_analysis import schema
+import make_figures
 df = pd.read_csv(sys.argv[1])
 assert list(df.columns) == schema.STEP_COLUMNS, set(df.columns) ^ set(schema.STEP_COLUMNS)
-assert (df["source"] == "measured").all() and len(set(df["strategy"])) >= 2, df[["source", "strategy"]]
+assert (df["source"] == sys.argv[2]).all() and df["strategy"].nunique() >= 2, df[["source", "strategy"]]
+drawn, missing = make_figures.make_all([sys.argv[1]], sys.argv[3], only=["fig11", "fig12", "fig13"],
+                                       log=lambda *a: None)
+assert set(drawn) == {"fig11", "fig12", "fig13"}, missing
 PY
 fi
-echo "PASS: smoke job $id completed on a real Slurm: $kind, $rows rows in ${csv#"$d"/}"
+echo "PASS: smoke job $id completed on a real Slurm (srun --mpi=pmix, 4 ranks): lins $ran wrote $rows rows in ${csv#"$d"/}"
