@@ -79,24 +79,31 @@ if wanted smoke; then
   [ -n "$LAST_ID" ] && after_smoke="afterok:$LAST_ID"
 fi
 
-# name script scales(nodes)
+# name, script, then nodes@time-limit per scale. The limits are the projected step times (lins simulate, paper
+# testbed, 60% sustained compute) x 7 steps x strategies x models, with margin: the 1-node jobs are the long ones,
+# because the global batch stays 4M tokens (M = 128 micro-batches on 8 GPUs).
 sweeps=(
-  "fig2 fig2.sbatch 1 2 4 8 16 32 64"
-  "fig3 fig3_profile.sbatch 64"
-  "fig11_13 scaling.sbatch 1 4 16 64 128"
-  "fig16_17 fig16_17.sbatch 1 4 16 64 128"
-  "table5 table5.sbatch 8"
+  "fig2 fig2.sbatch 1@01:30:00 2@01:00:00 4@00:45:00 8@00:30:00 16@00:30:00 32@00:30:00 64@00:30:00"
+  "fig3 fig3_profile.sbatch 64@02:00:00"
+  "fig11_13 scaling.sbatch 1@14:00:00 4@04:00:00 16@01:30:00 64@00:45:00 128@00:30:00"
+  "fig16_17 fig16_17.sbatch 1@08:00:00 4@02:00:00 16@01:00:00 64@00:30:00 128@00:30:00"
+  "table5 table5.sbatch 8@00:45:00"
 )
 for line in "${sweeps[@]}"; do
   read -r name script scales <<<"$line"
   wanted "$name" || continue
-  for n in $scales; do
+  for scale in $scales; do
+    n=${scale%@*}
+    limit=${scale#*@}
     if [ "$n" -gt "$max_nodes" ]; then
       echo "skip $name at $n nodes (--max-nodes $max_nodes)"
       continue
     fi
+    time_opt=()
+    [ -z "${LINS_TIME_LIMIT:-}" ] && time_opt=(--time="$limit")
     # shellcheck disable=SC2046
-    submit "$script" "$name ($n nodes x $R GPUs)" "$after_smoke" $(gpu_nodes "$n") --job-name="lins-$name-n$n"
+    submit "$script" "$name ($n nodes x $R GPUs)" "$after_smoke" $(gpu_nodes "$n") --job-name="lins-$name-n$n" \
+      "${time_opt[@]}"
   done
 done
 
