@@ -1,0 +1,206 @@
+#!/usr/bin/env bash
+# The GPU checks in one go, for a machine with a CUDA device (budget: 8 minutes): builds for sm_90 (CUDA_ARCH to
+# change), runs the ctest label gpu and the GPU kernel benchmarks, and writes CSV, provenance and logs to OUTDIR.
+# Without MPI, GoogleTest, Google Benchmark or OpenBLAS it builds the kernels, their tests and benchmarks with nvcc.
+#
+#   scripts/gpu-check.sh OUTDIR
+# Environment: CUDA_ARCH (90), BUILD_DIR (build-gpu), JOBS (nproc), BENCH_ARGS (extra bench_kernels_gpu flags, e.g.
+# --quick), GPU_CHECK_STANDALONE=1 (skip CMake, build with nvcc directly).
+#
+# OUTDIR gets few files on purpose: summary.txt, provenance.json, build.log, tests.log, bench_kernels_gpu.csv,
+# bench_kernels_gpu.json, bench_kernels_gpu.log.
+set -uo pipefail
+OUT=${1:?usage: scripts/gpu-check.sh OUTDIR}
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+cd "$(dirname "$0")/.." || exit 1
+ROOT=$(pwd)
+START=$(date +%s)
+ARCH=${CUDA_ARCH:-90}
+BUILD_DIR=${BUILD_DIR:-build-gpu}
+JOBS=${JOBS:-$(nproc)}
+SUMMARY="$OUT/summary.txt"
+: >"$SUMMARY"
+
+elapsed() { echo $(($(date +%s) - START)); }
+log() { echo "[gpu-check +$(elapsed)s] $*" | tee -a "$SUMMARY"; }
+# Seconds left of the 8-minute budget (with a margin), less $1, but at least 30.
+left() {
+  local t=$((470 - $(elapsed) - ${1:-0}))
+  [ "$t" -lt 30 ] && t=30
+  echo "$t"
+}
+
+# --- toolchain ---------------------------------------------------------------------------------------------------
+NVCC=${CUDACXX:-}
+if [ -z "$NVCC" ]; then
+  if command -v nvcc >/dev/null 2>&1; then NVCC=$(command -v nvcc)
+  elif [ -x /usr/local/cuda/bin/nvcc ]; then NVCC=/usr/local/cuda/bin/nvcc
+  fi
+fi
+if [ -z "$NVCC" ]; then
+  log "FAIL: no nvcc found (set CUDACXX)"
+  exit 1
+fi
+export CUDACXX=$NVCC
+COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+DIRTY=$(git status --porcelain 2>/dev/null | grep -qv '^??' && echo true || echo false)
+
+# --- provenance ----------------------------------------------------------------------------------------------------
+{
+  gpu_line=$(nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem \
+    --format=csv,noheader 2>/dev/null | head -1)
+  nvcc_line=$("$NVCC" --version 2>/dev/null | tail -1)
+  printf '{\n'
+  printf '  "script": "scripts/gpu-check.sh",\n'
+  printf '  "date_utc": "%s",\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  printf '  "host": "%s",\n' "$(hostname)"
+  printf '  "git_commit": "%s",\n' "$COMMIT"
+  printf '  "git_tracked_changes": %s,\n' "$DIRTY"
+  printf '  "gpu": "%s",\n' "${gpu_line:-unknown}"
+  printf '  "nvcc": "%s",\n' "${nvcc_line:-unknown}"
+  printf '  "cuda_arch": "%s",\n' "$ARCH"
+  printf '  "cmake": "%s",\n' "$(cmake --version 2>/dev/null | head -1)"
+  printf '  "cxx": "%s",\n' "$(${CXX:-c++} --version 2>/dev/null | head -1)"
+  printf '  "kernel": "%s",\n' "$(uname -sr)"
+  printf '  "cpus": %s\n' "$(nproc)"
+  printf '}\n'
+} >"$OUT/provenance.json"
+log "commit $COMMIT, nvcc $NVCC, arch sm_$ARCH, $(nproc) CPUs"
+nvidia-smi -L 2>&1 | tee -a "$SUMMARY" || log "nvidia-smi not found"
+
+# --- build: the CMake project, else the standalone nvcc build --------------------------------------------------------
+BUILD_LOG="$OUT/build.log"
+: >"$BUILD_LOG"
+MODE=none
+TEST_BIN=""
+BENCH_BIN=""
+if [ "${GPU_CHECK_STANDALONE:-0}" != 1 ] && command -v cmake >/dev/null 2>&1 && command -v ninja >/dev/null 2>&1; then
+  log "configure (CMake, sm_$ARCH)"
+  if timeout 120 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$ARCH" \
+    -DLINS_CUDA=ON >>"$BUILD_LOG" 2>&1; then
+    # Targets: every executable the gpu-labelled tests run, and the GPU benchmark.
+    targets=$(ctest --test-dir "$BUILD_DIR" -L gpu -N --show-only=json-v1 2>>"$BUILD_LOG" | python3 -c '
+import json, os, sys
+build = os.path.realpath(sys.argv[1])
+names = set()
+for t in json.load(sys.stdin).get("tests", []):
+    for arg in t.get("command", []):
+        if os.path.realpath(arg).startswith(build + os.sep):
+            names.add(os.path.basename(arg))
+print(" ".join(sorted(names)))' "$BUILD_DIR" 2>>"$BUILD_LOG")
+    targets="$targets bench_kernels_gpu"
+    log "build (ninja -j$JOBS): $targets"
+    # shellcheck disable=SC2086  # one word per target
+    if timeout "$(left 200)" ninja -C "$BUILD_DIR" -j "$JOBS" $targets >>"$BUILD_LOG" 2>&1; then
+      MODE=cmake
+    else
+      log "CMake build failed or ran out of time (tail of build.log below); trying the standalone build"
+      tail -20 "$BUILD_LOG" | tee -a "$SUMMARY"
+    fi
+  else
+    log "CMake configure failed (missing MPI, GoogleTest, Google Benchmark or OpenBLAS?); standalone build"
+    grep -m3 -i "error\|not found" "$BUILD_LOG" | tee -a "$SUMMARY"
+  fi
+fi
+if [ "$MODE" = cmake ]; then
+  BENCH_BIN="$BUILD_DIR/bench/bench_kernels_gpu"
+else
+  # Standalone: kernels + CPU oracles (system cblas.h if present, else the bundled triple-loop sgemm) + tests + bench.
+  SA="$BUILD_DIR/standalone"
+  mkdir -p "$SA"
+  blas_inc="-I$ROOT/tests/gpu/kernels/standalone"
+  blas_src="$ROOT/tests/gpu/kernels/standalone/cblas_reference.cpp"
+  blas_lib=""
+  if echo '#include <cblas.h>' | ${CXX:-c++} -E -x c++ - >/dev/null 2>&1 && ${CXX:-c++} -lopenblas -x c++ - -o /dev/null \
+    <<<'int main(){}' >/dev/null 2>&1; then
+    blas_inc=""
+    blas_src=""
+    blas_lib="-lopenblas"
+  fi
+  flags=(-std=c++17 -O3 -lineinfo --expt-relaxed-constexpr "-gencode=arch=compute_$ARCH,code=sm_$ARCH" -I"$ROOT"
+    -I"$ROOT/src" -DLINS_GIT_COMMIT="\"$COMMIT\"")
+  log "standalone nvcc build into $SA (blas: ${blas_lib:-bundled reference sgemm})"
+  objs=()
+  pids=()
+  for f in kernels/cuda/*.cu; do
+    o="$SA/$(basename "$f" .cu).o"
+    objs+=("$o")
+    "$NVCC" "${flags[@]}" -c "$f" -o "$o" >>"$BUILD_LOG" 2>&1 &
+    pids+=($!)
+  done
+  for f in kernels/cpu/*.cpp $blas_src; do
+    o="$SA/cpu_$(basename "$f" .cpp).o"
+    objs+=("$o")
+    # shellcheck disable=SC2086  # empty when a system BLAS is used
+    ${CXX:-c++} -std=c++20 -O2 -I"$ROOT" -I"$ROOT/src" $blas_inc -c "$f" -o "$o" >>"$BUILD_LOG" 2>&1 &
+    pids+=($!)
+  done
+  ok=1
+  for p in "${pids[@]}"; do wait "$p" || ok=0; done
+  if [ $ok = 1 ]; then
+    "$NVCC" "${flags[@]}" -x cu -c tests/gpu/kernels/kernels_gpu_test.cpp -o "$SA/kernels_gpu_test.o" \
+      >>"$BUILD_LOG" 2>&1 || ok=0
+    "$NVCC" "${flags[@]}" "$SA/kernels_gpu_test.o" "${objs[@]}" -o "$SA/kernels_gpu_test" -lcublas $blas_lib \
+      >>"$BUILD_LOG" 2>&1 || ok=0
+    kobjs=()
+    for o in "${objs[@]}"; do case "$o" in */cpu_*) ;; *) kobjs+=("$o") ;; esac; done
+    "$NVCC" "${flags[@]}" src/bench/bench_kernels_gpu.cu "${kobjs[@]}" -o "$SA/bench_kernels_gpu" -lcublas \
+      >>"$BUILD_LOG" 2>&1 || ok=0
+  fi
+  if [ $ok = 1 ]; then
+    MODE=standalone
+    TEST_BIN="$SA/kernels_gpu_test"
+    BENCH_BIN="$SA/bench_kernels_gpu"
+  else
+    log "FAIL: standalone build failed (tail of build.log below)"
+    tail -30 "$BUILD_LOG" | tee -a "$SUMMARY"
+  fi
+fi
+log "build mode: $MODE"
+
+# --- tests (label gpu) -----------------------------------------------------------------------------------------------
+TESTS_LOG="$OUT/tests.log"
+: >"$TESTS_LOG"
+TEST_RC=1
+if [ "$MODE" = cmake ]; then
+  log "ctest -L gpu"
+  timeout "$(left 150)" ctest --test-dir "$BUILD_DIR" -L gpu --output-on-failure --timeout 300 -j 1 \
+    >>"$TESTS_LOG" 2>&1
+  TEST_RC=$?
+  grep -E "tests passed|tests failed|Passed|Failed|Not Run|Skipped|\*\*\*" "$TESTS_LOG" | tail -40 | tee -a "$SUMMARY"
+elif [ "$MODE" = standalone ]; then
+  log "kernels_gpu_test, every case (the gpu label's kernel tests; other areas need the CMake build)"
+  TEST_RC=0
+  for c in $("$TEST_BIN" --list); do
+    timeout 300 "$TEST_BIN" "$c" >>"$TESTS_LOG" 2>&1
+    rc=$?
+    case $rc in
+      0) verdict=passed ;;
+      77) verdict=skipped ;;
+      *) verdict="FAILED rc=$rc" ;;
+    esac
+    log "  gpu_kernels.$c: $verdict"
+    [ $rc = 0 ] || [ $rc = 77 ] || TEST_RC=1
+  done
+fi
+log "tests: rc=$TEST_RC"
+
+# --- benchmarks ------------------------------------------------------------------------------------------------------
+BENCH_RC=1
+if [ -n "$BENCH_BIN" ] && [ -x "$BENCH_BIN" ]; then
+  budget=$((470 - $(elapsed)))
+  if [ "$budget" -gt 30 ]; then
+    log "bench_kernels_gpu (timeout ${budget}s) ${BENCH_ARGS:-}"
+    # shellcheck disable=SC2086
+    timeout "$budget" "$BENCH_BIN" --csv "$OUT/bench_kernels_gpu.csv" --json "$OUT/bench_kernels_gpu.json" \
+      ${BENCH_ARGS:-} >"$OUT/bench_kernels_gpu.log" 2>&1
+    BENCH_RC=$?
+    cat "$OUT/bench_kernels_gpu.log" >>"$SUMMARY"
+  else
+    log "no time left for the benchmarks"
+  fi
+fi
+log "benchmarks: rc=$BENCH_RC"
+log "done in $(elapsed)s: build=$MODE tests_rc=$TEST_RC bench_rc=$BENCH_RC"
+[ "$MODE" != none ] && [ "$TEST_RC" = 0 ] && [ "$BENCH_RC" = 0 ]
