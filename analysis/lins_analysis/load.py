@@ -17,7 +17,7 @@ from . import schema
 @dataclass
 class Dataset:
     steps: pd.DataFrame = field(default_factory=pd.DataFrame)      # step CSV rows, plus `file` and `run`
-    profiles: pd.DataFrame = field(default_factory=pd.DataFrame)   # bandwidth profile rows, plus `file`
+    profiles: pd.DataFrame = field(default_factory=pd.DataFrame)   # profile and `lins comm --csv` rows, plus `file`
     plans: pd.DataFrame = field(default_factory=pd.DataFrame)      # `lins plan --csv` rows, plus `file`
     traces: list = field(default_factory=list)                     # (path, list of trace events)
     provenance: dict = field(default_factory=dict)                 # path -> parsed JSON
@@ -95,6 +95,17 @@ def load(paths):
                 steps.append(df)
             elif schema.looks_like_profile_csv(header):
                 df = pd.read_csv(path)
+                df["op"] = df["op"].map(schema.normalise_op)
+                df["file"] = path
+                profiles.append(df)
+            elif schema.looks_like_comm_csv(header):
+                df = pd.read_csv(path)
+                if "wrong_elems" in df.columns:
+                    bad = df["wrong_elems"].fillna(0) != 0
+                    if bad.any():
+                        warnings.warn(f"{path}: {int(bad.sum())} rows with wrong results left out")
+                    df = df[~bad]
+                df = df.rename(columns={"time_median_s": "time_s"})
                 df["op"] = df["op"].map(schema.normalise_op)
                 df["file"] = path
                 profiles.append(df)

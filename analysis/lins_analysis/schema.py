@@ -32,6 +32,12 @@ OVERLAP_MODES = ("all", "no_bcast", "no_allreduce", "none")  # Table V, from mos
 # Bandwidth profile written by `lins comm --profile` (Fig. 3; the planner's input).
 PROFILE_COLUMNS = ["op", "mesh_intra", "mesh_inter", "message_bytes", "time_s", "algbw_gbps", "busbw_gbps"]
 
+# Per-size CSV of `lins comm --csv` (nccl-tests style, one row per op, mesh and size); read as profile rows too,
+# with time_median_s as time_s (src/apps/cmd_comm.cpp).
+COMM_CSV_COLUMNS = ["op", "backend", "dtype", "group", "mesh_intra", "mesh_inter", "group_size", "world_size",
+                    "message_bytes", "count_elems", "iters", "warmup_iters", "time_min_s", "time_median_s",
+                    "time_max_s", "algbw_gbps", "busbw_gbps", "wrong_elems"]
+
 # Collective names as the step CSV spells them, and the spellings we accept elsewhere.
 OPS = ["all_gather", "reduce_scatter", "all_reduce", "broadcast"]
 OP_LABELS = {"all_gather": "AllGather", "reduce_scatter": "ReduceScatter", "all_reduce": "AllReduce",
@@ -53,6 +59,10 @@ def looks_like_step_csv(columns):
 
 def looks_like_profile_csv(columns):
     return {"op", "mesh_intra", "mesh_inter", "message_bytes", "time_s"} <= set(columns)
+
+
+def looks_like_comm_csv(columns):
+    return {"op", "mesh_intra", "mesh_inter", "message_bytes", "time_median_s"} <= set(columns)
 
 
 def looks_like_plan_csv(columns):

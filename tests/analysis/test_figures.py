@@ -119,11 +119,13 @@ def test_fig2_latency_at_256_mib_and_no_data(fixture_dir):
 
 def test_cli_draws_everything_from_fixtures_and_exits_1_on_empty(fixture_dir, tmp_path):
     script = os.path.join(os.path.dirname(make_figures.__file__), "make_figures.py")
-    r = subprocess.run([sys.executable, script, "--data", fixture_dir, "--out", str(tmp_path / "figs")],
+    r = subprocess.run([sys.executable, script, "--data", fixture_dir, "--out", str(tmp_path / "figs"),
+                        "--formats", "png"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "NOT drawn" not in r.stdout, r.stdout
-    assert os.path.exists(tmp_path / "figs" / "fig11_mfu.pdf")
+    assert os.path.exists(tmp_path / "figs" / "fig11_mfu.png")
+    assert not os.path.exists(tmp_path / "figs" / "fig11_mfu.pdf")
     assert os.path.exists(tmp_path / "figs" / "comm_model_error.csv")
     empty = tmp_path / "empty"
     empty.mkdir()

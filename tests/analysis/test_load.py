@@ -63,3 +63,16 @@ def test_unrecognised_files_are_reported(tmp_path):
     data = load(tmp_path)
     assert data.steps.empty
     assert {os.path.basename(p) for p, _ in data.skipped} == {"other.csv", "broken.json"}
+
+
+def test_comm_per_size_csv_is_read_as_profile_rows_without_wrong_results(tmp_path):
+    rows = []
+    for wrong in (0, 3):
+        row = {c: 0 for c in schema.COMM_CSV_COLUMNS}
+        row.update(op="all_reduce", mesh_intra=2, mesh_inter=2, message_bytes=2 ** 20, time_median_s=0.01 + wrong,
+                   wrong_elems=wrong)
+        rows.append(row)
+    pd.DataFrame(rows, columns=schema.COMM_CSV_COLUMNS).to_csv(tmp_path / "comm.csv", index=False)
+    with pytest.warns(UserWarning, match="wrong results"):
+        data = load(tmp_path)
+    assert len(data.profiles) == 1 and data.profiles["time_s"].iloc[0] == pytest.approx(0.01)

@@ -5,6 +5,7 @@ import os
 import re
 
 import pandas as pd
+import pytest
 
 from lins_analysis import schema
 
@@ -47,3 +48,16 @@ def test_op_names_are_normalised():
     assert schema.normalise_op("all_reduce") == "all_reduce"
     assert schema.normalise_op("Bcast") == "broadcast"
     assert schema.normalise_op("send") == "send"
+
+
+def test_comm_columns_match_cmd_comm(repo):
+    """`lins comm --profile` and `--csv` columns, as src/apps/cmd_comm.cpp writes them."""
+    with open(os.path.join(repo, "src", "apps", "cmd_comm.cpp"), encoding="utf-8") as f:
+        text = f.read()
+    if "kProfileColumns" not in text:
+        pytest.skip("lins comm is not built yet (placeholder cmd_comm.cpp)")
+    profile = re.search(r'kProfileColumns\s*=\s*"([^"]+)"', text).group(1).split(",")
+    assert profile == schema.PROFILE_COLUMNS
+    body = text[text.index("csv_columns() {"):]
+    body = body[:body.index("}")]
+    assert re.findall(r'"([A-Za-z0-9_]+)"', body) == schema.COMM_CSV_COLUMNS
