@@ -1,13 +1,568 @@
-// `lins comm`: placeholder until its issue lands; it says so instead of pretending to run.
+// `lins comm`: the collective benchmark with nccl-tests' contract (size sweep, warm-up and timed iterations,
+// algbw/busbw, a correctness check of every result, non-zero exit on wrong data) plus min/median/max, CSV with a
+// JSON provenance file, and --profile: every op over every mesh the planner may use, as the planner's profile CSV.
+#include <mpi.h>
+
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <optional>
 
 #include "apps/commands.h"
+#include "comm/collective_check.h"
+#include "comm/mesh_comms.h"
+#include "comm/provenance.h"
+#include "core/cli.h"
+#include "core/csv.h"
+#include "core/json.h"
+#include "core/units.h"
+#if LINS_COMM_NCCL
+#include "comm/nccl_communicator.h"
+#endif
 
 namespace lins {
+namespace {
 
-int run_comm(const Args&) {
-  std::fprintf(stderr, "lins comm: not built yet in this version\n");
-  return 2;
+// The profile header the planner reads (core/cost_model.h kProfileHeader).
+constexpr const char* kProfileColumns = "op,mesh_intra,mesh_inter,message_bytes,time_s,algbw_gbps,busbw_gbps";
+
+const CommandSpec& comm_spec() {
+  static const CommandSpec spec = {
+      "comm",
+      "benchmark collectives (nccl-tests style) and write the bandwidth profile the planner reads",
+      "mpirun -np N lins comm [options]",
+      {
+          {"minbytes", 'b', "SIZE", "4M", "smallest message (K, M, G = powers of 1024)"},
+          {"maxbytes", 'e', "SIZE", "64M", "largest message"},
+          {"stepfactor", 'f', "N", "2", "multiply the size by N (at least 2) between steps"},
+          {"iters", 'n', "N", "20", "timed iterations per size"},
+          {"warmup_iters", 'w', "N", "5", "untimed iterations per size before timing"},
+          {"op", 'o', "OP", "all", "all_gather | reduce_scatter | all_reduce | broadcast | all"},
+          {"datatype", 'd', "TYPE", "fp32", "fp32 | bf16"},
+          {"root", 'r', "N", "0", "broadcast root (index inside the group)"},
+          {"check", 'c', "0|1", "1", "check every result against values computed locally"},
+          {"backend", 0, "NAME", "auto", "mpi | nccl; auto = nccl when built with CUDA and a device exists, else mpi"},
+          {"mpi-progress", 0, "MODE", "thread", "MPI backend: thread (progress thread) | nonblocking (MPI_I*)"},
+          {"gpus-per-node", 0, "N", "auto",
+           "ranks per (emulated) node; auto = ranks sharing this host (4 ranks with 2 = 2 nodes of 2)"},
+          {"group", 0, "GROUP", "world",
+           "world | intra (one node) | inter (same local rank on every node) | INTRAxINTER mesh, e.g. 2x2"},
+          {"csv", 0, "FILE", "", "also write the rows as CSV (units in column names) and FILE's .provenance.json"},
+          {"profile", 0, "FILE", "",
+           "sweep every op over every mesh the planner may use and write the profile CSV `lins plan --profile` reads"},
+      },
+      "examples:\n"
+      "  mpirun -np 4 lins comm -b 4K -e 16M -o all_reduce --gpus-per-node 2 --group inter\n"
+      "  mpirun -np 4 lins comm -b 4K -e 16M --gpus-per-node 2 --profile profile.csv\n"
+      "exit status: 0 all results right, 1 wrong data, 2 bad options or setup.",
+  };
+  return spec;
+}
+
+struct Settings {
+  uint64_t min_bytes = 0, max_bytes = 0;
+  int step_factor = 2, iters = 1, warmup = 0, root = 0;
+  bool check = true;
+  std::vector<CollKind> ops;
+  DType dtype = DType::fp32;
+  Backend backend = Backend::mpi;
+  MpiProgress progress = MpiProgress::thread;
+  std::string gpn_text, group, csv, profile;
+};
+
+Result<Settings> read_settings(const ParsedArgs& a) {
+  Settings s;
+  auto minb = a.get_size("minbytes");
+  if (!minb) return make_error(minb.error());
+  auto maxb = a.get_size("maxbytes");
+  if (!maxb) return make_error(maxb.error());
+  if (*minb < 1) return make_error("--minbytes must be at least 1 byte");
+  if (*minb > *maxb)
+    return make_error("--minbytes " + a.get("minbytes") + " is larger than --maxbytes " + a.get("maxbytes") +
+                      "; give -b no larger than -e");
+  s.min_bytes = *minb;
+  s.max_bytes = *maxb;
+  auto f = a.get_positive_int("stepfactor");
+  if (!f) return make_error(f.error());
+  if (*f < 2) return make_error("--stepfactor must be at least 2 (the sweep multiplies the size by it), got 1");
+  s.step_factor = *f;
+  auto n = a.get_positive_int("iters");
+  if (!n) return make_error(n.error());
+  s.iters = *n;
+  const std::string w = a.get("warmup_iters");
+  if (w == "0") {
+    s.warmup = 0;
+  } else {
+    auto wv = a.get_positive_int("warmup_iters");
+    if (!wv) return make_error(wv.error() + " (0 is allowed)");
+    s.warmup = *wv;
+  }
+  const std::string r = a.get("root");
+  if (r != "0") {
+    auto rv = a.get_positive_int("root");
+    if (!rv) return make_error(rv.error() + " (0 is allowed)");
+    s.root = *rv;
+  }
+  const std::string c = a.get("check");
+  if (c != "0" && c != "1") return make_error("--check must be 0 or 1, got '" + c + "'");
+  s.check = c == "1";
+  const std::string op = a.get("op");
+  if (op == "all") {
+    s.ops = {CollKind::all_gather, CollKind::reduce_scatter, CollKind::all_reduce, CollKind::broadcast};
+  } else {
+    for (int k = 0; k < kCollKindCount; ++k)
+      if (op == coll_kind_name(static_cast<CollKind>(k))) s.ops = {static_cast<CollKind>(k)};
+    if (s.ops.empty())
+      return make_error("unknown --op '" + op + "'; valid: all_gather, reduce_scatter, all_reduce, broadcast, all");
+  }
+  const std::string dt = a.get("datatype");
+  if (dt == "fp32" || dt == "float") {
+    s.dtype = DType::fp32;
+  } else if (dt == "bf16" || dt == "bfloat16") {
+    s.dtype = DType::bf16;
+  } else {
+    return make_error("unknown --datatype '" + dt + "'; valid: fp32, bf16");
+  }
+  const std::string be = a.get("backend");
+  if (be == "auto") {
+    s.backend = default_backend();
+  } else {
+    auto b = parse_backend(be);
+    if (!b) return make_error("--backend: " + b.error());
+    s.backend = *b;
+  }
+  const std::string pr = a.get("mpi-progress");
+  if (pr == "thread") {
+    s.progress = MpiProgress::thread;
+  } else if (pr == "nonblocking") {
+    s.progress = MpiProgress::nonblocking;
+  } else {
+    return make_error("unknown --mpi-progress '" + pr + "'; valid: thread, nonblocking");
+  }
+  s.gpn_text = a.get("gpus-per-node");
+  s.group = a.get("group");
+  s.csv = a.get("csv");
+  s.profile = a.get("profile");
+  if (!s.profile.empty() && a.has("group"))
+    return make_error("--profile sweeps every mesh itself; drop --group (or drop --profile to measure one group)");
+  return s;
+}
+
+// Ranks sharing this host (the largest count over hosts, so uneven placements are caught by topology_for_world).
+int ranks_per_host() {
+  MPI_Comm local;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
+  int n = 1, most = 1;
+  MPI_Comm_size(local, &n);
+  MPI_Comm_free(&local);
+  MPI_Allreduce(&n, &most, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  return most;
+}
+
+Result<GroupSpec> group_from_text(const std::string& text, const Topology& topo) {
+  if (text == "world") return GroupSpec{topo.world(), 1};
+  if (text == "intra") return GroupSpec{topo.gpus_per_node, 1};
+  if (text == "inter") return GroupSpec{topo.world(), topo.gpus_per_node};
+  auto m = parse_mesh(text);
+  if (!m)
+    return make_error("--group '" + text + "' is neither world, intra, inter nor a mesh INTRAxINTER such as " +
+                      std::to_string(topo.gpus_per_node) + "x" + std::to_string(topo.nodes));
+  auto g = mesh_group_spec(*m, topo);
+  if (!g) return make_error("--group: " + g.error());
+  return *g;
+}
+
+// Host or device buffers of the backend.
+struct Buffers {
+  bool device = false;
+  void* send = nullptr;
+  void* recv = nullptr;
+  std::vector<unsigned char> host;  // staging for fills and checks
+  size_t bytes = 0;
+
+  Buffers(bool on_device, size_t size) : device(on_device), host(size ? size : 1), bytes(size ? size : 1) {
+#if LINS_COMM_NCCL
+    if (device) {
+      send = device_alloc(bytes);
+      recv = device_alloc(bytes);
+      return;
+    }
+#endif
+    send = std::malloc(bytes);
+    recv = std::malloc(bytes);
+  }
+  ~Buffers() {
+#if LINS_COMM_NCCL
+    if (device) {
+      device_free(send);
+      device_free(recv);
+      return;
+    }
+#endif
+    std::free(send);
+    std::free(recv);
+  }
+  void upload(void* dst, size_t n) {
+#if LINS_COMM_NCCL
+    if (device) return copy_to_device(dst, host.data(), n);
+#endif
+    std::memcpy(dst, host.data(), n);
+  }
+  void download(const void* src, size_t n) {
+#if LINS_COMM_NCCL
+    if (device) return copy_to_host(host.data(), src, n);
+#endif
+    std::memcpy(host.data(), src, n);
+  }
+};
+
+struct Measurement {
+  CollKind kind;
+  Mesh mesh;
+  int group_size = 1;
+  int64_t count = 0;  // per-rank for all_gather / reduce_scatter, else the buffer
+  double message_bytes = 0;
+  double t_min = 0, t_med = 0, t_max = 0;
+  double algbw_gbps = 0, busbw_gbps = 0;
+  int64_t wrong = 0;  // summed over ranks; -1 when not checked
+};
+
+// Elements per rank (all_gather, reduce_scatter) or per buffer so that the message is at most `bytes`.
+int64_t count_for(CollKind kind, uint64_t bytes, DType dtype, int group_size) {
+  const int64_t elems = int64_t(bytes / dtype_bytes(dtype));
+  const bool per_rank = kind == CollKind::all_gather || kind == CollKind::reduce_scatter;
+  return per_rank ? elems / group_size : elems;
+}
+
+// One (op, size) on this rank's group; every group of the mesh runs at the same time.
+Measurement measure(Communicator& c, const std::vector<int>& members, CollKind kind, int64_t count, const Settings& s,
+                    Buffers& buf, int world_rank, const Mesh& mesh) {
+  const int n = c.size(), me = c.rank();
+  const bool per_rank = kind == CollKind::all_gather || kind == CollKind::reduce_scatter;
+  const int64_t in_elems = kind == CollKind::reduce_scatter ? count * n : count;
+  const int64_t out_elems = kind == CollKind::all_gather ? count * n : count;
+  const size_t eb = dtype_bytes(s.dtype);
+  const int root = std::min(s.root, n - 1);
+  // Inputs from (world rank, index); broadcast non-roots start from a sentinel the check would catch.
+  if (kind == CollKind::broadcast && me != root) {
+    check_fill_constant(buf.host.data(), s.dtype, count, -1000);
+  } else {
+    check_fill(buf.host.data(), s.dtype, in_elems, world_rank);
+  }
+  buf.upload(buf.send, in_elems * eb);
+  auto issue = [&]() -> Request {
+    switch (kind) {
+      case CollKind::all_gather: return c.all_gather(buf.send, buf.recv, count, s.dtype);
+      case CollKind::reduce_scatter: return c.reduce_scatter(buf.send, buf.recv, count, s.dtype);
+      case CollKind::all_reduce: return c.all_reduce(buf.send, buf.recv, count, s.dtype);
+      case CollKind::broadcast: return c.broadcast(buf.send, count, s.dtype, root);
+    }
+    return {};
+  };
+  const bool host_sync = std::strcmp(c.backend(), "mpi") != 0;  // NCCL: wait() orders streams only
+  auto run_once = [&] {
+    Request r = issue();
+    r.wait();
+    if (host_sync) c.synchronize();
+  };
+  for (int i = 0; i < s.warmup; ++i) run_once();
+  std::vector<double> times(s.iters);
+  for (int i = 0; i < s.iters; ++i) {
+    MPI_Barrier(MPI_COMM_WORLD);  // every group starts together, as in the training step
+    const double t0 = MPI_Wtime();
+    run_once();
+    times[i] = MPI_Wtime() - t0;
+  }
+  // An iteration lasts as long as its slowest rank.
+  MPI_Allreduce(MPI_IN_PLACE, times.data(), s.iters, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  std::sort(times.begin(), times.end());
+  Measurement m;
+  m.kind = kind;
+  m.mesh = mesh;
+  m.group_size = n;
+  m.count = count;
+  m.message_bytes = double(per_rank ? count * n : count) * eb;
+  m.t_min = times.front();
+  m.t_max = times.back();
+  m.t_med = s.iters % 2 ? times[s.iters / 2] : 0.5 * (times[s.iters / 2 - 1] + times[s.iters / 2]);
+  m.algbw_gbps = m.t_med > 0 ? m.message_bytes / m.t_med / 1e9 : 0;
+  m.busbw_gbps = m.algbw_gbps * bus_factor(kind, n);
+  m.wrong = -1;
+  if (s.check) {
+    const void* result = kind == CollKind::broadcast ? buf.send : buf.recv;
+    buf.download(result, out_elems * eb);
+    long long wrong = count_wrong(kind, buf.host.data(), s.dtype, count, members, me, root), total = 0;
+    MPI_Allreduce(&wrong, &total, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+    m.wrong = total;
+  }
+  return m;
+}
+
+std::string fmt(const char* f, double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, f, v);
+  return b;
+}
+
+void print_table_header() {
+  std::printf("#\n# %14s %7s %12s %12s %5s %4s %11s %11s %11s %9s %9s %7s\n", "op", "mesh", "size", "count", "type",
+              "root", "time_min", "time_med", "time_max", "algbw", "busbw", "#wrong");
+  std::printf("# %14s %7s %12s %12s %5s %4s %11s %11s %11s %9s %9s %7s\n", "", "", "(B)", "(elements)", "", "",
+              "(us)", "(us)", "(us)", "(GB/s)", "(GB/s)", "");
+}
+
+void print_row(const Measurement& m, const Settings& s) {
+  const std::string root = m.kind == CollKind::broadcast ? std::to_string(std::min(s.root, m.group_size - 1)) : "-";
+  std::printf("  %14s %7s %12.0f %12lld %5s %4s %11.2f %11.2f %11.2f %9.3f %9.3f %7s\n", coll_kind_name(m.kind),
+              m.mesh.to_string().c_str(), m.message_bytes, static_cast<long long>(m.count), dtype_name(s.dtype),
+              root.c_str(), m.t_min * 1e6, m.t_med * 1e6, m.t_max * 1e6, m.algbw_gbps, m.busbw_gbps,
+              m.wrong < 0 ? "n/a" : std::to_string(m.wrong).c_str());
+  std::fflush(stdout);
+}
+
+std::vector<std::string> csv_columns() {
+  return {"op",          "backend",    "dtype",         "group",         "mesh_intra",  "mesh_inter",
+          "group_size",  "world_size", "message_bytes", "count_elems",   "iters",       "warmup_iters",
+          "time_min_s",  "time_median_s", "time_max_s", "algbw_gbps",    "busbw_gbps",  "wrong_elems"};
+}
+
+std::vector<std::string> csv_row(const Measurement& m, const Settings& s, const std::string& group, int world) {
+  return {coll_kind_name(m.kind),
+          backend_name(s.backend),
+          dtype_name(s.dtype),
+          group,
+          std::to_string(m.mesh.intra),
+          std::to_string(m.mesh.inter),
+          std::to_string(m.group_size),
+          std::to_string(world),
+          fmt("%.0f", m.message_bytes),
+          std::to_string(m.count),
+          std::to_string(s.iters),
+          std::to_string(s.warmup),
+          fmt("%.9g", m.t_min),
+          fmt("%.9g", m.t_med),
+          fmt("%.9g", m.t_max),
+          fmt("%.6g", m.algbw_gbps),
+          fmt("%.6g", m.busbw_gbps),
+          m.wrong < 0 ? "" : std::to_string(m.wrong)};
+}
+
+// Rank 0's status, agreed by every rank.
+Status agree(const Status& rank0_status, int rank) {
+  std::string e = rank == 0 && !rank0_status ? rank0_status.error() : "";
+  int len = static_cast<int>(e.size());
+  MPI_Bcast(&len, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  e.resize(len);
+  if (len) MPI_Bcast(e.data(), len, MPI_CHAR, 0, MPI_COMM_WORLD);
+  if (len) return make_error(e);
+  return Status::ok_status();
+}
+
+int finish(int code) {
+  MPI_Finalize();
+  return code;
+}
+
+}  // namespace
+
+int run_comm(const Args& args) {
+  int initialized = 0, provided = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+  int rank = 0, world = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  // Every rank parses the same argv, so every rank reaches the same verdict; only rank 0 speaks.
+  auto fail = [&](const std::string& msg) {
+    if (rank == 0) std::fprintf(stderr, "lins comm: %s\n", msg.c_str());
+    return finish(2);
+  };
+
+  const CommandSpec& spec = comm_spec();
+  auto parsed = parse_args(spec, args);
+  if (!parsed) return fail(parsed.error());
+  if (parsed->flag("help")) {
+    if (rank == 0) std::printf("%s", help_text(spec).c_str());
+    return finish(0);
+  }
+  if (!parsed->positional().empty())
+    return fail("unexpected argument '" + parsed->positional().front() + "' (see lins comm --help)");
+  auto settings = read_settings(*parsed);
+  if (!settings) return fail(settings.error());
+  Settings s = *settings;
+
+  int gpn = 0;
+  if (s.gpn_text == "auto") {
+    gpn = ranks_per_host();
+  } else {
+    auto v = parse_positive_int(s.gpn_text, "--gpus-per-node");
+    if (!v) return fail(v.error() + " (or auto)");
+    gpn = *v;
+  }
+  auto topo = topology_for_world(world, gpn);
+  if (!topo) return fail(topo.error());
+
+  std::vector<std::pair<std::string, GroupSpec>> groups;  // (label, spec) to measure
+  if (!s.profile.empty()) {
+    for (const Mesh& m : profile_meshes(*topo)) groups.emplace_back(m.to_string(), *mesh_group_spec(m, *topo));
+    if (groups.empty())
+      return fail("--profile needs at least 2 ranks (every mesh of a single rank is one GPU, which moves nothing)");
+  } else {
+    auto g = group_from_text(s.group, *topo);
+    if (!g) return fail(g.error());
+    groups.emplace_back(s.group, *g);
+  }
+  for (const auto& [label, g] : groups)
+    if (s.root >= g.size())
+      return fail("--root " + std::to_string(s.root) + " is outside a group of " + std::to_string(g.size()) +
+                  " ranks (group " + label + "); give 0.." + std::to_string(g.size() - 1));
+
+  // Output files are opened before measuring, so a bad path fails in a second, not after the sweep.
+  std::optional<CsvWriter> csv;
+  if (!s.csv.empty()) {
+    Status st;
+    if (rank == 0) {
+      auto w = CsvWriter::open(s.csv, csv_columns());
+      if (w) {
+        csv.emplace(std::move(*w));
+      } else {
+        st = make_error("--csv: " + w.error());
+      }
+    }
+    if (auto a = agree(st, rank); !a) return fail(a.error());
+  }
+  if (!s.profile.empty()) {
+    Status st;
+    if (rank == 0) st = write_file_atomic(s.profile + ".partial", "");
+    if (rank == 0 && st) std::remove((s.profile + ".partial").c_str());
+    if (!st) st = make_error("--profile: cannot write beside " + s.profile + ": " + st.error());
+    if (auto a = agree(st, rank); !a) return fail(a.error());
+  }
+
+  CommOptions options;
+  options.mpi.progress = s.progress;
+  auto world_comm = make_communicator(s.backend, MPI_COMM_WORLD, "world", topo->nodes > 1 ? Axis::inter : Axis::intra,
+                                      options);
+  if (!world_comm) return fail(world_comm.error());
+
+  if (rank == 0) {
+    std::printf("# lins comm %s (commit %s): backend %s", LINS_VERSION, LINS_GIT_COMMIT, backend_name(s.backend));
+    if (auto* mpi = dynamic_cast<MpiCommunicator*>(world_comm->get()))
+      std::printf(" (%s progress)", mpi_progress_name(mpi->progress()));
+    std::printf(", %d ranks = %d per node x %d nodes, dtype %s, iters %d, warm-up %d, check %s\n", world,
+                topo->gpus_per_node, topo->nodes, dtype_name(s.dtype), s.iters, s.warmup, s.check ? "on" : "off");
+    for (const auto& [label, g] : groups) {
+      const Mesh m = group_mesh(g, *topo, 0);
+      std::printf("#   group %-6s: %d groups of %d ranks, mesh %s (%s); rank 0's group:", label.c_str(),
+                  world / g.size(), g.size(), m.to_string().c_str(), m.inter > 1 ? "inter" : "intra");
+      for (int r : group_ranks(g, 0)) std::printf(" %d", r);
+      std::printf("\n");
+    }
+    print_table_header();
+  }
+
+  const bool device = s.backend == Backend::nccl;
+  Buffers buf(device, s.max_bytes);
+  std::vector<Measurement> all;
+  std::string profile_rows;
+  int64_t total_wrong = 0;
+  double busbw_sum = 0;
+  int busbw_n = 0;
+  for (const auto& [label, g] : groups) {
+    const Mesh mesh = group_mesh(g, *topo, rank);
+    auto sub = split_group(**world_comm, g, *topo, label);
+    if (!sub) return fail(sub.error());
+    const auto members = group_ranks(g, rank);
+    for (CollKind kind : s.ops) {
+      for (uint64_t bytes = s.min_bytes; bytes <= s.max_bytes;) {
+        const int64_t count = count_for(kind, bytes, s.dtype, g.size());
+        if (count > 0) {
+          Measurement m = measure(**sub, members, kind, count, s, buf, rank, mesh);
+          total_wrong += std::max<int64_t>(0, m.wrong);
+          if (m.group_size > 1) {
+            busbw_sum += m.busbw_gbps;
+            ++busbw_n;
+          }
+          if (rank == 0) {
+            print_row(m, s);
+            if (csv) {
+              if (auto st = csv->write_row(csv_row(m, s, label, world)); !st)
+                std::fprintf(stderr, "lins comm: --csv: %s\n", st.error().c_str());
+            }
+            if (m.group_size > 1 && m.t_med > 0)
+              profile_rows += std::string(coll_kind_name(kind)) + "," + std::to_string(m.mesh.intra) + "," +
+                              std::to_string(m.mesh.inter) + "," + fmt("%.0f", m.message_bytes) + "," +
+                              fmt("%.9g", m.t_med) + "," + fmt("%.6g", m.algbw_gbps) + "," +
+                              fmt("%.6g", m.busbw_gbps) + "\n";
+          }
+          all.push_back(m);
+        }
+        if (bytes > s.max_bytes / s.step_factor) break;
+        bytes *= s.step_factor;
+      }
+    }
+  }
+  world_comm->reset();  // sub-communicators are gone; free the world one before writing files
+
+  int code = total_wrong > 0 ? 1 : 0;
+  if (rank == 0) {
+    std::printf("# Out of bounds values : %lld %s\n", static_cast<long long>(total_wrong),
+                s.check ? (total_wrong ? "WRONG" : "OK") : "(not checked)");
+    std::printf("# Avg bus bandwidth    : %.4f GB/s\n#\n", busbw_n ? busbw_sum / busbw_n : 0.0);
+    std::fflush(stdout);
+  }
+
+  JsonObject run;
+  run.set("command", "comm");
+  run.set("backend", backend_name(s.backend));
+  run.set("dtype", dtype_name(s.dtype));
+  run.set("topology", topo->to_string());
+  run.set("gpus_per_node", topo->gpus_per_node);
+  run.set("nodes", topo->nodes);
+  run.set("iters", s.iters);
+  run.set("warmup_iters", s.warmup);
+  run.set("wrong_elems", static_cast<long long>(total_wrong));
+  std::vector<std::string> argv = {"lins", "comm"};
+  argv.insert(argv.end(), args.begin(), args.end());
+
+  if (!s.profile.empty()) {
+    const JsonObject prov = gather_provenance(MPI_COMM_WORLD, argv, run);
+    Status st;
+    if (rank == 0) {
+      std::string text = "# bandwidth profile measured by lins comm --profile; time_s = median over iterations of "
+                         "the slowest rank, algbw_gbps = message_bytes / time_s / 1e9, busbw_gbps with nccl-tests' "
+                         "factors; message_bytes as CommOp::bytes()\n";
+      text += "# provenance: " + prov.dump(0) + "\n";
+      text += std::string(kProfileColumns) + "\n" + profile_rows;
+      st = write_file_atomic(s.profile, text);
+    }
+    if (auto a = agree(st, rank); !a) {
+      if (rank == 0) std::fprintf(stderr, "lins comm: --profile: %s\n", a.error().c_str());
+      code = std::max(code, 2);
+    } else if (rank == 0) {
+      std::printf("# wrote profile %s\n", s.profile.c_str());
+    }
+  }
+  if (!s.csv.empty()) {
+    Status st;
+    if (rank == 0) st = csv->finish();
+    if (auto a = agree(st, rank); !a) {
+      if (rank == 0) std::fprintf(stderr, "lins comm: --csv: %s\n", a.error().c_str());
+      code = std::max(code, 2);
+    }
+    if (auto p = write_provenance(MPI_COMM_WORLD, provenance_path_for(s.csv), argv, run); !p) {
+      if (rank == 0) std::fprintf(stderr, "lins comm: provenance: %s\n", p.error().c_str());
+      code = std::max(code, 2);
+    } else if (rank == 0) {
+      std::printf("# wrote %s and %s\n", s.csv.c_str(), provenance_path_for(s.csv).c_str());
+    }
+  }
+  if (code == 1 && rank == 0)
+    std::fprintf(stderr, "lins comm: %lld wrong elements (see #wrong); the collectives returned wrong data\n",
+                 static_cast<long long>(total_wrong));
+  return finish(code);
 }
 
 }  // namespace lins

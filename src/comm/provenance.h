@@ -17,7 +17,7 @@ std::vector<std::string> gather_host_names(MPI_Comm comm);
 // MPI_Get_library_version's text on one line ("Open MPI v4.1.4, ...").
 std::string mpi_library_version();
 // OPENBLAS_NUM_THREADS, OMP_NUM_THREADS, CUDA_VISIBLE_DEVICES, SLURM_JOB_ID and the other SLURM_ job/step/node
-// variables, every NCCL_* and OMPI_MCA_* variable that is set (name -> value, sorted).
+// variables, every NCCL_*, UCX_* and OMPI_MCA_{btl,pml,mtl,coll}* variable that is set (name -> value, sorted).
 JsonObject relevant_environment();
 
 // The provenance object (collective over `comm`: gathers host names). `extra` members are appended as "run".

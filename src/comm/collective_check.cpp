@@ -1,0 +1,71 @@
+// Deterministic fills and expected results of collectives; see collective_check.h.
+#include "comm/collective_check.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "comm/bf16.h"
+
+namespace lins {
+namespace {
+
+void put(void* buf, DType dtype, int64_t i, double v) {
+  if (dtype == DType::fp32) {
+    static_cast<float*>(buf)[i] = float(v);
+  } else {
+    static_cast<uint16_t*>(buf)[i] = float_to_bf16(float(v));
+  }
+}
+double get(const void* buf, DType dtype, int64_t i) {
+  if (dtype == DType::fp32) return static_cast<const float*>(buf)[i];
+  return bf16_to_float(static_cast<const uint16_t*>(buf)[i]);
+}
+
+}  // namespace
+
+double check_fill_value(int world_rank, int64_t index) {
+  return double(int((int64_t(world_rank) * 131 + index * 71 + 7) % 255) - 127) / 16.0;
+}
+
+void check_fill(void* buf, DType dtype, int64_t count, int world_rank, int64_t offset) {
+  for (int64_t i = 0; i < count; ++i) put(buf, dtype, i, check_fill_value(world_rank, offset + i));
+}
+
+void check_fill_constant(void* buf, DType dtype, int64_t count, double value) {
+  for (int64_t i = 0; i < count; ++i) put(buf, dtype, i, value);
+}
+
+int64_t count_wrong(CollKind kind, const void* result, DType dtype, int64_t count, const std::vector<int>& members,
+                    int me, int root) {
+  const int n = static_cast<int>(members.size());
+  const double u = dtype == DType::fp32 ? kFp32UnitRoundoff : kBf16UnitRoundoff;
+  int64_t wrong = 0;
+  auto sum_ok = [&](double got, int64_t index) {
+    double s = 0, a = 0;
+    for (int m : members) {
+      const double x = check_fill_value(m, index);
+      s += x;
+      a += std::fabs(x);
+    }
+    return std::fabs(got - s) <= (n - 1) * u * a;  // NaN fails
+  };
+  switch (kind) {
+    case CollKind::all_gather:
+      for (int j = 0; j < n; ++j)
+        for (int64_t i = 0; i < count; ++i)
+          wrong += get(result, dtype, j * count + i) != check_fill_value(members[j], i);
+      break;
+    case CollKind::reduce_scatter:
+      for (int64_t i = 0; i < count; ++i) wrong += !sum_ok(get(result, dtype, i), me * count + i);
+      break;
+    case CollKind::all_reduce:
+      for (int64_t i = 0; i < count; ++i) wrong += !sum_ok(get(result, dtype, i), i);
+      break;
+    case CollKind::broadcast:
+      for (int64_t i = 0; i < count; ++i) wrong += get(result, dtype, i) != check_fill_value(members[root], i);
+      break;
+  }
+  return wrong;
+}
+
+}  // namespace lins
