@@ -75,7 +75,8 @@ template <int N>
 __device__ __forceinline__ void store(float* p, const float (&in)[N]) {
   if constexpr (N % 4 == 0) {
 #pragma unroll
-    for (int i = 0; i < N; i += 4) *reinterpret_cast<float4*>(p + i) = make_float4(in[i], in[i + 1], in[i + 2], in[i + 3]);
+    for (int i = 0; i < N; i += 4)
+      *reinterpret_cast<float4*>(p + i) = make_float4(in[i], in[i + 1], in[i + 2], in[i + 3]);
   } else {
 #pragma unroll
     for (int i = 0; i < N; ++i) p[i] = in[i];

@@ -27,8 +27,8 @@ namespace gpu = lins::kernels::cuda;
 using gpu::bf16;
 
 struct Options {
-  std::string csv_path;   // empty: stdout
-  std::string json_path;  // empty: none
+  std::string csv_path;              // empty: stdout
+  std::string json_path;             // empty: none
   int64_t elems = int64_t{1} << 27;  // elements per memory-bound tensor (256 MiB in bf16, far above L2)
   int warmup = 3;
   int iters = 20;
@@ -92,13 +92,20 @@ int parse_args(int argc, char** argv, Options* o) {
       }
       return argv[++i];
     };
-    if (a == "--csv") o->csv_path = next("--csv");
-    else if (a == "--json") o->json_path = next("--json");
-    else if (a == "--elems") o->elems = std::stoll(next("--elems"));
-    else if (a == "--iters") o->iters = std::stoi(next("--iters"));
-    else if (a == "--warmup") o->warmup = std::stoi(next("--warmup"));
-    else if (a == "--seq") o->seq = std::stoi(next("--seq"));
-    else if (a == "--only") o->only = next("--only");
+    if (a == "--csv")
+      o->csv_path = next("--csv");
+    else if (a == "--json")
+      o->json_path = next("--json");
+    else if (a == "--elems")
+      o->elems = std::stoll(next("--elems"));
+    else if (a == "--iters")
+      o->iters = std::stoi(next("--iters"));
+    else if (a == "--warmup")
+      o->warmup = std::stoi(next("--warmup"));
+    else if (a == "--seq")
+      o->seq = std::stoi(next("--seq"));
+    else if (a == "--only")
+      o->only = next("--only");
     else if (a == "--quick") {
       o->elems = int64_t{1} << 22;
       o->iters = 3;
@@ -139,7 +146,8 @@ void write_json(const Options& o, const cudaDeviceProp& prop, double copy_gbps) 
           "  \"global_memory_bytes\": %zu,\n  \"sm_clock_khz\": %d,\n  \"memory_clock_khz\": %d,\n"
           "  \"memory_bus_bits\": %d,\n  \"cuda_driver\": %d,\n  \"cuda_runtime\": %d,\n  \"cublas\": %d,\n"
           "  \"elems\": %lld,\n  \"warmup\": %d,\n  \"iters\": %d,\n  \"seq\": %d,\n"
-          "  \"d2d_copy_gbps\": %.1f,\n  \"bytes_convention\": \"bytes read + bytes written by the kernel, once each\"\n}\n",
+          "  \"d2d_copy_gbps\": %.1f,\n  \"bytes_convention\": \"bytes read + bytes written by the kernel, once "
+          "each\"\n}\n",
           LINS_GIT_COMMIT, prop.name, prop.major, prop.minor, prop.multiProcessorCount, prop.l2CacheSize,
           prop.totalGlobalMem, clock_khz, mem_clock_khz, bus_bits, driver, runtime, cublas_version,
           static_cast<long long>(o.elems), o.warmup, o.iters, o.seq, copy_gbps);
@@ -170,11 +178,11 @@ int main(int argc, char** argv) {
   char* src = device_alloc<char>(copy_bytes);
   char* dst = device_alloc<char>(copy_bytes);
   CUDA_CHECK(cudaMemsetAsync(src, 1, copy_bytes, s));
-  const double copy_us = timer.time_us([&] { CUDA_CHECK(cudaMemcpyAsync(dst, src, copy_bytes, cudaMemcpyDeviceToDevice, s)); },
-                                       o.warmup, o.iters, s);
+  const double copy_us = timer.time_us(
+      [&] { CUDA_CHECK(cudaMemcpyAsync(dst, src, copy_bytes, cudaMemcpyDeviceToDevice, s)); }, o.warmup, o.iters, s);
   const double copy_gbps = 2.0 * copy_bytes / (copy_us * 1e3);
-  rows.push_back({"d2d_copy", std::to_string(copy_bytes) + "B", "bytes", 2.0 * copy_bytes, 0, copy_us, copy_us,
-                  "d2d_copy"});
+  rows.push_back(
+      {"d2d_copy", std::to_string(copy_bytes) + "B", "bytes", 2.0 * copy_bytes, 0, copy_us, copy_us, "d2d_copy"});
   CUDA_CHECK(cudaFree(src));
   CUDA_CHECK(cudaFree(dst));
   auto memory_row = [&](const std::string& name, const std::string& shape, const std::string& dtype, double bytes,
@@ -204,8 +212,10 @@ int main(int argc, char** argv) {
     CUDA_CHECK(gpu::fill_uniform(b1, n, 5, -3.f, 3.f, s));
     CUDA_CHECK(gpu::fill_uniform(b2, n, 6, -1.f, 1.f, s));
     const std::string shape = "n=" + std::to_string(n);
-    memory_row("cast_fp32_to_bf16", shape, "fp32->bf16", 6.0 * n, [&] { CUDA_CHECK(gpu::cast_fp32_to_bf16(f0, b3, n, s)); });
-    memory_row("cast_bf16_to_fp32", shape, "bf16->fp32", 6.0 * n, [&] { CUDA_CHECK(gpu::cast_bf16_to_fp32(b0, f1, n, s)); });
+    memory_row("cast_fp32_to_bf16", shape, "fp32->bf16", 6.0 * n,
+               [&] { CUDA_CHECK(gpu::cast_fp32_to_bf16(f0, b3, n, s)); });
+    memory_row("cast_bf16_to_fp32", shape, "bf16->fp32", 6.0 * n,
+               [&] { CUDA_CHECK(gpu::cast_bf16_to_fp32(b0, f1, n, s)); });
     CUDA_CHECK(gpu::fill_uniform(f1, n, 2, -1e-3f, 1e-3f, s));
     memory_row("fill_bf16", shape, "bf16", 2.0 * n, [&] { CUDA_CHECK(gpu::fill(b3, 0.5f, n, s)); });
     memory_row("fill_fp32", shape, "fp32", 4.0 * n, [&] { CUDA_CHECK(gpu::fill(f2, 0.5f, n, s)); });
@@ -234,8 +244,9 @@ int main(int argc, char** argv) {
     const int heads = o.heads, hd = o.head_dim;
     const int rope_seq = o.seq, rope_batch = static_cast<int>(n / (int64_t{rope_seq} * heads * hd));
     if (rope_batch >= 1) {
-      memory_row("rope", "batch=" + std::to_string(rope_batch) + ",seq=" + std::to_string(rope_seq) + ",heads=" +
-                             std::to_string(heads) + ",head_dim=" + std::to_string(hd),
+      memory_row("rope",
+                 "batch=" + std::to_string(rope_batch) + ",seq=" + std::to_string(rope_seq) +
+                     ",heads=" + std::to_string(heads) + ",head_dim=" + std::to_string(hd),
                  "bf16", 4.0 * rope_batch * rope_seq * heads * hd,
                  [&] { CUDA_CHECK(gpu::rope(b1, rope_batch, rope_seq, heads, hd, 10000.f, false, s)); });
     }
@@ -273,9 +284,9 @@ int main(int argc, char** argv) {
     };
     // One LLaMA layer at T tokens: forward X W^T (weights stored [out, in]), backward dX = dY W, dW = dY^T X.
     const std::vector<Shape> shapes = {
-        {"qkv_fwd", false, true, t, 3 * h, h},  {"attn_out_fwd", false, true, t, h, h},
-        {"gate_up_fwd", false, true, t, 2 * f, h}, {"down_fwd", false, true, t, h, f},
-        {"down_bwd_dx", false, false, t, f, h},  {"down_bwd_dw", true, false, h, f, t},
+        {"qkv_fwd", false, true, t, 3 * h, h},         {"attn_out_fwd", false, true, t, h, h},
+        {"gate_up_fwd", false, true, t, 2 * f, h},     {"down_fwd", false, true, t, h, f},
+        {"down_bwd_dx", false, false, t, f, h},        {"down_bwd_dw", true, false, h, f, t},
         {"gate_up_bwd_dx", false, false, t, h, 2 * f}, {"square_8192", false, false, 8192, 8192, 8192},
     };
     for (const Shape& sh : shapes) {
@@ -287,15 +298,15 @@ int main(int argc, char** argv) {
       CUDA_CHECK(gpu::fill_uniform(a, sh.m * sh.k, 11, -1.f, 1.f, s));
       CUDA_CHECK(gpu::fill_uniform(b, sh.k * sh.n, 12, -1.f, 1.f, s));
       const double flops = 2.0 * sh.m * sh.n * sh.k;
-      const double us = timer.time_us(
-          [&] { CUBLAS_CHECK(gpu::gemm(blas, sh.ta, sh.tb, sh.m, sh.n, sh.k, 1.f, a, b, 0.f, c, s)); }, o.warmup,
-          o.iters, s);
+      const double us =
+          timer.time_us([&] { CUBLAS_CHECK(gpu::gemm(blas, sh.ta, sh.tb, sh.m, sh.n, sh.k, 1.f, a, b, 0.f, c, s)); },
+                        o.warmup, o.iters, s);
       const float alpha = 1.f, beta = 0.f;
       const double ref_us = timer.time_us(
           [&] {
             CUBLAS_CHECK(cublasGemmEx(direct, sh.tb ? CUBLAS_OP_T : CUBLAS_OP_N, sh.ta ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                      static_cast<int>(sh.n), static_cast<int>(sh.m), static_cast<int>(sh.k), &alpha,
-                                      b, CUDA_R_16BF, static_cast<int>(sh.tb ? sh.k : sh.n), a, CUDA_R_16BF,
+                                      static_cast<int>(sh.n), static_cast<int>(sh.m), static_cast<int>(sh.k), &alpha, b,
+                                      CUDA_R_16BF, static_cast<int>(sh.tb ? sh.k : sh.n), a, CUDA_R_16BF,
                                       static_cast<int>(sh.ta ? sh.m : sh.k), &beta, c, CUDA_R_16BF,
                                       static_cast<int>(sh.n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
           },
@@ -332,9 +343,9 @@ int main(int argc, char** argv) {
     char shape[128];
     snprintf(shape, sizeof(shape), "batch=%d,seq=%d,heads=%d,head_dim=%d", batch, seq, heads, hd_case);
     const double fwd_flops = 2.0 * seq * static_cast<double>(seq) * hd_case * heads * batch;  // causal half
-    const double fwd_us = timer.time_us(
-        [&] { CUDA_CHECK(gpu::attention_forward(q, k, v, out, lse, batch, seq, heads, hd_case, s)); }, o.warmup,
-        o.iters, s);
+    const double fwd_us =
+        timer.time_us([&] { CUDA_CHECK(gpu::attention_forward(q, k, v, out, lse, batch, seq, heads, hd_case, s)); },
+                      o.warmup, o.iters, s);
     rows.push_back({"attention_forward", shape, "bf16, fp32 acc", 0, fwd_flops, fwd_us, 0, ""});
     const double bwd_us = timer.time_us(
         [&] {

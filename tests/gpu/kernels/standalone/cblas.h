@@ -11,8 +11,8 @@ enum CBLAS_ORDER { CblasRowMajor = 101, CblasColMajor = 102 };
 enum CBLAS_TRANSPOSE { CblasNoTrans = 111, CblasTrans = 112, CblasConjTrans = 113 };
 
 void cblas_sgemm(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE trans_a, enum CBLAS_TRANSPOSE trans_b, blasint m,
-                 blasint n, blasint k, float alpha, const float* a, blasint lda, const float* b, blasint ldb, float beta,
-                 float* c, blasint ldc);
+                 blasint n, blasint k, float alpha, const float* a, blasint lda, const float* b, blasint ldb,
+                 float beta, float* c, blasint ldc);
 
 #ifdef __cplusplus
 }
