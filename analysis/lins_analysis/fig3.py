@@ -1,6 +1,8 @@
 """Fig. 3: effective bandwidth (Gb/s, message bytes / time) versus message size for AllGather, ReduceScatter,
 AllReduce and Broadcast; one series per mesh (GPUs per node x nodes). This is the planner's bandwidth profile."""
 
+from matplotlib.ticker import FuncFormatter
+
 from . import NoData
 from . import schema
 from . import style
@@ -26,6 +28,7 @@ def draw(data, out_dir, formats=("png", "pdf")):
             g = g.groupby("message_bytes")["eff_gbit_s"].median()
             ax.plot(g.index / 2 ** 20, g.values, marker=".", color=cmap(i), label=f"{intra}x{inter}")
         ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
         ax.set_xlabel("Message size (MiB)")
         ax.set_ylabel("Effective bandwidth (Gb/s)")
         ax.set_title(schema.OP_LABELS[op])
@@ -39,7 +42,8 @@ def draw(data, out_dir, formats=("png", "pdf")):
             if l not in labels:
                 handles.append(h)
                 labels.append(l)
+    fig.tight_layout()
     fig.legend(handles, labels, title="mesh (GPUs/node x nodes)", loc="center left", bbox_to_anchor=(1.0, 0.5),
                fontsize=8)
-    fig.suptitle("Fig. 3: effective bandwidth of collectives versus message size")
+    fig.suptitle("Fig. 3: effective bandwidth of collectives versus message size", y=1.04)
     return style.save_figure(fig, out_dir, "fig3_bandwidth", formats)
