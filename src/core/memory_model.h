@@ -1,0 +1,40 @@
+// Memory per GPU of one plan (PAPER.md section 3): model states from the same ShardLayout the executor allocates,
+// activations (Megatron-style estimate, with or without full recomputation) and communication buffers.
+#pragma once
+
+#include <cstdint>
+
+#include "core/schedule.h"
+#include "core/workload.h"
+
+namespace lins {
+
+// Bytes per parameter of each state. GPU mixed precision: bf16 P and G, fp32 master + momentum + variance.
+// The CPU backend keeps fp32 P and G: {4, 4, 12}.
+struct StateBytes {
+  double p = 2, g = 2, os = 12;
+};
+
+struct MemoryEstimate {
+  double p_bytes = 0;    // local parameter shard (plus the ZeRO++ secondary partition)
+  double g_bytes = 0;    // gradients kept across micro-batches
+  double os_bytes = 0;   // optimizer states owned
+  double state_bytes = 0;       // p + g + os
+  double activation_bytes = 0;  // activations of one micro-batch in flight (plus the logits)
+  double buffer_bytes = 0;      // gathered parameters/gradients of in-flight modules and gradient buckets
+  double total_bytes = 0;       // state + activation + buffer
+  double closed_form_state_bytes = 0;  // 2Phi/s_p + 2Phi/s_g + 12Phi/s_os with the same bytes per element
+};
+
+// Which rank the estimate describes. Padded shards are the same size on every rank, but inter-tensor owners are
+// uneven, so the largest owner is what has to fit (the memory limit holds on every GPU).
+enum class MemoryOf { worst_rank, schedule_rank };
+
+// The estimate for the schedule's plan, topology and layout (s.layout of s.options.rank) under workload `w`.
+MemoryEstimate estimate_memory(const Schedule& s, const Workload& w, StateBytes b = {},
+                               MemoryOf which = MemoryOf::worst_rank);
+
+// Activation bytes of one micro-batch on one GPU (PAPER.md section 3); split out for tests and the simulator.
+double activation_bytes(const ModelSpec& model, int seq, int micro_batch_size, bool recompute);
+
+}  // namespace lins

@@ -1,0 +1,145 @@
+// Memory model against the closed form 2Phi/s_p + 2Phi/s_g + 12Phi/s_os (PAPER.md section 3), uneven inter-tensor
+// owners, activations with and without recomputation, and buffers.
+#include "core/memory_model.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+
+namespace lins {
+namespace {
+
+// Every module's size is a multiple of 64: no padding up to 64 shards.
+ModelSpec even_model() { return make_model({64, 2, 4, 128, 256}).value(); }
+
+Workload workload(const ModelSpec& m, int M = 1, bool recompute = false) {
+  Workload w;
+  w.model = m;
+  w.seq = 128;
+  w.micro_batch_size = 1;
+  w.micro_batches = M;
+  w.recompute = recompute;
+  return w;
+}
+
+Schedule schedule(const ModelSpec& m, const Plan& plan, Topology topo, int rank = 0, int64_t bucket = 1 << 20) {
+  ScheduleOptions o;
+  o.rank = rank;
+  o.bucket_bytes = bucket;
+  auto s = build_schedule(m, plan, topo, o);
+  EXPECT_TRUE(s) << s.error();
+  return *s;
+}
+
+TEST(MemoryModel, EvenLayoutsMatchTheClosedFormExactly) {
+  const auto m = even_model();
+  const double phi = m.param_count();
+  for (Topology t : {Topology{4, 2}, Topology{8, 4}, Topology{2, 8}}) {
+    for (auto plan : enumerate_legal_plans(t)) {
+      plan.os_layout = OsLayout::intra_tensor;  // even split of the local buffer: no owner is larger
+      const auto s = schedule(m, plan, t);
+      const auto e = estimate_memory(s, workload(m));
+      const double closed = 2 * phi / plan.p.total() + 2 * phi / plan.g.total() + 12 * phi / plan.os.total();
+      EXPECT_DOUBLE_EQ(e.closed_form_state_bytes, closed) << plan.to_string();
+      // Padding of each module to the shard count is the only difference (none for this model), plus at most one
+      // element per owner from the even split.
+      EXPECT_NEAR(e.state_bytes, closed, 16.0) << plan.to_string() << " on " << t.to_string();
+      EXPECT_DOUBLE_EQ(e.state_bytes, e.p_bytes + e.g_bytes + e.os_bytes);
+      EXPECT_DOUBLE_EQ(e.total_bytes, e.state_bytes + e.activation_bytes + e.buffer_bytes);
+    }
+  }
+}
+
+TEST(MemoryModel, PresetsMatchTheClosedFormOnLlama7b) {
+  const auto m = make_model_preset("llama-7b").value();
+  const double phi = m.param_count();
+  const Topology t{8, 128};
+  struct Case {
+    const char* plan;
+    double sp, sg, sos;
+  };
+  for (const Case& c : {Case{"ddp", 1, 1, 1}, Case{"zero1", 1, 1, 1024}, Case{"zero2", 1, 1024, 1024},
+                        Case{"zero3", 1024, 1024, 1024}, Case{"mics", 8, 8, 8}, Case{"mics:32", 32, 32, 32}}) {
+    const auto s = schedule(m, parse_plan(c.plan, t).value(), t, 0, 25 << 20);
+    const auto e = estimate_memory(s, workload(m));
+    const double closed = 2 * phi / c.sp + 2 * phi / c.sg + 12 * phi / c.sos;
+    EXPECT_NEAR(e.state_bytes / closed, 1.0, 1e-4) << c.plan;  // padding only
+  }
+  // ZeRO++ adds the secondary partition of P over the node's 8 GPUs.
+  const auto zpp = estimate_memory(schedule(m, parse_plan("zeropp", t).value(), t), workload(m));
+  EXPECT_NEAR(zpp.state_bytes / (16 * phi / 1024 + 2 * phi / 8), 1.0, 1e-4);
+}
+
+TEST(MemoryModel, UnevenInterTensorOwnersAreBoundedAndSumToTheShard) {
+  const auto m = make_model_preset("small").value();  // embedding and head dwarf the layers' tensors
+  std::mt19937 rng(5);
+  for (Topology t : {Topology{4, 2}, Topology{8, 2}, Topology{2, 4}}) {
+    auto plans = enumerate_legal_plans(t);
+    for (const auto& plan : plans) {
+      if (plan.os.total() == plan.p.total()) continue;  // one owner: even by construction
+      const auto s0 = schedule(m, plan, t, 0);
+      const int owners = s0.layout.owner_count;
+      int64_t largest_piece = 0;
+      for (const auto& sl : s0.layout.slices) largest_piece = std::max(largest_piece, sl.elems);
+      // The ranks of one OS block share one local buffer; their owned parts add up to it exactly.
+      double sum_os = 0;
+      const GroupSpec replica = group_spec(GroupRole::os_replica, plan, t);
+      for (int r : group_ranks(replica, 0)) {
+        const auto e = estimate_memory(schedule(m, plan, t, r), workload(m), {}, MemoryOf::schedule_rank);
+        sum_os += e.os_bytes;
+      }
+      EXPECT_DOUBLE_EQ(sum_os, 12.0 * s0.layout.local_elems) << plan.to_string();
+      // The worst rank owns at least the average and at most the average plus one piece (greedy, largest first).
+      const auto worst = estimate_memory(s0, workload(m));
+      const double avg = double(s0.layout.local_elems) / owners;
+      EXPECT_GE(worst.os_bytes, 12.0 * avg - 1e-6) << plan.to_string();
+      EXPECT_LE(worst.os_bytes, 12.0 * (avg + largest_piece)) << plan.to_string();
+      // G sharded like OS when s_g > s_p.
+      if (plan.g.total() > plan.p.total()) {
+        EXPECT_DOUBLE_EQ(worst.g_bytes, worst.os_bytes / 6.0) << plan.to_string();
+      } else {
+        EXPECT_DOUBLE_EQ(worst.g_bytes, 2.0 * s0.layout.local_elems) << plan.to_string();
+      }
+    }
+  }
+}
+
+TEST(MemoryModel, CpuStateBytes) {
+  const auto m = even_model();
+  const Topology t{4, 1};
+  const auto s = schedule(m, parse_plan("ddp", t).value(), t);
+  const auto e = estimate_memory(s, workload(m), StateBytes{4, 4, 12});
+  EXPECT_DOUBLE_EQ(e.state_bytes, 20.0 * m.param_count());
+}
+
+TEST(MemoryModel, Activations) {
+  const auto m = make_model_preset("llama-7b").value();
+  const double s = 4096, h = 4096, L = 32, V = 32000;
+  EXPECT_DOUBLE_EQ(activation_bytes(m, 4096, 1, false), L * 34 * s * h + 6 * s * V);
+  EXPECT_DOUBLE_EQ(activation_bytes(m, 4096, 1, true), L * 2 * s * h + 34 * s * h + 6 * s * V);
+  EXPECT_DOUBLE_EQ(activation_bytes(m, 4096, 2, false), 2 * activation_bytes(m, 4096, 1, false));
+  EXPECT_LT(activation_bytes(m, 4096, 1, true), activation_bytes(m, 4096, 1, false) / 5);
+}
+
+TEST(MemoryModel, Buffers) {
+  const auto m = make_model_preset("llama-7b").value();
+  const Topology t{8, 4};
+  const int64_t bucket = 25 << 20;
+  // DDP: no gathered parameters, a double-buffered gradient bucket.
+  const auto ddp = estimate_memory(schedule(m, parse_plan("ddp", t).value(), t, 0, bucket), workload(m));
+  EXPECT_DOUBLE_EQ(ddp.buffer_bytes, 2.0 * bucket);
+  // ZeRO-3: forward gathers two layers (bf16); backward holds two modules' parameters and two modules' gradients;
+  // no bucket. For LLaMA-7B the backward bound (two MLPs) is the larger.
+  const auto z3 = estimate_memory(schedule(m, parse_plan("zero3", t).value(), t, 0, bucket), workload(m));
+  const double layer = 4.0 * 4096 * 4096 + 3.0 * 4096 * 11008 + 2 * 4096;
+  const double mlp = 3.0 * 4096 * 11008 + 4096;
+  EXPECT_NEAR(z3.buffer_bytes / std::max(2 * 2 * layer, 2 * mlp * (2 + 2)), 1.0, 1e-4);
+  // Lins with P replicated and s_g = s_os > s_p: no gathered parameters, the bucket only.
+  const auto lins = estimate_memory(
+      schedule(m, parse_plan("p=1,g=8x4,os=8x4", t).value(), t, 0, bucket), workload(m));
+  EXPECT_DOUBLE_EQ(lins.buffer_bytes, 2.0 * bucket);
+}
+
+}  // namespace
+}  // namespace lins
