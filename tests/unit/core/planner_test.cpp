@@ -1,0 +1,163 @@
+// Planner: only legal plans, feasible always above infeasible, the chosen plan equals a brute-force minimum over
+// enumerate_legal_plans, and the reasons it gives.
+#include "core/planner.h"
+
+#include <gtest/gtest.h>
+
+#include <limits>
+#include <random>
+
+namespace lins {
+namespace {
+
+Workload workload(const std::string& model, int M = 1, int seq = 4096) {
+  Workload w;
+  w.model = make_model_preset(model).value();
+  w.seq = seq;
+  w.micro_batch_size = 1;
+  w.micro_batches = M;
+  return w;
+}
+
+// The brute force: every legal plan priced and sized independently of the planner's loop.
+double brute_force_best(const Workload& w, const Topology& t, const CostModel& cost, const PlannerOptions& opt) {
+  double best = std::numeric_limits<double>::infinity();
+  for (const auto& plan : enumerate_legal_plans(t)) {
+    ScheduleOptions so;
+    so.micro_batches = w.micro_batches;
+    so.bucket_bytes = opt.bucket_bytes;
+    so.dtype = opt.dtype;
+    auto s = build_schedule(w.model, plan, t, so);
+    EXPECT_TRUE(s) << s.error();
+    if (estimate_memory(*s, w, opt.state_bytes).total_bytes > opt.gpu_mem_bytes) continue;
+    best = std::min(best, cost.price(*s, opt.rank_by).total_s());
+  }
+  return best;
+}
+
+void check_search(const PlanSearch& search, const Topology& t, const PlannerOptions& opt) {
+  bool seen_infeasible = false;
+  double prev = -1;
+  for (const auto& e : search.plans) {
+    if (!e.baseline) EXPECT_TRUE(validate_plan(e.plan, t)) << e.plan.to_string();
+    EXPECT_EQ(e.feasible, e.memory.total_bytes <= opt.gpu_mem_bytes);
+    if (!e.feasible) {
+      seen_infeasible = true;
+      EXPECT_EQ(e.rank, 0);
+      EXPECT_NE(e.why.find("needs"), std::string::npos) << e.why;
+      continue;
+    }
+    EXPECT_FALSE(seen_infeasible) << "a feasible plan ranked below an infeasible one: " << e.label();
+    EXPECT_GE(e.comm(search.rank_by).total_s(), prev);
+    prev = e.comm(search.rank_by).total_s();
+  }
+}
+
+TEST(Planner, AgreesWithBruteForceOnThePapersCluster) {
+  const Topology t{8, 128};
+  const CostModel cost(network_preset("paper-a800").value());
+  for (const char* model : {"llama-7b", "llama-13b", "llama-30b"}) {
+    for (Pricing p : {Pricing::paper_isolated, Pricing::shared_links}) {
+      PlannerOptions opt;
+      opt.rank_by = p;
+      opt.include_baselines = true;
+      auto w = workload(model);
+      w.recompute = std::string(model) == "llama-30b";
+      auto search = search_plans(w, t, cost, opt);
+      ASSERT_TRUE(search) << search.error();
+      EXPECT_EQ(search->legal_count, 121);
+      EXPECT_EQ(search->plans.size(), 121u + baseline_plans(t).size());
+      check_search(*search, t, opt);
+      ASSERT_NE(search->chosen(), nullptr) << model;
+      EXPECT_FALSE(search->chosen()->baseline);
+      EXPECT_EQ(search->chosen()->why, "chosen");
+      EXPECT_DOUBLE_EQ(search->chosen()->comm(p).total_s(), brute_force_best(w, t, cost, opt)) << model;
+    }
+  }
+}
+
+TEST(Planner, AgreesWithBruteForceOnRandomClustersAndLimits) {
+  std::mt19937 rng(3);
+  const int gpus[] = {1, 2, 4, 8};
+  const int nodes[] = {1, 2, 3, 4, 6, 8, 16};
+  const char* nets[] = {"paper-a800", "h100-ndr", "ethernet-100g"};
+  for (int trial = 0; trial < 25; ++trial) {
+    const Topology t{gpus[rng() % 4], nodes[rng() % 7]};
+    const CostModel cost(network_preset(nets[rng() % 3]).value());
+    auto w = workload("small", 1 + int(rng() % 4), 256);
+    PlannerOptions opt;
+    opt.bucket_bytes = int64_t(1) << (12 + rng() % 10);
+    opt.rank_by = rng() % 2 ? Pricing::paper_isolated : Pricing::shared_links;
+    // A limit between the smallest and the largest need, so some plans do not fit.
+    auto all = search_plans(w, t, cost, PlannerOptions{std::numeric_limits<double>::max(), opt.bucket_bytes});
+    ASSERT_TRUE(all);
+    double lo = std::numeric_limits<double>::max(), hi = 0;
+    for (const auto& e : all->plans) lo = std::min(lo, e.memory.total_bytes), hi = std::max(hi, e.memory.total_bytes);
+    opt.gpu_mem_bytes = lo + (hi - lo) * (rng() % 100) / 100.0;
+    auto search = search_plans(w, t, cost, opt);
+    ASSERT_TRUE(search) << search.error();
+    EXPECT_EQ(search->plans.size(), enumerate_legal_plans(t).size());
+    check_search(*search, t, opt);
+    const double brute = brute_force_best(w, t, cost, opt);
+    if (std::isinf(brute)) {
+      EXPECT_EQ(search->chosen(), nullptr);
+    } else {
+      ASSERT_NE(search->chosen(), nullptr) << t.to_string();
+      EXPECT_DOUBLE_EQ(search->chosen()->comm(opt.rank_by).total_s(), brute) << t.to_string();
+    }
+  }
+}
+
+TEST(Planner, NothingFitsMeansNoChoiceAndEveryReasonSaysWhy) {
+  const Topology t{8, 2};
+  const CostModel cost(network_preset("paper-a800").value());
+  PlannerOptions opt;
+  opt.gpu_mem_bytes = 1 << 20;  // 1 MiB
+  auto search = search_plans(workload("llama-7b"), t, cost, opt);
+  ASSERT_TRUE(search);
+  EXPECT_EQ(search->chosen(), nullptr);
+  for (const auto& e : search->plans) {
+    EXPECT_FALSE(e.feasible);
+    EXPECT_NE(e.infeasible_reason.find(" GiB > 0.0 GiB"), std::string::npos) << e.infeasible_reason;
+  }
+  // Sorted by how much they need: the closest to fitting first.
+  for (std::size_t i = 1; i < search->plans.size(); ++i)
+    EXPECT_LE(search->plans[i - 1].memory.total_bytes, search->plans[i].memory.total_bytes);
+}
+
+TEST(Planner, ExplainsWhyEachPlanLoses) {
+  const Topology t{8, 16};
+  const CostModel cost(network_preset("paper-a800").value());
+  PlannerOptions opt;
+  opt.include_baselines = true;
+  auto search = search_plans(workload("llama-7b", 8), t, cost, opt);
+  ASSERT_TRUE(search);
+  ASSERT_NE(search->chosen(), nullptr);
+  for (const auto& e : search->plans) {
+    if (!e.feasible || &e == search->chosen()) continue;
+    if (e.comm(opt.rank_by).total_s() > search->chosen()->comm(opt.rank_by).total_s())
+      EXPECT_NE(e.why.find("comm vs best: more "), std::string::npos) << e.label() << ": " << e.why;
+  }
+  // ZeRO-3's gathers over all 128 GPUs cross nodes: its reason names inter-node traffic.
+  for (const auto& e : search->plans)
+    if (e.plan.name == "zero3" && e.feasible) EXPECT_NE(e.why.find("inter-node"), std::string::npos) << e.why;
+}
+
+TEST(Planner, EvaluatesOnePlan) {
+  const Topology t{8, 4};
+  const CostModel cost(network_preset("paper-a800").value());
+  auto e = evaluate_plan(workload("llama-7b"), t, parse_plan("p=8,g=8,os=8x4", t).value(), cost, PlannerOptions{});
+  ASSERT_TRUE(e) << e.error();
+  EXPECT_TRUE(e->feasible);
+  EXPECT_GT(e->isolated.param_s, 0);
+  EXPECT_GT(e->inter_message_bytes, 0);
+  EXPECT_GT(e->intra_message_bytes, 0);
+  Plan bad = parse_plan("p=8,g=8,os=8x4", t).value();
+  bad.os = ShardFactor{8, 3};
+  auto err = evaluate_plan(workload("llama-7b"), t, bad, cost, PlannerOptions{});
+  ASSERT_FALSE(err);
+  EXPECT_NE(err.error().find("divisibility"), std::string::npos) << err.error();
+}
+
+}  // namespace
+}  // namespace lins
