@@ -1,0 +1,265 @@
+// The NCCL backend: MPI bootstrap, collectives on the communicator's own stream ordered after the compute stream by
+// events, completion events the compute stream waits on, sub-groups by ncclCommSplit; see nccl_communicator.h.
+#include "comm/nccl_communicator.h"
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include "comm/check.h"
+#include "comm/cuda_check.h"
+
+namespace lins {
+
+int cuda_device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no driver" error
+    return 0;
+  }
+  return n;
+}
+
+std::string nccl_version_string() {
+  int v = 0;
+  if (ncclGetVersion(&v) != ncclSuccess) return "NCCL (version unknown)";
+  // NCCL >= 2.9 encodes major * 10000 + minor * 100 + patch.
+  return "NCCL " + std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
+}
+
+std::string cuda_version_string() {
+  int rt = 0, drv = 0;
+  cudaRuntimeGetVersion(&rt);
+  if (cudaDriverGetVersion(&drv) != cudaSuccess) drv = 0;
+  cudaGetLastError();
+  auto ver = [](int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); };
+  return "CUDA runtime " + ver(rt) + ", driver " + (drv ? ver(drv) : std::string("none"));
+}
+
+std::string cuda_device_name(int device) {
+  if (device < 0 || device >= cuda_device_count()) return "";
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) return "";
+  return prop.name;
+}
+
+void* device_alloc(size_t bytes) {
+  void* p = nullptr;
+  CUDA_CHECK(cudaMalloc(&p, bytes ? bytes : 1));
+  return p;
+}
+void device_free(void* p) {
+  if (p) CUDA_CHECK(cudaFree(p));
+}
+void copy_to_device(void* dst, const void* src, size_t bytes) {
+  CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+}
+void copy_to_host(void* dst, const void* src, size_t bytes) {
+  CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+}
+
+namespace {
+
+ncclDataType_t nccl_type(DType d) { return d == DType::fp32 ? ncclFloat32 : ncclBfloat16; }
+
+// Completion of one collective: the compute stream waits on its event; the host never blocks here.
+struct NcclRequest final : Request::Impl {
+  std::shared_ptr<cudaEvent_t> done;  // recorded after the collective (at group_end inside a group)
+  cudaStream_t compute = nullptr;
+  void wait() override { CUDA_CHECK(cudaStreamWaitEvent(compute, *done, 0)); }
+};
+
+// The event is shared with group_end (which records it) and destroyed with its last owner.
+std::shared_ptr<cudaEvent_t> make_done_event() {
+  auto e = std::shared_ptr<cudaEvent_t>(new cudaEvent_t(nullptr), [](cudaEvent_t* p) {
+    if (*p) cudaEventDestroy(*p);
+    delete p;
+  });
+  CUDA_CHECK(cudaEventCreateWithFlags(e.get(), cudaEventDisableTiming));
+  return e;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<NcclCommunicator>> NcclCommunicator::create(MPI_Comm comm, std::string name, Axis axis,
+                                                                   CUstream_st* compute_stream) {
+  int rank = 0, size = 1;
+  MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  MPI_CHECK(MPI_Comm_size(comm, &size));
+  // Local rank among the ranks of this host picks the device.
+  MPI_Comm local;
+  MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local));
+  int local_rank = 0;
+  MPI_CHECK(MPI_Comm_rank(local, &local_rank));
+  MPI_CHECK(MPI_Comm_free(&local));
+  const int devices = cuda_device_count();
+  // Every rank must agree before anyone enters ncclCommInitRank, or the others would wait there forever.
+  int have = devices > 0, all_have = 0;
+  MPI_CHECK(MPI_Allreduce(&have, &all_have, 1, MPI_INT, MPI_LAND, comm));
+  if (!all_have)
+    return make_error("the nccl backend needs a CUDA device on every rank, and at least one rank has none "
+                      "(no driver or no visible device); use --backend mpi on machines without GPUs");
+  std::unique_ptr<NcclCommunicator> c(new NcclCommunicator());
+  c->rank_ = rank;
+  c->size_ = size;
+  c->device_ = local_rank % devices;
+  c->name_ = std::move(name);
+  c->axis_ = axis;
+  c->compute_ = compute_stream;
+  CUDA_CHECK(cudaSetDevice(c->device_));
+  ncclUniqueId id;
+  if (rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
+  MPI_CHECK(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, comm));
+  NCCL_CHECK(ncclCommInitRank(&c->comm_, size, id, rank));
+  CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream_, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaMalloc(&c->barrier_buf_, sizeof(float)));
+  return c;
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  // Teardown must not abort: the process may be exiting after an error elsewhere.
+  if (stream_) cudaStreamSynchronize(stream_);
+  settle_timings(false);
+  for (auto& t : timings_) {
+    cudaEventDestroy(t.start);
+    cudaEventDestroy(t.stop);
+  }
+  if (barrier_buf_) cudaFree(barrier_buf_);
+  if (comm_) ncclCommDestroy(comm_);
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+// Orders the collective after the work already issued on the compute stream; returns its timing start event.
+static cudaEvent_t begin_on(cudaStream_t compute, cudaStream_t stream) {
+  cudaEvent_t ready, start;
+  CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
+  CUDA_CHECK(cudaEventRecord(ready, compute));
+  CUDA_CHECK(cudaStreamWaitEvent(stream, ready, 0));
+  CUDA_CHECK(cudaEventDestroy(ready));  // destruction is deferred until the wait has been satisfied
+  CUDA_CHECK(cudaEventCreate(&start));
+  CUDA_CHECK(cudaEventRecord(start, stream));
+  return start;
+}
+
+Request NcclCommunicator::finish(CollKind kind, double message_bytes, CUevent_st* start) {
+  const int k = static_cast<int>(kind);
+  counters_.calls[k] += 1;
+  counters_.message_bytes[k] += message_bytes;
+  auto req = std::make_shared<NcclRequest>();
+  req->compute = compute_;
+  req->done = make_done_event();
+  if (group_depth_ > 0) {
+    // Inside ncclGroupStart/End the kernel is enqueued at group_end; record the events there.
+    group_pending_.emplace_back(kind, start);
+    group_done_.push_back(req->done);
+  } else {
+    CUDA_CHECK(cudaEventRecord(*req->done, stream_));
+    cudaEvent_t stop;
+    CUDA_CHECK(cudaEventCreate(&stop));
+    CUDA_CHECK(cudaEventRecord(stop, stream_));
+    timings_.push_back({k, start, stop});
+    settle_timings(false);
+  }
+  return Request(std::move(req));
+}
+
+// Adds the elapsed time of finished collectives to counters_ (all of them, waiting, when block is set).
+void NcclCommunicator::settle_timings(bool block) {
+  size_t kept = 0;
+  for (size_t i = 0; i < timings_.size(); ++i) {
+    Timing& t = timings_[i];
+    if (block) cudaEventSynchronize(t.stop);
+    if (cudaEventQuery(t.stop) == cudaSuccess) {
+      float ms = 0;
+      if (cudaEventElapsedTime(&ms, t.start, t.stop) == cudaSuccess) counters_.seconds[t.kind] += ms * 1e-3;
+      cudaEventDestroy(t.start);
+      cudaEventDestroy(t.stop);
+    } else {
+      timings_[kept++] = t;
+    }
+  }
+  timings_.resize(kept);
+  cudaGetLastError();  // cudaEventQuery's cudaErrorNotReady is not an error
+}
+
+Request NcclCommunicator::all_gather(const void* send, void* recv, int64_t send_count, DType dtype) {
+  cudaEvent_t start = begin_on(compute_, stream_);
+  NCCL_CHECK(ncclAllGather(send, recv, size_t(send_count), nccl_type(dtype), comm_, stream_));
+  return finish(CollKind::all_gather, double(send_count) * size_ * dtype_bytes(dtype), start);
+}
+
+Request NcclCommunicator::reduce_scatter(const void* send, void* recv, int64_t recv_count, DType dtype) {
+  cudaEvent_t start = begin_on(compute_, stream_);
+  NCCL_CHECK(ncclReduceScatter(send, recv, size_t(recv_count), nccl_type(dtype), ncclSum, comm_, stream_));
+  return finish(CollKind::reduce_scatter, double(recv_count) * size_ * dtype_bytes(dtype), start);
+}
+
+Request NcclCommunicator::all_reduce(const void* send, void* recv, int64_t count, DType dtype) {
+  cudaEvent_t start = begin_on(compute_, stream_);
+  NCCL_CHECK(ncclAllReduce(send, recv, size_t(count), nccl_type(dtype), ncclSum, comm_, stream_));
+  return finish(CollKind::all_reduce, double(count) * dtype_bytes(dtype), start);
+}
+
+Request NcclCommunicator::broadcast(void* buf, int64_t count, DType dtype, int root) {
+  if (root < 0 || root >= size_)
+    comm_fatal(__FILE__, __LINE__, "NcclCommunicator::broadcast",
+               "root " + std::to_string(root) + " is outside the group of " + std::to_string(size_) + " ranks");
+  cudaEvent_t start = begin_on(compute_, stream_);
+  NCCL_CHECK(ncclBroadcast(buf, buf, size_t(count), nccl_type(dtype), root, comm_, stream_));
+  return finish(CollKind::broadcast, double(count) * dtype_bytes(dtype), start);
+}
+
+void NcclCommunicator::group_start() {
+  if (group_depth_++ == 0) NCCL_CHECK(ncclGroupStart());
+}
+
+void NcclCommunicator::group_end() {
+  if (group_depth_ == 0)
+    comm_fatal(__FILE__, __LINE__, "NcclCommunicator::group_end", "group_end without a matching group_start");
+  if (--group_depth_ > 0) return;
+  NCCL_CHECK(ncclGroupEnd());
+  cudaEvent_t stop;
+  CUDA_CHECK(cudaEventCreate(&stop));
+  CUDA_CHECK(cudaEventRecord(stop, stream_));
+  for (auto& done : group_done_) CUDA_CHECK(cudaEventRecord(*done, stream_));
+  // The fused collectives share one stop; each keeps its own start.
+  for (size_t i = 0; i < group_pending_.size(); ++i) {
+    cudaEvent_t own_stop = stop;
+    if (i + 1 < group_pending_.size()) {
+      CUDA_CHECK(cudaEventCreate(&own_stop));
+      CUDA_CHECK(cudaEventRecord(own_stop, stream_));
+    }
+    timings_.push_back({static_cast<int>(group_pending_[i].first), group_pending_[i].second, own_stop});
+  }
+  group_pending_.clear();
+  group_done_.clear();
+}
+
+void NcclCommunicator::synchronize() {
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+  settle_timings(true);
+}
+
+void NcclCommunicator::barrier() {
+  // NCCL has no barrier: a one-element all-reduce every rank must join, then wait for it on the host.
+  CUDA_CHECK(cudaEventDestroy(begin_on(compute_, stream_)));  // ordered after the compute stream
+  NCCL_CHECK(ncclAllReduce(barrier_buf_, barrier_buf_, 1, ncclFloat32, ncclSum, comm_, stream_));
+  synchronize();
+}
+
+Result<std::unique_ptr<Communicator>> NcclCommunicator::split(int color, int key, std::string name, Axis axis) {
+  synchronize();
+  std::unique_ptr<NcclCommunicator> c(new NcclCommunicator());
+  NCCL_CHECK(ncclCommSplit(comm_, color, key, &c->comm_, nullptr));  // inherits the parent's config
+  if (!c->comm_) return make_error("ncclCommSplit returned no communicator for color " + std::to_string(color));
+  NCCL_CHECK(ncclCommUserRank(c->comm_, &c->rank_));
+  NCCL_CHECK(ncclCommCount(c->comm_, &c->size_));
+  c->device_ = device_;
+  c->name_ = std::move(name);
+  c->axis_ = axis;
+  c->compute_ = compute_;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream_, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaMalloc(&c->barrier_buf_, sizeof(float)));
+  return std::unique_ptr<Communicator>(std::move(c));
+}
+
+}  // namespace lins

@@ -1,0 +1,94 @@
+// The NCCL backend of Communicator: collectives on device memory on the communicator's own CUDA stream, ordered
+// after a compute stream by CUDA events; Request::wait makes the compute stream wait for the collective's
+// completion event (the host does not block). Built only with CUDA and NCCL; this header needs neither.
+#pragma once
+
+#include <mpi.h>
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "core/result.h"
+
+struct CUstream_st;  // cudaStream_t
+struct CUevent_st;   // cudaEvent_t
+struct ncclComm;     // ncclComm_t
+
+namespace lins {
+
+// Devices visible to this process; 0 when there is no driver or no device (never an error).
+int cuda_device_count();
+// "NCCL 2.28.9", "CUDA runtime 13.0, driver 13.0", the name of device `device` ("" when none).
+std::string nccl_version_string();
+std::string cuda_version_string();
+std::string cuda_device_name(int device);
+// Device memory of the current device for benchmarks and tests; errors abort through CUDA_CHECK.
+void* device_alloc(size_t bytes);
+void device_free(void* p);
+void copy_to_device(void* dst, const void* src, size_t bytes);  // synchronous
+void copy_to_host(void* dst, const void* src, size_t bytes);    // synchronous
+
+class NcclCommunicator final : public Communicator {
+ public:
+  // Collective over `comm`: local rank through MPI_Comm_split_type(MPI_COMM_TYPE_SHARED), cudaSetDevice(local rank %
+  // device count), ncclGetUniqueId on rank 0, MPI_Bcast, ncclCommInitRank. Every rank returns the same error when
+  // any rank has no device. `compute_stream` may be null (the legacy default stream).
+  static Result<std::unique_ptr<NcclCommunicator>> create(MPI_Comm comm, std::string name, Axis axis,
+                                                          CUstream_st* compute_stream);
+  ~NcclCommunicator() override;
+  NcclCommunicator(const NcclCommunicator&) = delete;
+  NcclCommunicator& operator=(const NcclCommunicator&) = delete;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const std::string& name() const override { return name_; }
+  Axis axis() const override { return axis_; }
+  const char* backend() const override { return "nccl"; }
+  int device() const { return device_; }
+  CUstream_st* stream() const { return stream_; }
+  CUstream_st* compute_stream() const { return compute_; }
+  void set_compute_stream(CUstream_st* compute) { compute_ = compute; }
+  ncclComm* comm() const { return comm_; }
+
+  // Device pointers. In place as NCCL defines it (all_gather send == recv + rank * send_count, reduce_scatter
+  // recv == send + rank * recv_count, all_reduce send == recv).
+  Request all_gather(const void* send, void* recv, int64_t send_count, DType dtype) override;
+  Request reduce_scatter(const void* send, void* recv, int64_t recv_count, DType dtype) override;
+  Request all_reduce(const void* send, void* recv, int64_t count, DType dtype) override;
+  Request broadcast(void* buf, int64_t count, DType dtype, int root) override;
+  // Host-blocking: every collective issued so far has completed on every rank of the group.
+  void barrier() override;
+  void group_start() override;
+  void group_end() override;
+  void synchronize() override;
+  Result<std::unique_ptr<Communicator>> split(int color, int key, std::string name, Axis axis) override;
+
+  struct Timing {  // one collective's start/stop events, settled into counters_ once both completed
+    int kind = 0;
+    CUevent_st* start = nullptr;
+    CUevent_st* stop = nullptr;
+  };
+
+ private:
+  NcclCommunicator() = default;
+  Request finish(CollKind kind, double message_bytes, CUevent_st* start);
+  void settle_timings(bool block);
+
+  ncclComm* comm_ = nullptr;
+  int rank_ = 0, size_ = 1, device_ = 0;
+  std::string name_;
+  Axis axis_ = Axis::intra;
+  CUstream_st* stream_ = nullptr;   // collectives run here
+  CUstream_st* compute_ = nullptr;  // they start after the work issued on it before them
+  int group_depth_ = 0;
+  std::vector<std::pair<CollKind, CUevent_st*>> group_pending_;  // started inside group_start/group_end
+  std::vector<std::shared_ptr<CUevent_st*>> group_done_;         // completion events to record at group_end
+  std::vector<Timing> timings_;
+  CUevent_st* scratch_event_ = nullptr;
+  float* barrier_buf_ = nullptr;  // one device float for barrier()
+};
+
+}  // namespace lins
