@@ -15,6 +15,7 @@
 #include "comm/mesh_comms.h"
 #include "comm/provenance.h"
 #include "core/cli.h"
+#include "core/cost_model.h"  // kProfileHeader, the columns the planner reads
 #include "core/csv.h"
 #include "core/json.h"
 #include "core/units.h"
@@ -24,9 +25,6 @@
 
 namespace lins {
 namespace {
-
-// The profile header the planner reads (core/cost_model.h kProfileHeader).
-constexpr const char* kProfileColumns = "op,mesh_intra,mesh_inter,message_bytes,time_s,algbw_gbps,busbw_gbps";
 
 const CommandSpec& comm_spec() {
   static const CommandSpec spec = {
@@ -535,7 +533,7 @@ int run_comm(const Args& args) {
                          "the slowest rank, algbw_gbps = message_bytes / time_s / 1e9, busbw_gbps with nccl-tests' "
                          "factors; message_bytes as CommOp::bytes()\n";
       text += "# provenance: " + prov.dump(0) + "\n";
-      text += std::string(kProfileColumns) + "\n" + profile_rows;
+      text += std::string(kProfileHeader) + "\n" + profile_rows;
       st = write_file_atomic(s.profile, text);
     }
     if (auto a = agree(st, rank); !a) {
