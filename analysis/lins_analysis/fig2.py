@@ -91,13 +91,12 @@ def draw(data, out_dir, formats=("png", "pdf")):
             for (intra, inter), g in prof[prof["op"] == op].groupby(["mesh_intra", "mesh_inter"]):
                 t, used = time_at_size(g)
                 used_sizes.add(used)
-                pts.append((intra * inter, t * 1e3))
+                pts.append((intra * inter, -intra, t * 1e3))
             if not pts:
                 continue
-            pts = sorted(pts)
             # several meshes can have the same GPU count (8x1 and 4x2): keep the node-first one (largest intra)
             xs, ys = [], []
-            for x, y in pts:
+            for x, _, y in sorted(pts):
                 if xs and xs[-1] == x:
                     continue
                 xs.append(x)

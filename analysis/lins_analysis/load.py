@@ -40,10 +40,25 @@ def find_files(paths):
     return [f for f in found if not f.endswith(".partial")]
 
 
+def comment_lines(path):
+    """Leading lines that start with '#' (a profile CSV opens with what it is and its provenance)."""
+    lines = []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if not line.startswith("#"):
+                break
+            lines.append(line[1:].strip())
+    return lines
+
+
+def read_csv(path, **kwargs):
+    """pandas.read_csv past the leading '#' comment lines."""
+    return pd.read_csv(path, skiprows=len(comment_lines(path)), **kwargs)
+
+
 def read_step_csv(path):
     """One step CSV as a DataFrame with every schema column (missing ones filled with NaN, with a warning)."""
-    df = pd.read_csv(path, dtype={c: str for c in schema.STEP_TEXT_COLUMNS}, keep_default_na=False,
-                     na_values=[""])
+    df = read_csv(path, dtype={c: str for c in schema.STEP_TEXT_COLUMNS}, keep_default_na=False, na_values=[""])
     missing = [c for c in schema.STEP_COLUMNS if c not in df.columns]
     if missing:
         warnings.warn(f"{path}: columns missing from the step schema, read as empty: {', '.join(missing)}")
@@ -85,7 +100,7 @@ def load(paths):
         run = os.path.basename(os.path.dirname(os.path.abspath(path)))
         if path.endswith(".csv"):
             try:
-                header = pd.read_csv(path, nrows=0).columns
+                header = read_csv(path, nrows=0).columns
             except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as e:
                 data.skipped.append((path, f"unreadable CSV: {e}"))
                 continue
@@ -94,12 +109,18 @@ def load(paths):
                 df["file"], df["run"] = path, run
                 steps.append(df)
             elif schema.looks_like_profile_csv(header):
-                df = pd.read_csv(path)
+                df = read_csv(path)
                 df["op"] = df["op"].map(schema.normalise_op)
                 df["file"] = path
                 profiles.append(df)
+                for line in comment_lines(path):
+                    if line.startswith("provenance:"):
+                        try:
+                            data.provenance[path] = json.loads(line.split(":", 1)[1])
+                        except json.JSONDecodeError:
+                            pass
             elif schema.looks_like_comm_csv(header):
-                df = pd.read_csv(path)
+                df = read_csv(path)
                 if "wrong_elems" in df.columns:
                     bad = df["wrong_elems"].fillna(0) != 0
                     if bad.any():
@@ -110,7 +131,7 @@ def load(paths):
                 df["file"] = path
                 profiles.append(df)
             elif schema.looks_like_plan_csv(header):
-                df = pd.read_csv(path)
+                df = read_csv(path)
                 df["file"], df["run"] = path, run
                 plans.append(df)
             else:

@@ -136,8 +136,9 @@ def write_all(root):
         json.dump({"note": "test fixture provenance", "argv": ["lins", "step"]}, f)
     pd.DataFrame(projected_rows(), columns=schema.STEP_COLUMNS).to_csv(os.path.join(proj, "fixture_sim.csv"),
                                                                        index=False)
-    pd.DataFrame(profile_rows(), columns=schema.PROFILE_COLUMNS).to_csv(os.path.join(run, "fixture_profile.csv"),
-                                                                        index=False)
+    with open(os.path.join(run, "fixture_profile.csv"), "w") as f:  # opens with comment lines, as lins comm writes
+        f.write("# test fixture bandwidth profile\n# provenance: {\"tool\": \"fixture\"}\n")
+        pd.DataFrame(profile_rows(), columns=schema.PROFILE_COLUMNS).to_csv(f, index=False)
     pd.DataFrame(plan_rows()).to_csv(os.path.join(run, "fixture_plans.csv"), index=False)
     for rank in range(2):
         with open(os.path.join(run, f"fixture_trace_rank{rank}.json"), "w") as f:

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import matplotlib.image as mpimg
+import pandas as pd
 import pytest
 
 import make_figures
@@ -90,7 +91,6 @@ def test_fig16_17_finds_the_lins_engine_running_the_mics_plan(fixture_dir):
 def test_table5_has_every_micro_batch_and_overlap_mode(fixture_dir, tmp_path):
     paths = table5.draw(load(fixture_dir), str(tmp_path))
     table = [p for p in paths if p.endswith(".csv")][0]
-    import pandas as pd
     t = pd.read_csv(table)
     assert list(t["M"]) == [1, 2, 4, 8]
     assert (t["TGS all overlaps"] > t["TGS no overlap"]).all()
@@ -133,3 +133,25 @@ def test_cli_draws_everything_from_fixtures_and_exits_1_on_empty(fixture_dir, tm
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 1
     assert r.stdout.count("NOT drawn") == len(FIGURE_NAMES)
+
+
+def test_fig2c_keeps_the_node_first_mesh_for_equal_gpu_counts(fixture_dir, tmp_path, captured):
+    data = load(fixture_dir)
+    extra = data.profiles[data.profiles["mesh_inter"] == 2].copy()  # 2x2 -> 1x4: same 4 GPUs, much faster
+    extra["mesh_intra"], extra["mesh_inter"], extra["time_s"] = 1, 4, 1e-6
+    data.profiles = pd.concat([data.profiles, extra], ignore_index=True)
+    fig2.draw(data, str(tmp_path))
+    ax_c = captured[0].axes[2]
+    ar = [l for l in ax_c.get_lines() if l.get_label() == "AllReduce"][0]
+    assert list(ar.get_xdata()) == [2, 4, 8]
+    assert ar.get_ydata()[1] == pytest.approx((1e-4 + 2 ** 28 / 0.5e9) * 1e3)  # the 2x2 time, not 1x4's
+
+
+def test_real_profile_draws_fig3_when_committed(repo, tmp_path):
+    import glob
+    profiles = glob.glob(os.path.join(repo, "data", "profiles", "**", "*.csv"), recursive=True)
+    if not profiles:
+        pytest.skip("data/profiles/ holds no measured profile yet")
+    data = load(profiles)
+    assert not data.profiles.empty, profiles
+    assert_images(make_figures.FIGURES["fig3"][0].draw(data, str(tmp_path)))

@@ -18,6 +18,9 @@ def test_recursive_load_finds_every_kind(fixture_dir):
     assert len(data.plans) == len(fixtures.PRESETS)
     assert len(data.traces) == 2
     assert any(p.endswith("fixture_step.json") for p in data.provenance)
+    # the profile's leading '#' lines are skipped, and its provenance line is kept
+    assert len(data.profiles) == len(fixtures.profile_rows())
+    assert any(p.endswith("fixture_profile.csv") and v == {"tool": "fixture"} for p, v in data.provenance.items())
 
 
 def test_unfinished_partial_files_are_never_read(fixture_dir):
