@@ -1,13 +1,383 @@
-// `lins plan`: placeholder until its issue lands; it says so instead of pretending to run.
+// `lins plan`: the planner of PAPER.md section 5 on a model and a cluster nobody needs to have. Prints the chosen
+// plan and the ranked alternatives with their memory and communication breakdowns (the paper's isolated pricing, the
+// shared-link pricing, or both), evaluates one given plan, explains a schedule, and writes every plan as CSV.
+#include <algorithm>
 #include <cstdio>
+#include <map>
+#include <optional>
+#include <string>
+#include <tuple>
 
 #include "apps/commands.h"
+#include "core/cli.h"
+#include "core/cost_model.h"
+#include "core/csv.h"
+#include "core/memory_model.h"
+#include "core/planner.h"
+#include "core/units.h"
+#include "core/workload.h"
 
 namespace lins {
+namespace {
 
-int run_plan(const Args&) {
-  std::fprintf(stderr, "lins plan: not built yet in this version\n");
-  return 2;
+CommandSpec plan_spec() {
+  CommandSpec spec;
+  spec.name = "plan";
+  spec.summary = "Rank every legal sharding plan (PAPER.md section 2) of a model on a cluster by predicted "
+                 "communication time per step, among those that fit in GPU memory.";
+  spec.usage = "lins plan [options]";
+  std::string networks;
+  for (const auto& n : network_presets()) networks += (networks.empty() ? "" : ", ") + n.name;
+  std::string presets;
+  for (const auto& [n, d] : plan_presets()) presets += (presets.empty() ? "" : ", ") + n;
+  spec.options = concat_options(concat_options(model_options("llama-7b"), topology_options("8", "128")),
+                                workload_options("4096", "1", "4M"));
+  spec.options = concat_options(
+      spec.options,
+      {
+          {"gpu-mem", 0, "SIZE", "80GiB", "memory per GPU; plans that need more are marked infeasible"},
+          {"network", 0, "NAME", "paper-a800", "alpha-beta network preset: " + networks},
+          {"profile", 0, "FILE", "", "bandwidth profile CSV written by `lins comm --profile` (meshes it lacks fall "
+                                     "back to --network)"},
+          {"pricing", 0, "MODE", "both", "paper (each group alone, as the paper), shared (groups of one node share "
+                                         "its network), or both (ranked by paper, both shown)"},
+          {"bucket", 0, "SIZE", "25M", "gradient all-reduce bucket U"},
+          {"top", 0, "N", "10", "alternatives shown in the table (the CSV has all)"},
+          {"plan", 0, "PLAN", "", "evaluate just this plan: " + presets},
+          {"explain", 0, "", "", "print the chosen (or --plan) plan's schedule: bytes and time per phase and axis"},
+          {"csv", 0, "FILE", "", "write one row per plan (the finished file appears only when complete)"},
+          {"no-baselines", 0, "", "", "leave the baselines (ddp, zero1/2/3, mics, zeropp) out"},
+      });
+  spec.epilog =
+      "examples:\n"
+      "  lins plan\n"
+      "      LLaMA-7B on the paper's 8 x 128 A800 cluster, 4M tokens per step\n"
+      "  lins plan --model llama-13b --gpus-per-node 8 --nodes 128 --gpu-mem 80GiB --seq 4096 --micro-batch 1 \\\n"
+      "            --global-batch-tokens 4M --network paper-a800\n"
+      "  lins plan --model llama-30b --recompute --nodes 4 --plan zero3 --explain\n"
+      "  lins plan --profile data/profiles/cluster.csv --pricing shared --csv plans.csv";
+  return spec;
+}
+
+constexpr double kGiB = double(1ull << 30);
+
+std::string fixed(double v, int decimals) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+
+std::string pad(const std::string& s, std::size_t w, bool left = true) {
+  if (s.size() >= w) return s;
+  return left ? s + std::string(w - s.size(), ' ') : std::string(w - s.size(), ' ') + s;
+}
+
+struct View {
+  bool paper = true, shared = true;
+  Pricing rank_by = Pricing::paper_isolated;
+};
+
+void print_table(const std::vector<const PlanEvaluation*>& rows, const View& v) {
+  std::vector<std::string> head = {"rank", "plan", "(s0_p,s1_p | s0_g,s1_g | s0_os,s1_os)", "states", "act", "buf",
+                                   "total"};
+  if (v.paper) head.insert(head.end(), {"T_p", "T_g", "T_os0", "T_os1", "comm"});
+  if (v.shared) head.insert(head.end(), {v.paper ? "shared" : "T_p", "T_g", "T_os0", "T_os1", "comm"});
+  if (v.shared && v.paper) head.resize(head.size() - 4), head.back() = "comm_shared";
+  head.push_back("vs best / why");
+  std::vector<std::vector<std::string>> cells;
+  for (const auto* e : rows) {
+    std::vector<std::string> c = {e->rank > 0 ? std::to_string(e->rank) : "-", e->label(), e->plan.tuple_string(),
+                                  fixed(e->memory.state_bytes / kGiB, 1), fixed(e->memory.activation_bytes / kGiB, 1),
+                                  fixed(e->memory.buffer_bytes / kGiB, 1), fixed(e->memory.total_bytes / kGiB, 1)};
+    auto terms = [&](const CommTimeBreakdown& b) {
+      c.insert(c.end(), {fixed(b.param_s, 3), fixed(b.grad_s, 3), fixed(b.os_sync_s, 3), fixed(b.os_bcast_s, 3),
+                         fixed(b.total_s(), 3)});
+    };
+    if (v.paper) terms(e->isolated);
+    if (v.shared && v.paper) {
+      c.push_back(fixed(e->shared.total_s(), 3));
+    } else if (v.shared) {
+      terms(e->shared);
+    }
+    c.push_back(e->why);
+    cells.push_back(std::move(c));
+  }
+  std::vector<std::size_t> width(head.size());
+  for (std::size_t i = 0; i < head.size(); ++i) width[i] = head[i].size();
+  for (const auto& c : cells)
+    for (std::size_t i = 0; i < c.size(); ++i) width[i] = std::max(width[i], c[i].size());
+  auto line = [&](const std::vector<std::string>& c) {
+    std::string s;
+    for (std::size_t i = 0; i < c.size(); ++i) {
+      const bool text = i == 1 || i == 2 || i + 1 == c.size();
+      s += (i ? "  " : "") + (i + 1 == c.size() ? c[i] : pad(c[i], width[i], text));
+    }
+    std::printf("%s\n", s.c_str());
+  };
+  line(head);
+  for (const auto& c : cells) line(c);
+}
+
+void print_plan_detail(const char* title, const PlanEvaluation& e, const View& v) {
+  const auto& m = e.memory;
+  std::printf("%s: %s  %s  [%s engine, %s optimizer states]\n", title, e.label().c_str(), e.plan.tuple_string().c_str(),
+              engine_name(e.plan.engine), os_layout_name(e.plan.os_layout));
+  std::printf("  memory per GPU: states %s (P %s + G %s + OS %s; closed form %s), activations %s, buffers %s, "
+              "total %s\n",
+              format_bytes(m.state_bytes).c_str(), format_bytes(m.p_bytes).c_str(), format_bytes(m.g_bytes).c_str(),
+              format_bytes(m.os_bytes).c_str(), format_bytes(m.closed_form_state_bytes).c_str(),
+              format_bytes(m.activation_bytes).c_str(), format_bytes(m.buffer_bytes).c_str(),
+              format_bytes(m.total_bytes).c_str());
+  if (!e.feasible) std::printf("  does not fit: %s\n", e.infeasible_reason.c_str());
+  auto comm = [&](const char* name, const CommTimeBreakdown& b) {
+    std::printf("  comm per step (%s pricing): %s = T_p %s + T_g %s + T_os0 %s + T_os1 %s\n", name,
+                format_seconds(b.total_s()).c_str(), format_seconds(b.param_s).c_str(),
+                format_seconds(b.grad_s).c_str(), format_seconds(b.os_sync_s).c_str(),
+                format_seconds(b.os_bcast_s).c_str());
+  };
+  if (v.paper) comm("paper", e.isolated);
+  if (v.shared) comm("shared-link", e.shared);
+  std::printf("  bytes per GPU per step: %s inside nodes, %s across nodes\n",
+              format_bytes(e.intra_message_bytes).c_str(), format_bytes(e.inter_message_bytes).c_str());
+  if (e.isolated.fallback_ops > 0)
+    std::printf("  %lld of %lld collectives priced by the alpha-beta fallback (mesh not in the profile)\n",
+                static_cast<long long>(e.isolated.fallback_ops), static_cast<long long>(e.isolated.ops));
+}
+
+// The schedule grouped by (phase, term, kind, group role, mesh): ops, message bytes and time per step.
+void print_explain(const Schedule& s, const CostModel& cost, const View& v) {
+  struct Row {
+    int64_t ops = 0;
+    double bytes = 0, paper_s = 0, shared_s = 0;
+    int64_t min_bytes = INT64_MAX, max_bytes = 0;
+  };
+  using Key = std::tuple<int, int, int, int, int, int>;
+  std::map<Key, Row> rows;
+  double axis_bytes[4][2] = {};
+  for (const auto& op : s.ops) {
+    auto& r = rows[Key{int(op.phase), int(op.term), int(op.kind), int(op.role), op.mesh.intra, op.mesh.inter}];
+    r.ops += op.repeat;
+    r.bytes += double(op.bytes()) * op.repeat;
+    r.min_bytes = std::min(r.min_bytes, op.bytes());
+    r.max_bytes = std::max(r.max_bytes, op.bytes());
+    r.paper_s += cost.op_time_s(op, s.topo, Pricing::paper_isolated) * op.repeat;
+    r.shared_s += cost.op_time_s(op, s.topo, Pricing::shared_links) * op.repeat;
+    axis_bytes[int(op.phase)][int(op.axis())] += double(op.bytes()) * op.repeat;
+  }
+  std::printf("\nschedule of %s on %s (rank 0; M = %d, bucket %s, %s on the wire; %lld collectives per step):\n",
+              s.plan.to_string().c_str(), s.topo.to_string().c_str(), s.options.micro_batches,
+              format_bytes(double(s.options.bucket_bytes)).c_str(), dtype_name(s.options.dtype),
+              static_cast<long long>(s.op_count()));
+  std::printf("  %-12s %-8s %-14s %-10s %-7s %-5s %7s %-25s %11s", "phase", "term", "collective", "group", "mesh",
+              "axis", "ops", "message bytes each", "bytes/step");
+  if (v.paper) std::printf(" %10s", "paper");
+  if (v.shared) std::printf(" %10s", "shared");
+  std::printf("\n");
+  for (const auto& [k, r] : rows) {
+    const auto [phase, term, kind, role, intra, inter] = k;
+    const Mesh mesh{intra, inter};
+    std::string each = format_bytes(double(r.min_bytes));
+    if (r.max_bytes != r.min_bytes) each += " .. " + format_bytes(double(r.max_bytes));
+    std::printf("  %-12s %-8s %-14s %-10s %-7s %-5s %7lld %-25s %11s", phase_name(Phase(phase)), term_name(Term(term)),
+                coll_kind_name(CollKind(kind)), group_role_name(GroupRole(role)), mesh.to_string().c_str(),
+                inter > 1 ? "inter" : "intra", static_cast<long long>(r.ops), each.c_str(),
+                format_bytes(r.bytes).c_str());
+    if (v.paper) std::printf(" %10s", format_seconds(r.paper_s).c_str());
+    if (v.shared) std::printf(" %10s", format_seconds(r.shared_s).c_str());
+    std::printf("\n");
+  }
+  std::printf("  bytes per phase and axis (per GPU per step):\n");
+  for (int p = 0; p < 4; ++p)
+    if (axis_bytes[p][0] + axis_bytes[p][1] > 0)
+      std::printf("    %-12s intra %-12s inter %s\n", phase_name(Phase(p)), format_bytes(axis_bytes[p][0]).c_str(),
+                  format_bytes(axis_bytes[p][1]).c_str());
+}
+
+std::vector<std::string> csv_columns() {
+  return {"model", "params", "gpus_per_node", "nodes", "seq", "micro_batch_size", "micro_batches", "recompute",
+          "network", "profile", "gpu_mem_bytes", "bucket_bytes", "name", "plan", "engine", "baseline", "s0_p", "s1_p",
+          "s0_g", "s1_g", "s0_os", "s1_os", "os_layout", "p_bytes", "g_bytes", "os_bytes", "state_bytes",
+          "closed_form_state_bytes", "activation_bytes", "buffer_bytes", "total_bytes", "intra_bytes", "inter_bytes",
+          "comm_param_s", "comm_grad_s", "comm_os_sync_s", "comm_os_bcast_s", "comm_s", "shared_comm_param_s",
+          "shared_comm_grad_s", "shared_comm_os_sync_s", "shared_comm_os_bcast_s", "shared_comm_s", "fallback_ops",
+          "ranked_by", "rank", "feasible", "why"};
+}
+
+std::string num(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+}  // namespace
+
+int run_plan(const Args& argv) {
+  const CommandSpec spec = plan_spec();
+  auto fail = [](const std::string& msg) {
+    std::fprintf(stderr, "lins plan: %s\n", msg.c_str());
+    return 2;
+  };
+  auto args = parse_args(spec, argv);
+  if (!args) return fail(args.error());
+  if (args->flag("help")) {
+    std::printf("%s", help_text(spec).c_str());
+    return 0;
+  }
+  if (!args->positional().empty())
+    return fail("unexpected argument '" + args->positional()[0] + "'; see lins plan --help");
+
+  auto model = parse_model(*args);
+  if (!model) return fail(model.error());
+  auto topo = parse_topology(*args, 0);
+  if (!topo) return fail(topo.error());
+  auto work = parse_workload(*args, *model, *topo);
+  if (!work) return fail(work.error());
+  auto mem = args->get_size("gpu-mem");
+  if (!mem) return fail(mem.error());
+  auto bucket = args->get_size("bucket");
+  if (!bucket) return fail(bucket.error());
+  if (*bucket == 0 || *bucket > (uint64_t(1) << 40)) return fail("--bucket must be between 1 byte and 1T");
+  auto top = args->get_positive_int("top");
+  if (!top) return fail(top.error());
+  auto net = network_preset(args->get("network"));
+  if (!net) return fail("--network: " + net.error());
+  View view;
+  const std::string pricing = args->get("pricing");
+  if (pricing == "paper") {
+    view.shared = false;
+  } else if (pricing == "shared") {
+    view.paper = false;
+    view.rank_by = Pricing::shared_links;
+  } else if (pricing != "both") {
+    return fail("--pricing must be paper, shared or both, got '" + pricing + "'");
+  }
+  std::optional<BandwidthProfile> profile;
+  if (args->has("profile")) {
+    auto p = BandwidthProfile::load(args->get("profile"));
+    if (!p) return fail("--profile: " + p.error());
+    profile = std::move(*p);
+  }
+  const CostModel cost = profile ? CostModel(*net, *profile) : CostModel(*net);
+
+  PlannerOptions opt;
+  opt.gpu_mem_bytes = double(*mem);
+  opt.bucket_bytes = static_cast<int64_t>(*bucket);
+  opt.rank_by = view.rank_by;
+  opt.include_baselines = !args->flag("no-baselines");
+
+  // Header: what was planned, on what, under which assumptions.
+  const auto& w = *work;
+  std::printf("lins plan: %s (%s parameters) on %d GPUs/node x %d nodes = %d GPUs\n", w.model.name.c_str(),
+              fixed(double(w.model.param_count()) / 1e9, 2).append(" B").c_str(), topo->gpus_per_node, topo->nodes,
+              topo->world());
+  std::printf("  workload: seq %d, micro-batch %d, M = %d micro-batches, %lld tokens per step, %s\n", w.seq,
+              w.micro_batch_size, w.micro_batches, static_cast<long long>(w.global_batch_tokens),
+              w.recompute ? "full recomputation" : "no recomputation");
+  std::printf("  network: %s (%s)%s\n", net->name.c_str(), net->description.c_str(),
+              profile ? (", profile " + profile->source() + " (" + std::to_string(profile->point_count()) +
+                         " measurements) first")
+                            .c_str()
+                      : "");
+  std::printf("  memory limit %s per GPU; bucket %s; ranked by %s pricing\n", format_bytes(opt.gpu_mem_bytes).c_str(),
+              format_bytes(double(opt.bucket_bytes)).c_str(),
+              view.rank_by == Pricing::paper_isolated ? "the paper's isolated" : "shared-link");
+
+  PlanSearch search;
+  if (args->has("plan") && args->get("plan") != "lins") {
+    auto plan = parse_plan(args->get("plan"), *topo);
+    if (!plan) return fail("--plan: " + plan.error());
+    auto e = evaluate_plan(w, *topo, *plan, cost, opt);
+    if (!e) return fail(e.error());
+    search = rank_plans({*e}, view.rank_by);
+    if (search.best < 0 && search.plans[0].feasible) search.best = 0;
+    std::printf("\n");
+    print_plan_detail("plan", search.plans[0], view);
+  } else {
+    auto s = search_plans(w, *topo, cost, opt);
+    if (!s) return fail(s.error());
+    search = std::move(*s);
+    int fit = 0;
+    for (const auto& e : search.plans) fit += e.feasible;
+    std::printf("  searched %d legal plans%s: %d fit, %d do not\n\n", search.legal_count,
+                opt.include_baselines ? (" and " + std::to_string(baseline_plans(*topo).size()) + " baselines").c_str()
+                                      : "",
+                fit, int(search.plans.size()) - fit);
+    if (search.chosen()) {
+      print_plan_detail("chosen plan", *search.chosen(), view);
+    } else {
+      std::printf("no legal plan fits in %s per GPU\n", format_bytes(opt.gpu_mem_bytes).c_str());
+    }
+    std::vector<const PlanEvaluation*> rows, baselines;
+    int shown = 0;
+    for (const auto& e : search.plans) {
+      if (e.baseline) {
+        baselines.push_back(&e);
+      } else if (shown < *top) {
+        rows.push_back(&e);
+        ++shown;
+      }
+    }
+    std::printf("\nranked plans (top %d of %d; times in seconds per step, memory in GiB per GPU):\n", shown,
+                search.legal_count);
+    print_table(rows, view);
+    if (!baselines.empty()) {
+      std::printf("\nbaselines on their own engines (rank among all plans):\n");
+      print_table(baselines, view);
+    }
+  }
+
+  if (args->flag("explain")) {
+    const PlanEvaluation* e = search.best >= 0 ? &search.plans[search.best] : &search.plans[0];
+    ScheduleOptions so;
+    so.micro_batches = w.micro_batches;
+    so.bucket_bytes = opt.bucket_bytes;
+    so.dtype = opt.dtype;
+    auto s = build_schedule(w.model, e->plan, *topo, so);
+    if (!s) return fail(s.error());
+    print_explain(*s, cost, view);
+  }
+
+  if (args->has("csv")) {
+    auto csv = CsvWriter::open(args->get("csv"), csv_columns());
+    if (!csv) return fail("--csv: " + csv.error());
+    for (const auto& e : search.plans) {
+      const auto& m = e.memory;
+      const auto& a = e.isolated;
+      const auto& b = e.shared;
+      const std::vector<std::string> row = {
+          w.model.name, std::to_string(w.model.param_count()), std::to_string(topo->gpus_per_node),
+          std::to_string(topo->nodes), std::to_string(w.seq), std::to_string(w.micro_batch_size),
+          std::to_string(w.micro_batches), w.recompute ? "1" : "0", net->name, profile ? profile->source() : "",
+          num(opt.gpu_mem_bytes), std::to_string(opt.bucket_bytes), e.label(), e.plan.to_string(),
+          engine_name(e.plan.engine), e.baseline ? "1" : "0", std::to_string(e.plan.p.intra),
+          std::to_string(e.plan.p.inter), std::to_string(e.plan.g.intra), std::to_string(e.plan.g.inter),
+          std::to_string(e.plan.os.intra), std::to_string(e.plan.os.inter), os_layout_name(e.plan.os_layout),
+          num(m.p_bytes), num(m.g_bytes), num(m.os_bytes), num(m.state_bytes), num(m.closed_form_state_bytes),
+          num(m.activation_bytes), num(m.buffer_bytes), num(m.total_bytes), num(e.intra_message_bytes),
+          num(e.inter_message_bytes), num(a.param_s), num(a.grad_s), num(a.os_sync_s), num(a.os_bcast_s),
+          num(a.total_s()), num(b.param_s), num(b.grad_s), num(b.os_sync_s), num(b.os_bcast_s), num(b.total_s()),
+          std::to_string(a.fallback_ops), pricing_name(search.rank_by), std::to_string(e.rank),
+          e.feasible ? "1" : "0", e.why};
+      if (auto st = csv->write_row(row); !st) {
+        std::fprintf(stderr, "lins plan: %s\n", st.error().c_str());
+        return 1;
+      }
+    }
+    if (auto st = csv->finish(); !st) {
+      std::fprintf(stderr, "lins plan: %s\n", st.error().c_str());
+      return 1;
+    }
+    std::printf("\nwrote %zu plans to %s\n", search.plans.size(), args->get("csv").c_str());
+  }
+
+  if (search.best < 0 && !(search.plans.size() == 1 && search.plans[0].feasible)) {
+    std::fprintf(stderr, "lins plan: no plan fits in %s per GPU; the smallest needs %s (raise --gpu-mem, use "
+                 "--recompute, or shrink --micro-batch)\n",
+                 format_bytes(opt.gpu_mem_bytes).c_str(),
+                 search.plans.empty() ? "?" : format_bytes(search.plans[0].memory.total_bytes).c_str());
+    return 1;
+  }
+  return 0;
 }
 
 }  // namespace lins

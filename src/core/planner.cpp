@@ -18,7 +18,7 @@ std::string gib(double bytes) {
 
 std::string percent(double x) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%+.0f%%", x * 100);
+  std::snprintf(buf, sizeof buf, std::fabs(x) < 0.1 ? "%+.1f%%" : "%+.0f%%", x * 100);
   return buf;
 }
 

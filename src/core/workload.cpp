@@ -122,9 +122,9 @@ Result<Workload> parse_workload(const ParsedArgs& args, const ModelSpec& model, 
     if (t == 0 || t % static_cast<uint64_t>(per_micro_step) != 0 ||
         t / static_cast<uint64_t>(per_micro_step) > 1000000000ull) {
       const uint64_t lower = t / per_micro_step * per_micro_step;
-      std::string hint = "; valid values are multiples of " + std::to_string(per_micro_step);
-      if (lower > 0) hint += " such as " + std::to_string(lower);
-      hint += " (or " + std::to_string(lower + per_micro_step) + ")";
+      std::string hint = "; valid values are multiples of " + std::to_string(per_micro_step) + " such as ";
+      if (lower > 0) hint += std::to_string(lower) + " or ";
+      hint += std::to_string(lower + per_micro_step) + " (or give --micro-batches M instead)";
       return make_error("--global-batch-tokens " + args.get("global-batch-tokens") + " = " + std::to_string(t) +
                         " tokens is not a whole positive number of micro-batches of seq " + std::to_string(w.seq) +
                         " x micro-batch " + std::to_string(w.micro_batch_size) + " x " +
