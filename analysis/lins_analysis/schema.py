@@ -38,6 +38,17 @@ COMM_CSV_COLUMNS = ["op", "backend", "dtype", "group", "mesh_intra", "mesh_inter
                     "message_bytes", "count_elems", "iters", "warmup_iters", "time_min_s", "time_median_s",
                     "time_max_s", "algbw_gbps", "busbw_gbps", "wrong_elems"]
 
+# `lins plan --csv`: one row per plan, ranked (src/apps/cmd_plan.cpp). comm_* price each group alone (the paper's
+# pricing), shared_comm_* let groups on a node share its links; ranked_by says which one ranked the plans.
+PLAN_CSV_COLUMNS = [
+    "model", "params", "gpus_per_node", "nodes", "seq", "micro_batch_size", "micro_batches", "recompute",
+    "network", "profile", "gpu_mem_bytes", "bucket_bytes", "name", "plan", "engine", "baseline",
+    "s0_p", "s1_p", "s0_g", "s1_g", "s0_os", "s1_os", "os_layout", "p_bytes", "g_bytes", "os_bytes", "state_bytes",
+    "closed_form_state_bytes", "activation_bytes", "buffer_bytes", "total_bytes", "intra_bytes", "inter_bytes",
+    "comm_param_s", "comm_grad_s", "comm_os_sync_s", "comm_os_bcast_s", "comm_s", "shared_comm_param_s",
+    "shared_comm_grad_s", "shared_comm_os_sync_s", "shared_comm_os_bcast_s", "shared_comm_s", "fallback_ops",
+    "ranked_by", "rank", "feasible", "why"]
+
 # Collective names as the step CSV spells them, and the spellings we accept elsewhere.
 OPS = ["all_gather", "reduce_scatter", "all_reduce", "broadcast"]
 OP_LABELS = {"all_gather": "AllGather", "reduce_scatter": "ReduceScatter", "all_reduce": "AllReduce",

@@ -34,19 +34,33 @@ def step_plans(data):
 
 
 def planner_rankings(data, top=5):
-    """The first `top` rows of each `lins plan --csv` file, in the file's order (the planner's ranking)."""
+    """Per `lins plan --csv` file: the planner's choice (the best-ranked feasible plan) and every baseline preset,
+    with memory and predicted communication. Files without the `baseline` column: their first `top` rows."""
     out = []
     for path, df in data.plans.groupby("file", sort=False):
-        df = df.head(top)
-        comm_cols = [c for c in df.columns if c.startswith("pred_comm") or c in ("comm_s", "t_comm_s")]
-        for rank, (_, r) in enumerate(df.iterrows(), start=1):
-            row = {"file": path.split("/")[-2] + "/" + path.split("/")[-1], "rank": rank,
-                   "plan": r.get("name", r.get("plan", "")), "factors": plan_text(r)}
-            for c in comm_cols[:1]:
-                row[c] = f"{float(r[c]):.4g}"
-            for c in ("feasible", "why"):
-                if c in df.columns:
-                    row[c] = r[c]
+        if "rank" in df.columns:
+            df = df.sort_values("rank")
+        if "baseline" in df.columns:
+            feasible = df[df.get("feasible", 1) != 0]
+            chosen = (feasible if not feasible.empty else df).head(1)
+            rows = pd.concat([chosen, df[(df["baseline"] == 1) & ~df.index.isin(chosen.index)]])
+        else:
+            rows = df.head(top)
+        for _, r in rows.iterrows():
+            row = {"model": r.get("model", ""),
+                   "GPUs (R x N)": f"{int(r['gpus_per_node'] * r['nodes'])} ({int(r['gpus_per_node'])}x"
+                                   f"{int(r['nodes'])})" if {"gpus_per_node", "nodes"} <= set(r.index) else "",
+                   "system": "planner's choice" if r.get("baseline", 0) != 1 else r.get("name", ""),
+                   "plan": plan_text(r)}
+            if "rank" in r.index:
+                row["rank"] = int(r["rank"])
+            if "total_bytes" in r.index:
+                row["memory GiB"] = f"{r['total_bytes'] / 2 ** 30:.1f}"
+            for c, label in (("comm_s", "comm s (paper pricing)"), ("shared_comm_s", "comm s (shared links)")):
+                if c in r.index:
+                    row[label] = f"{float(r[c]):.4g}"
+            if "feasible" in r.index:
+                row["fits"] = "yes" if r["feasible"] != 0 else f"no: {r.get('why', '')}"
             out.append(row)
     return pd.DataFrame(out).fillna("")
 
@@ -60,7 +74,7 @@ def draw(data, out_dir, formats=("png", "pdf")):
                                        "(s0_p,s1_p | s0_g,s1_g | s0_os,s1_os)", formats)
     if not data.plans.empty:
         paths += style.write_table(planner_rankings(data), out_dir, "table4_planner",
-                                   "Table IV (planner): best plans by predicted communication", formats)
+                                   "Table IV (lins plan): the planner's choice and the baselines, per model", formats)
     if not paths:
         raise NoData("no step CSV with preset strategies and no lins plan --csv file")
     return paths

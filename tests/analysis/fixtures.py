@@ -97,11 +97,17 @@ def profile_rows():
 
 
 def plan_rows():
+    """`lins plan --csv` rows: a few planned 6-tuples ranked first, then the baseline presets."""
     rows = []
-    for name, (_, fac) in PRESETS.items():
-        f = fac(8, 128)
-        rows.append(dict(name=name, s0_p=f[0], s1_p=f[1], s0_g=f[2], s1_g=f[3], s0_os=f[4], s1_os=f[5],
-                         state_bytes=1e9, total_bytes=2e9, pred_comm_s=0.5 + f[0] * f[1] / 100, feasible=1, why=""))
+    cands = [("p=1x1,g=1x1,os=8x2", (1, 1, 1, 1, 8, 2), 0)] + [
+        (name, fac(8, 128), 1) for name, (_, fac) in PRESETS.items() if name != "lins"]
+    for rank, (name, f, baseline) in enumerate(cands, start=1):
+        row = {c: 0 for c in schema.PLAN_CSV_COLUMNS}
+        row.update(model="llama-7b", gpus_per_node=8, nodes=128, name=name, plan=name, baseline=baseline,
+                   s0_p=f[0], s1_p=f[1], s0_g=f[2], s1_g=f[3], s0_os=f[4], s1_os=f[5], total_bytes=2 ** 30 * rank,
+                   comm_s=0.5 * rank, shared_comm_s=0.6 * rank, ranked_by="shared", rank=rank,
+                   feasible=0 if name == "ddp" else 1, why="needs 120 GiB" if name == "ddp" else "")
+        rows.append(row)
     return rows
 
 
@@ -139,7 +145,8 @@ def write_all(root):
     with open(os.path.join(run, "fixture_profile.csv"), "w") as f:  # opens with comment lines, as lins comm writes
         f.write("# test fixture bandwidth profile\n# provenance: {\"tool\": \"fixture\"}\n")
         pd.DataFrame(profile_rows(), columns=schema.PROFILE_COLUMNS).to_csv(f, index=False)
-    pd.DataFrame(plan_rows()).to_csv(os.path.join(run, "fixture_plans.csv"), index=False)
+    pd.DataFrame(plan_rows(), columns=schema.PLAN_CSV_COLUMNS).to_csv(os.path.join(run, "fixture_plans.csv"),
+                                                                      index=False)
     for rank in range(2):
         with open(os.path.join(run, f"fixture_trace_rank{rank}.json"), "w") as f:
             json.dump({"traceEvents": trace_events(rank)}, f)

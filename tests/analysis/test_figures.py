@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 import make_figures
-from lins_analysis import NoData, comm_model, fig2, fig16_17, style, table5
+from lins_analysis import NoData, comm_model, fig2, fig16_17, style, table4, table5
 from lins_analysis.load import load
 
 FIGURE_NAMES = list(make_figures.FIGURES)
@@ -155,3 +155,10 @@ def test_real_profile_draws_fig3_when_committed(repo, tmp_path):
     data = load(profiles)
     assert not data.profiles.empty, profiles
     assert_images(make_figures.FIGURES["fig3"][0].draw(data, str(tmp_path)))
+
+
+def test_table4_planner_choice_and_baselines(fixture_dir):
+    t = table4.planner_rankings(load(fixture_dir))
+    assert t["system"].iloc[0] == "planner's choice" and t["plan"].iloc[0] == "(1,1 | 1,1 | 8,2)"
+    assert set(t["system"].iloc[1:]) == {"ddp", "zero1", "zero2", "zero3", "zeropp", "mics"}
+    assert t.loc[t["system"] == "ddp", "fits"].iloc[0] == "no: needs 120 GiB"

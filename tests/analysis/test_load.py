@@ -15,7 +15,7 @@ def test_recursive_load_finds_every_kind(fixture_dir):
     assert set(data.steps["source"]) == {"measured", "projected"}  # one of them sits in a nested folder
     assert len(data.steps) == len(fixtures.measured_rows()) + len(fixtures.projected_rows())
     assert set(data.profiles["op"]) == set(schema.OPS)  # "AllGather" -> "all_gather"
-    assert len(data.plans) == len(fixtures.PRESETS)
+    assert len(data.plans) == len(fixtures.plan_rows())
     assert len(data.traces) == 2
     assert any(p.endswith("fixture_step.json") for p in data.provenance)
     # the profile's leading '#' lines are skipped, and its provenance line is kept

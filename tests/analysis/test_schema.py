@@ -75,3 +75,13 @@ def test_comm_csv_columns_match_cmd_comm(repo):
     body = text[text.index("csv_columns() {"):]
     body = body[:body.index("}")]
     assert re.findall(r'"([A-Za-z0-9_]+)"', body) == schema.COMM_CSV_COLUMNS
+
+
+def test_plan_csv_columns_match_cmd_plan(repo):
+    """`lins plan --csv` columns, as src/apps/cmd_plan.cpp writes them (Table IV reads them)."""
+    text = read_source(repo, "src", "apps", "cmd_plan.cpp")
+    if "csv_columns() {" not in text:
+        pytest.skip("lins plan --csv is not built yet (placeholder cmd_plan.cpp)")
+    body = text[text.index("csv_columns() {"):]
+    body = body[:body.index("}")]
+    assert re.findall(r'"([A-Za-z0-9_]+)"', body) == schema.PLAN_CSV_COLUMNS
