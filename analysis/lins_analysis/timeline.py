@@ -1,5 +1,7 @@
 """Fig. 14/15-style timeline of one training step from the Chrome/Perfetto traces of `lins step --trace`: one row
-per (rank, stream/thread), compute and each kind of collective in its own colour, so overlap is visible."""
+per (rank, lane), compute, waits and each kind of collective in its own colour, so overlap is visible.
+The executor's traces (src/train/executor.cpp) have lanes compute / waits / collectives, events named
+"forward <module>", "backward <module>", "optimizer", "wait <class> <op>" and "<collective> <op>"."""
 
 import os
 import re
@@ -10,7 +12,8 @@ from matplotlib.patches import Patch
 from . import NoData
 from . import style
 
-KIND_COLOURS = [  # (label, colour, words that identify it in an event's name or category)
+KIND_COLOURS = [  # (label, colour, words that identify it in an event's name or category); first match wins
+    ("Wait (exposed comm.)", "tab:pink", ("wait",)),
     ("AllGather", "tab:blue", ("all_gather", "allgather")),
     ("ReduceScatter", "tab:orange", ("reduce_scatter", "reducescatter")),
     ("AllReduce", "tab:red", ("all_reduce", "allreduce")),

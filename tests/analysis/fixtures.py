@@ -125,6 +125,8 @@ def trace_events(rank):
     ev.append({"ph": "B", "name": "backward", "pid": rank, "tid": 1, "ts": t})
     ev.append({"ph": "X", "name": "all_reduce bucket 0", "pid": rank, "tid": 2, "ts": t + 200, "dur": 1500})
     ev.append({"ph": "E", "pid": rank, "tid": 1, "ts": t + 2500})
+    ev.append({"ph": "X", "name": "wait bucket_all_reduce b0", "cat": "wait", "pid": rank, "tid": 3, "ts": t + 2500,
+               "dur": 100})
     ev.append({"ph": "X", "name": "optimizer", "pid": rank, "tid": 1, "ts": t + 2600, "dur": 300})
     ev.append({"ph": "X", "name": "broadcast", "pid": rank, "tid": 2, "ts": t + 2950, "dur": 400})
     return ev

@@ -162,3 +162,16 @@ def test_table4_planner_choice_and_baselines(fixture_dir):
     assert t["system"].iloc[0] == "planner's choice" and t["plan"].iloc[0] == "(1,1 | 1,1 | 8,2)"
     assert set(t["system"].iloc[1:]) == {"ddp", "zero1", "zero2", "zero3", "zeropp", "mics"}
     assert t.loc[t["system"] == "ddp", "fits"].iloc[0] == "no: needs 120 GiB"
+
+
+def test_timeline_kinds_and_rows(fixture_dir, tmp_path, captured):
+    from lins_analysis import timeline
+    assert timeline.kind_of({"name": "wait broadcast emb (previous step)", "cat": "wait"})[0].startswith("Wait")
+    assert timeline.kind_of({"name": "all_gather layers.0.attn", "cat": "comm"})[0] == "AllGather"
+    assert timeline.kind_of({"name": "backward layers.3.mlp", "cat": "compute"})[0] == "Backward"
+    timeline.draw(load(fixture_dir), str(tmp_path))
+    ax = captured[0].axes[0]
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels[:3] == ["rank 0 / compute", "rank 0 / comm", "rank 0 / stream 3"] and len(labels) == 6
+    # the B/E pair became one bar: 2 ranks x (3 fwd + 3 AG + bwd + AR + wait + opt + bcast) bars
+    assert len(ax.patches) == 2 * 11
