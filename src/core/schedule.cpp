@@ -2,6 +2,8 @@
 #include "core/schedule.h"
 
 #include <algorithm>
+#include <charconv>
+#include <string_view>
 
 namespace lins {
 
@@ -111,8 +113,10 @@ struct Builder {
   }
 
   // Appends an op unless its group is a single rank.
-  void add(Phase phase, int mb, int repeat, int module, std::string label, CollKind kind, Term term, GroupRole role,
-           int64_t elems, int64_t local_offset = 0, int root = 0) {
+  // The label is `label` followed by `label_number` when that is not negative ("bucket 5"), written straight into the
+  // op: the planner builds ~10^5 ops per search and temporary strings showed up in its profile.
+  void add(Phase phase, int mb, int repeat, int module, std::string_view label, int label_number, CollKind kind,
+           Term term, GroupRole role, int64_t elems, int64_t local_offset = 0, int root = 0) {
     const GroupSpec& g = role_group[static_cast<int>(role)];
     if (g.size() <= 1 || elems == 0) return;
     CommOp& op = ops.emplace_back();  // filled in place: no second copy of the op
@@ -120,7 +124,12 @@ struct Builder {
     op.micro_batch = mb;
     op.repeat = repeat;
     op.module = module;
-    op.label = std::move(label);
+    op.label.assign(label);
+    if (label_number >= 0) {
+      char digits[16];
+      const auto end = std::to_chars(digits, digits + sizeof digits, label_number).ptr;
+      op.label.append(digits, end);
+    }
     op.kind = kind;
     op.term = term;
     op.role = role;
@@ -135,12 +144,12 @@ struct Builder {
   void micro_batch(int mb, int repeat, bool last) {
     const bool p_sharded = layout.shard_count > 1;
     const auto& mods = layout.modules;
-    auto mname = [&](int m) { return model.modules[m].name; };
+    auto mname = [&](int m) -> std::string_view { return model.modules[m].name; };
 
     // Forward: gather each module's parameters before it runs.
     if (p_sharded)
       for (const auto& ms : mods)
-        add(Phase::forward, mb, repeat, ms.module, mname(ms.module), CollKind::all_gather, Term::param,
+        add(Phase::forward, mb, repeat, ms.module, mname(ms.module), -1, CollKind::all_gather, Term::param,
             GroupRole::p_shard, ms.padded_elems);
 
     // Backward, last module first.
@@ -153,19 +162,19 @@ struct Builder {
       const auto& ms = *it;
       if (p_sharded) {
         const GroupRole gather = plan.engine == Engine::zeropp ? GroupRole::hpz : GroupRole::p_shard;
-        add(Phase::backward, mb, repeat, ms.module, mname(ms.module), CollKind::all_gather, Term::param, gather,
+        add(Phase::backward, mb, repeat, ms.module, mname(ms.module), -1, CollKind::all_gather, Term::param, gather,
             ms.padded_elems);
-        add(Phase::backward, mb, repeat, ms.module, mname(ms.module), CollKind::reduce_scatter, Term::param,
+        add(Phase::backward, mb, repeat, ms.module, mname(ms.module), -1, CollKind::reduce_scatter, Term::param,
             GroupRole::p_shard, ms.padded_elems);
       }
       if (plan.engine == Engine::zero && stage == 2)
-        add(Phase::backward, mb, repeat, ms.module, mname(ms.module), CollKind::reduce_scatter,
+        add(Phase::backward, mb, repeat, ms.module, mname(ms.module), -1, CollKind::reduce_scatter,
             last ? Term::os_sync : Term::grad, GroupRole::os_shard, ms.padded_elems);
       if (plan.engine == Engine::zero && stage == 1 && last)
-        add(Phase::backward, mb, repeat, ms.module, mname(ms.module), CollKind::reduce_scatter, Term::os_sync,
+        add(Phase::backward, mb, repeat, ms.module, mname(ms.module), -1, CollKind::reduce_scatter, Term::os_sync,
             GroupRole::os_shard, ms.padded_elems);
       if (plan.engine == Engine::mics && last)
-        add(Phase::backward, mb, repeat, ms.module, mname(ms.module), CollKind::all_reduce, Term::os_sync,
+        add(Phase::backward, mb, repeat, ms.module, mname(ms.module), -1, CollKind::all_reduce, Term::os_sync,
             GroupRole::p_replica, ms.shard_elems, ms.local_offset);
       if (lins_like) {
         // Buckets are cut from the end of the local gradient buffer; a bucket goes out once backward has produced
@@ -174,10 +183,10 @@ struct Builder {
           const int64_t start = std::max<int64_t>(0, next_bucket_end - bucket_elems);
           const int id = bucket_id++;  // the label is made only for an op that is kept
           if (last)
-            add(Phase::backward, mb, repeat, -1, "bucket " + std::to_string(id), CollKind::all_reduce, Term::os_sync,
+            add(Phase::backward, mb, repeat, -1, "bucket ", id, CollKind::all_reduce, Term::os_sync,
                 GroupRole::p_replica, next_bucket_end - start, start);
           else if (plan.g.total() > plan.p.total())
-            add(Phase::backward, mb, repeat, -1, "bucket " + std::to_string(id), CollKind::all_reduce, Term::grad,
+            add(Phase::backward, mb, repeat, -1, "bucket ", id, CollKind::all_reduce, Term::grad,
                 GroupRole::g_replica, next_bucket_end - start, start);
           next_bucket_end = start;
         }
@@ -188,7 +197,7 @@ struct Builder {
   void after_step() {
     if (plan.engine == Engine::zero && zero_stage(plan) < 3)
       for (const auto& ms : layout.modules)
-        add(Phase::optimizer, opt.micro_batches - 1, 1, ms.module, model.modules[ms.module].name,
+        add(Phase::optimizer, opt.micro_batches - 1, 1, ms.module, model.modules[ms.module].name, -1,
             CollKind::all_gather, Term::os_bcast, GroupRole::os_shard, ms.padded_elems);
     if (plan.engine == Engine::lins || plan.engine == Engine::ddp) {
       // Each owner broadcasts its updated slices to the ranks holding the same P shard, module by module in forward
@@ -211,7 +220,7 @@ struct Builder {
         }
         std::sort(touched.begin(), touched.end());  // owners broadcast in index order
         for (int owner : touched) {
-          add(Phase::next_forward, opt.micro_batches - 1, 1, ms.module, model.modules[ms.module].name,
+          add(Phase::next_forward, opt.micro_batches - 1, 1, ms.module, model.modules[ms.module].name, -1,
               CollKind::broadcast, Term::os_bcast, GroupRole::os_replica, per_owner[owner], ms.local_offset, owner);
           per_owner[owner] = 0;
         }
