@@ -23,8 +23,9 @@ namespace {
 CommandSpec plan_spec() {
   CommandSpec spec;
   spec.name = "plan";
-  spec.summary = "Rank every legal sharding plan (PAPER.md section 2) of a model on a cluster by predicted "
-                 "communication time per step, among those that fit in GPU memory.";
+  spec.summary =
+      "Rank every legal sharding plan (PAPER.md section 2) of a model on a cluster by predicted "
+      "communication time per step, among those that fit in GPU memory.";
   spec.usage = "lins plan [options]";
   std::string networks;
   for (const auto& n : network_presets()) networks += (networks.empty() ? "" : ", ") + n.name;
@@ -37,10 +38,12 @@ CommandSpec plan_spec() {
       {
           {"gpu-mem", 0, "SIZE", "80GiB", "memory per GPU; plans that need more are marked infeasible"},
           {"network", 0, "NAME", "paper-a800", "alpha-beta network preset: " + networks},
-          {"profile", 0, "FILE", "", "bandwidth profile CSV written by `lins comm --profile` (meshes it lacks fall "
-                                     "back to --network)"},
-          {"pricing", 0, "MODE", "both", "paper (each group alone, as the paper), shared (groups of one node share "
-                                         "its network), or both (ranked by paper, both shown)"},
+          {"profile", 0, "FILE", "",
+           "bandwidth profile CSV written by `lins comm --profile` (meshes it lacks fall "
+           "back to --network)"},
+          {"pricing", 0, "MODE", "both",
+           "paper (each group alone, as the paper), shared (groups of one node share "
+           "its network), or both (ranked by paper, both shown)"},
           {"bucket", 0, "SIZE", "25M", "gradient all-reduce bucket U"},
           {"top", 0, "N", "10", "alternatives shown in the table (the CSV has all)"},
           {"plan", 0, "PLAN", "", "evaluate just this plan: " + presets},
@@ -78,17 +81,21 @@ struct View {
 };
 
 void print_table(const std::vector<const PlanEvaluation*>& rows, const View& v) {
-  std::vector<std::string> head = {"rank", "plan", "(s0_p,s1_p | s0_g,s1_g | s0_os,s1_os)", "states", "act", "buf",
-                                   "total"};
+  std::vector<std::string> head = {"rank", "plan", "(s0_p,s1_p | s0_g,s1_g | s0_os,s1_os)", "states", "act",
+                                   "buf",  "total"};
   if (v.paper) head.insert(head.end(), {"T_p", "T_g", "T_os0", "T_os1", "comm"});
   if (v.shared) head.insert(head.end(), {v.paper ? "shared" : "T_p", "T_g", "T_os0", "T_os1", "comm"});
   if (v.shared && v.paper) head.resize(head.size() - 4), head.back() = "comm_shared";
   head.push_back("vs best / why");
   std::vector<std::vector<std::string>> cells;
   for (const auto* e : rows) {
-    std::vector<std::string> c = {e->rank > 0 ? std::to_string(e->rank) : "-", e->label(), e->plan.tuple_string(),
-                                  fixed(e->memory.state_bytes / kGiB, 1), fixed(e->memory.activation_bytes / kGiB, 1),
-                                  fixed(e->memory.buffer_bytes / kGiB, 1), fixed(e->memory.total_bytes / kGiB, 1)};
+    std::vector<std::string> c = {e->rank > 0 ? std::to_string(e->rank) : "-",
+                                  e->label(),
+                                  e->plan.tuple_string(),
+                                  fixed(e->memory.state_bytes / kGiB, 1),
+                                  fixed(e->memory.activation_bytes / kGiB, 1),
+                                  fixed(e->memory.buffer_bytes / kGiB, 1),
+                                  fixed(e->memory.total_bytes / kGiB, 1)};
     auto terms = [&](const CommTimeBreakdown& b) {
       c.insert(c.end(), {fixed(b.param_s, 3), fixed(b.grad_s, 3), fixed(b.os_sync_s, 3), fixed(b.os_bcast_s, 3),
                          fixed(b.total_s(), 3)});
@@ -122,12 +129,13 @@ void print_plan_detail(const char* title, const PlanEvaluation& e, const View& v
   const auto& m = e.memory;
   std::printf("%s: %s  %s  [%s engine, %s optimizer states]\n", title, e.label().c_str(), e.plan.tuple_string().c_str(),
               engine_name(e.plan.engine), os_layout_name(e.plan.os_layout));
-  std::printf("  memory per GPU: states %s (P %s + G %s + OS %s; closed form %s), activations %s, buffers %s, "
-              "total %s\n",
-              format_bytes(m.state_bytes).c_str(), format_bytes(m.p_bytes).c_str(), format_bytes(m.g_bytes).c_str(),
-              format_bytes(m.os_bytes).c_str(), format_bytes(m.closed_form_state_bytes).c_str(),
-              format_bytes(m.activation_bytes).c_str(), format_bytes(m.buffer_bytes).c_str(),
-              format_bytes(m.total_bytes).c_str());
+  std::printf(
+      "  memory per GPU: states %s (P %s + G %s + OS %s; closed form %s), activations %s, buffers %s, "
+      "total %s\n",
+      format_bytes(m.state_bytes).c_str(), format_bytes(m.p_bytes).c_str(), format_bytes(m.g_bytes).c_str(),
+      format_bytes(m.os_bytes).c_str(), format_bytes(m.closed_form_state_bytes).c_str(),
+      format_bytes(m.activation_bytes).c_str(), format_bytes(m.buffer_bytes).c_str(),
+      format_bytes(m.total_bytes).c_str());
   if (!e.feasible) std::printf("  does not fit: %s\n", e.infeasible_reason.c_str());
   auto comm = [&](const char* name, const CommTimeBreakdown& b) {
     std::printf("  comm per step (%s pricing): %s = T_p %s + T_g %s + T_os0 %s + T_os1 %s\n", name,
@@ -194,13 +202,54 @@ void print_explain(const Schedule& s, const CostModel& cost, const View& v) {
 }
 
 std::vector<std::string> csv_columns() {
-  return {"model", "params", "gpus_per_node", "nodes", "seq", "micro_batch_size", "micro_batches", "recompute",
-          "network", "profile", "gpu_mem_bytes", "bucket_bytes", "name", "plan", "engine", "baseline", "s0_p", "s1_p",
-          "s0_g", "s1_g", "s0_os", "s1_os", "os_layout", "p_bytes", "g_bytes", "os_bytes", "state_bytes",
-          "closed_form_state_bytes", "activation_bytes", "buffer_bytes", "total_bytes", "intra_bytes", "inter_bytes",
-          "comm_param_s", "comm_grad_s", "comm_os_sync_s", "comm_os_bcast_s", "comm_s", "shared_comm_param_s",
-          "shared_comm_grad_s", "shared_comm_os_sync_s", "shared_comm_os_bcast_s", "shared_comm_s", "fallback_ops",
-          "ranked_by", "rank", "feasible", "why"};
+  return {"model",
+          "params",
+          "gpus_per_node",
+          "nodes",
+          "seq",
+          "micro_batch_size",
+          "micro_batches",
+          "recompute",
+          "network",
+          "profile",
+          "gpu_mem_bytes",
+          "bucket_bytes",
+          "name",
+          "plan",
+          "engine",
+          "baseline",
+          "s0_p",
+          "s1_p",
+          "s0_g",
+          "s1_g",
+          "s0_os",
+          "s1_os",
+          "os_layout",
+          "p_bytes",
+          "g_bytes",
+          "os_bytes",
+          "state_bytes",
+          "closed_form_state_bytes",
+          "activation_bytes",
+          "buffer_bytes",
+          "total_bytes",
+          "intra_bytes",
+          "inter_bytes",
+          "comm_param_s",
+          "comm_grad_s",
+          "comm_os_sync_s",
+          "comm_os_bcast_s",
+          "comm_s",
+          "shared_comm_param_s",
+          "shared_comm_grad_s",
+          "shared_comm_os_sync_s",
+          "shared_comm_os_bcast_s",
+          "shared_comm_s",
+          "fallback_ops",
+          "ranked_by",
+          "rank",
+          "feasible",
+          "why"};
 }
 
 std::string num(double v) {
@@ -298,10 +347,10 @@ int run_plan(const Args& argv) {
     search = std::move(*s);
     int fit = 0;
     for (const auto& e : search.plans) fit += e.feasible;
-    std::printf("  searched %d legal plans%s: %d fit, %d do not\n\n", search.legal_count,
-                opt.include_baselines ? (" and " + std::to_string(baseline_plans(*topo).size()) + " baselines").c_str()
-                                      : "",
-                fit, int(search.plans.size()) - fit);
+    std::printf(
+        "  searched %d legal plans%s: %d fit, %d do not\n\n", search.legal_count,
+        opt.include_baselines ? (" and " + std::to_string(baseline_plans(*topo).size()) + " baselines").c_str() : "",
+        fit, int(search.plans.size()) - fit);
     if (search.chosen()) {
       print_plan_detail("chosen plan", *search.chosen(), view);
     } else {
@@ -344,20 +393,54 @@ int run_plan(const Args& argv) {
       const auto& m = e.memory;
       const auto& a = e.isolated;
       const auto& b = e.shared;
-      const std::vector<std::string> row = {
-          w.model.name, std::to_string(w.model.param_count()), std::to_string(topo->gpus_per_node),
-          std::to_string(topo->nodes), std::to_string(w.seq), std::to_string(w.micro_batch_size),
-          std::to_string(w.micro_batches), w.recompute ? "1" : "0", net->name, profile ? profile->source() : "",
-          num(opt.gpu_mem_bytes), std::to_string(opt.bucket_bytes), e.label(), e.plan.to_string(),
-          engine_name(e.plan.engine), e.baseline ? "1" : "0", std::to_string(e.plan.p.intra),
-          std::to_string(e.plan.p.inter), std::to_string(e.plan.g.intra), std::to_string(e.plan.g.inter),
-          std::to_string(e.plan.os.intra), std::to_string(e.plan.os.inter), os_layout_name(e.plan.os_layout),
-          num(m.p_bytes), num(m.g_bytes), num(m.os_bytes), num(m.state_bytes), num(m.closed_form_state_bytes),
-          num(m.activation_bytes), num(m.buffer_bytes), num(m.total_bytes), num(e.intra_message_bytes),
-          num(e.inter_message_bytes), num(a.param_s), num(a.grad_s), num(a.os_sync_s), num(a.os_bcast_s),
-          num(a.total_s()), num(b.param_s), num(b.grad_s), num(b.os_sync_s), num(b.os_bcast_s), num(b.total_s()),
-          std::to_string(a.fallback_ops), pricing_name(search.rank_by), std::to_string(e.rank),
-          e.feasible ? "1" : "0", e.why};
+      const std::vector<std::string> row = {w.model.name,
+                                            std::to_string(w.model.param_count()),
+                                            std::to_string(topo->gpus_per_node),
+                                            std::to_string(topo->nodes),
+                                            std::to_string(w.seq),
+                                            std::to_string(w.micro_batch_size),
+                                            std::to_string(w.micro_batches),
+                                            w.recompute ? "1" : "0",
+                                            net->name,
+                                            profile ? profile->source() : "",
+                                            num(opt.gpu_mem_bytes),
+                                            std::to_string(opt.bucket_bytes),
+                                            e.label(),
+                                            e.plan.to_string(),
+                                            engine_name(e.plan.engine),
+                                            e.baseline ? "1" : "0",
+                                            std::to_string(e.plan.p.intra),
+                                            std::to_string(e.plan.p.inter),
+                                            std::to_string(e.plan.g.intra),
+                                            std::to_string(e.plan.g.inter),
+                                            std::to_string(e.plan.os.intra),
+                                            std::to_string(e.plan.os.inter),
+                                            os_layout_name(e.plan.os_layout),
+                                            num(m.p_bytes),
+                                            num(m.g_bytes),
+                                            num(m.os_bytes),
+                                            num(m.state_bytes),
+                                            num(m.closed_form_state_bytes),
+                                            num(m.activation_bytes),
+                                            num(m.buffer_bytes),
+                                            num(m.total_bytes),
+                                            num(e.intra_message_bytes),
+                                            num(e.inter_message_bytes),
+                                            num(a.param_s),
+                                            num(a.grad_s),
+                                            num(a.os_sync_s),
+                                            num(a.os_bcast_s),
+                                            num(a.total_s()),
+                                            num(b.param_s),
+                                            num(b.grad_s),
+                                            num(b.os_sync_s),
+                                            num(b.os_bcast_s),
+                                            num(b.total_s()),
+                                            std::to_string(a.fallback_ops),
+                                            pricing_name(search.rank_by),
+                                            std::to_string(e.rank),
+                                            e.feasible ? "1" : "0",
+                                            e.why};
       if (auto st = csv->write_row(row); !st) {
         std::fprintf(stderr, "lins plan: %s\n", st.error().c_str());
         return 1;
@@ -371,7 +454,8 @@ int run_plan(const Args& argv) {
   }
 
   if (search.best < 0 && !(search.plans.size() == 1 && search.plans[0].feasible)) {
-    std::fprintf(stderr, "lins plan: no plan fits in %s per GPU; the smallest needs %s (raise --gpu-mem, use "
+    std::fprintf(stderr,
+                 "lins plan: no plan fits in %s per GPU; the smallest needs %s (raise --gpu-mem, use "
                  "--recompute, or shrink --micro-batch)\n",
                  format_bytes(opt.gpu_mem_bytes).c_str(),
                  search.plans.empty() ? "?" : format_bytes(search.plans[0].memory.total_bytes).c_str());

@@ -54,8 +54,9 @@ std::optional<int> parse_count(const std::string& s) {
 
 Result<BandwidthProfile> BandwidthProfile::load(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return make_error("cannot open bandwidth profile '" + path + "' (expected a CSV with header " +
-                             std::string(kProfileHeader) + ", as `lins comm --profile` writes)");
+  if (!in)
+    return make_error("cannot open bandwidth profile '" + path + "' (expected a CSV with header " +
+                      std::string(kProfileHeader) + ", as `lins comm --profile` writes)");
   std::ostringstream ss;
   ss << in.rdbuf();
   return parse(ss.str(), path);
@@ -120,23 +121,21 @@ Result<BandwidthProfile> BandwidthProfile::parse(std::string_view text, const st
     if (!bytes)
       return make_error(at + "message_bytes '" + fields[col[3]] + "' is not a positive finite number of bytes");
     auto gbps = parse_positive(fields[col[4]]);
-    if (!gbps)
-      return make_error(at + "algbw_gbps '" + fields[col[4]] + "' is not a positive finite bandwidth in GB/s");
+    if (!gbps) return make_error(at + "algbw_gbps '" + fields[col[4]] + "' is not a positive finite bandwidth in GB/s");
     prof.add(*kind, Mesh{*intra, *inter}, *bytes, *gbps);
     if (nl == text.size()) break;
   }
   if (!have_header)
     return make_error(where + ": empty bandwidth profile; expected the header " + std::string(kProfileHeader) +
                       " and one line per (op, mesh, message size)");
-  if (prof.series_.empty())
-    return make_error(where + ": bandwidth profile has a header but no measurements");
+  if (prof.series_.empty()) return make_error(where + ": bandwidth profile has a header but no measurements");
   return prof;
 }
 
 void BandwidthProfile::add(CollKind op, Mesh mesh, double message_bytes, double algbw_gbps) {
   auto& pts = series_[Key{static_cast<int>(op), mesh.intra, mesh.inter}];
-  auto it = std::lower_bound(pts.begin(), pts.end(), message_bytes,
-                             [](const Point& p, double b) { return p.bytes < b; });
+  auto it =
+      std::lower_bound(pts.begin(), pts.end(), message_bytes, [](const Point& p, double b) { return p.bytes < b; });
   if (it != pts.end() && it->bytes == message_bytes) {
     it->gbps = (it->gbps * it->count + algbw_gbps) / (it->count + 1);
     ++it->count;
@@ -245,8 +244,10 @@ double alpha_beta_time_s(const AlphaBeta& net, CollKind op, double v, Mesh mesh,
   const double inter_ring = p1 > 1 ? (p1 - 1) * an + v * (p1 - 1) / p1 / bn : 0.0;
   switch (op) {
     case CollKind::all_gather:
-    case CollKind::reduce_scatter: return intra_ring + inter_ring;
-    case CollKind::all_reduce: return 2 * intra_ring + 2 * inter_ring;
+    case CollKind::reduce_scatter:
+      return intra_ring + inter_ring;
+    case CollKind::all_reduce:
+      return 2 * intra_ring + 2 * inter_ring;
     case CollKind::broadcast: {
       double slowest = 0;
       if (p0 > 1) slowest = std::max(slowest, v / bi);
@@ -262,10 +263,14 @@ double alpha_beta_time_s(const AlphaBeta& net, CollKind op, double v, Mesh mesh,
 
 double& CommTimeBreakdown::term_s(Term t) {
   switch (t) {
-    case Term::param: return param_s;
-    case Term::grad: return grad_s;
-    case Term::os_sync: return os_sync_s;
-    case Term::os_bcast: return os_bcast_s;
+    case Term::param:
+      return param_s;
+    case Term::grad:
+      return grad_s;
+    case Term::os_sync:
+      return os_sync_s;
+    case Term::os_bcast:
+      return os_bcast_s;
   }
   return param_s;
 }

@@ -49,7 +49,7 @@ class BandwidthProfile {
     double gbps;
     int count;
   };
-  using Key = std::tuple<int, int, int>;  // op, intra, inter
+  using Key = std::tuple<int, int, int>;      // op, intra, inter
   std::map<Key, std::vector<Point>> series_;  // each sorted by bytes
   std::string source_;
 };
@@ -84,12 +84,12 @@ double alpha_beta_time_s(const AlphaBeta& net, CollKind op, double message_bytes
 int concurrent_groups(Mesh mesh, const Topology& topo);
 
 struct CommTimeBreakdown {
-  double param_s = 0;     // T_p
-  double grad_s = 0;      // T_g
-  double os_sync_s = 0;   // T_os0
-  double os_bcast_s = 0;  // T_os1
-  int64_t ops = 0;            // collectives priced (repeat counted)
-  int64_t fallback_ops = 0;   // of those, priced by the alpha-beta model because the profile lacked their mesh
+  double param_s = 0;        // T_p
+  double grad_s = 0;         // T_g
+  double os_sync_s = 0;      // T_os0
+  double os_bcast_s = 0;     // T_os1
+  int64_t ops = 0;           // collectives priced (repeat counted)
+  int64_t fallback_ops = 0;  // of those, priced by the alpha-beta model because the profile lacked their mesh
   double kind_axis_s[kCollKindCount][2] = {};  // the same seconds split by collective kind and mesh axis
   double total_s() const { return param_s + grad_s + os_sync_s + os_bcast_s; }
   double& term_s(Term t);

@@ -233,8 +233,8 @@ Result<std::set<std::string>> CsvWriter::existing_keys(const std::vector<std::st
   std::vector<int> idx;
   for (const auto& k : key_columns) {
     const int i = column_index(k);
-    if (i < 0) return make_error("CSV '" + path_ + "': no column '" + k + "' to key rows by; columns: " +
-                                 csv_join(columns_));
+    if (i < 0)
+      return make_error("CSV '" + path_ + "': no column '" + k + "' to key rows by; columns: " + csv_join(columns_));
     idx.push_back(i);
   }
   std::set<std::string> keys;

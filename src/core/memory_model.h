@@ -16,13 +16,13 @@ struct StateBytes {
 };
 
 struct MemoryEstimate {
-  double p_bytes = 0;    // local parameter shard (plus the ZeRO++ secondary partition)
-  double g_bytes = 0;    // gradients kept across micro-batches
-  double os_bytes = 0;   // optimizer states owned
-  double state_bytes = 0;       // p + g + os
-  double activation_bytes = 0;  // activations of one micro-batch in flight (plus the logits)
-  double buffer_bytes = 0;      // gathered parameters/gradients of in-flight modules and gradient buckets
-  double total_bytes = 0;       // state + activation + buffer
+  double p_bytes = 0;                  // local parameter shard (plus the ZeRO++ secondary partition)
+  double g_bytes = 0;                  // gradients kept across micro-batches
+  double os_bytes = 0;                 // optimizer states owned
+  double state_bytes = 0;              // p + g + os
+  double activation_bytes = 0;         // activations of one micro-batch in flight (plus the logits)
+  double buffer_bytes = 0;             // gathered parameters/gradients of in-flight modules and gradient buckets
+  double total_bytes = 0;              // state + activation + buffer
   double closed_form_state_bytes = 0;  // 2Phi/s_p + 2Phi/s_g + 12Phi/s_os with the same bytes per element
 };
 

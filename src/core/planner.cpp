@@ -24,10 +24,14 @@ std::string percent(double x) {
 
 const char* kind_words(CollKind k) {
   switch (k) {
-    case CollKind::all_gather: return "all-gather";
-    case CollKind::reduce_scatter: return "reduce-scatter";
-    case CollKind::all_reduce: return "all-reduce";
-    case CollKind::broadcast: return "broadcast";
+    case CollKind::all_gather:
+      return "all-gather";
+    case CollKind::reduce_scatter:
+      return "reduce-scatter";
+    case CollKind::all_reduce:
+      return "all-reduce";
+    case CollKind::broadcast:
+      return "broadcast";
   }
   return "?";
 }
@@ -38,8 +42,8 @@ std::string why_loses(const PlanEvaluation& e, const PlanEvaluation& best, Prici
   const double rel = tb > 0 ? (te - tb) / tb : (te > 0 ? INFINITY : 0);
   if (std::fabs(te - tb) <= 1e-12 * std::max(1.0, tb)) {
     if (e.memory.total_bytes > best.memory.total_bytes)
-      return "same comm as best, more memory (" + gib(e.memory.total_bytes) + " vs " +
-             gib(best.memory.total_bytes) + ")";
+      return "same comm as best, more memory (" + gib(e.memory.total_bytes) + " vs " + gib(best.memory.total_bytes) +
+             ")";
     return "same comm as best";
   }
   double worst = 0;

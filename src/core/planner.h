@@ -29,8 +29,8 @@ struct PlanEvaluation {
   Plan plan;
   bool baseline = false;  // a preset on its own system's engine (not a candidate for the chosen plan)
   MemoryEstimate memory;
-  CommTimeBreakdown isolated;  // Pricing::paper_isolated
-  CommTimeBreakdown shared;    // Pricing::shared_links
+  CommTimeBreakdown isolated;      // Pricing::paper_isolated
+  CommTimeBreakdown shared;        // Pricing::shared_links
   double intra_message_bytes = 0;  // per rank per step, from the schedule
   double inter_message_bytes = 0;
   bool feasible = true;

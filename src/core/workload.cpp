@@ -30,8 +30,9 @@ std::vector<OptionSpec> workload_options(const std::string& default_seq, const s
   return {
       {"seq", 0, "TOKENS", default_seq, "sequence length"},
       {"micro-batch", 0, "SEQS", default_micro_batch, "sequences per micro-batch per GPU"},
-      {"micro-batches", 0, "M", "", "micro-batches (gradient accumulation steps) per step; or give "
-                                    "--global-batch-tokens"},
+      {"micro-batches", 0, "M", "",
+       "micro-batches (gradient accumulation steps) per step; or give "
+       "--global-batch-tokens"},
       {"global-batch-tokens", 0, "TOKENS", default_global_batch_tokens,
        "tokens per step over all GPUs; M = TOKENS / (seq x micro-batch x GPUs), a whole number"},
       {"recompute", 0, "", "", "full activation recomputation"},
@@ -58,8 +59,11 @@ Result<ModelSpec> parse_model(const ParsedArgs& args) {
     const char* flag;
     int* dim;
   };
-  const Field fields[] = {{"hidden", &dims.hidden}, {"layers", &dims.layers}, {"heads", &dims.heads},
-                          {"ffn", &dims.ffn},       {"vocab", &dims.vocab}};
+  const Field fields[] = {{"hidden", &dims.hidden},
+                          {"layers", &dims.layers},
+                          {"heads", &dims.heads},
+                          {"ffn", &dims.ffn},
+                          {"vocab", &dims.vocab}};
   for (const auto& f : fields) {
     if (!args.has(f.flag)) continue;
     auto v = args.get_positive_int(f.flag);
@@ -105,8 +109,10 @@ Result<Workload> parse_workload(const ParsedArgs& args, const ModelSpec& model, 
   w.recompute = args.flag("recompute");
   const int64_t per_micro_step = int64_t(w.seq) * w.micro_batch_size * topo.world();  // tokens of one micro-batch
   if (args.has("micro-batches") && args.has("global-batch-tokens"))
-    return make_error("give either --micro-batches or --global-batch-tokens, not both (M = tokens / (seq x "
-                      "micro-batch x GPUs) = tokens / " + std::to_string(per_micro_step) + ")");
+    return make_error(
+        "give either --micro-batches or --global-batch-tokens, not both (M = tokens / (seq x "
+        "micro-batch x GPUs) = tokens / " +
+        std::to_string(per_micro_step) + ")");
   if (args.has("micro-batches") || args.get("global-batch-tokens").empty()) {
     if (args.get("micro-batches").empty()) {
       w.micro_batches = 1;
@@ -127,8 +133,8 @@ Result<Workload> parse_workload(const ParsedArgs& args, const ModelSpec& model, 
       hint += std::to_string(lower + per_micro_step) + " (or give --micro-batches M instead)";
       return make_error("--global-batch-tokens " + args.get("global-batch-tokens") + " = " + std::to_string(t) +
                         " tokens is not a whole positive number of micro-batches of seq " + std::to_string(w.seq) +
-                        " x micro-batch " + std::to_string(w.micro_batch_size) + " x " +
-                        std::to_string(topo.world()) + " GPUs = " + std::to_string(per_micro_step) + " tokens" + hint);
+                        " x micro-batch " + std::to_string(w.micro_batch_size) + " x " + std::to_string(topo.world()) +
+                        " GPUs = " + std::to_string(per_micro_step) + " tokens" + hint);
     }
     w.micro_batches = static_cast<int>(t / per_micro_step);
   }

@@ -187,7 +187,8 @@ TEST(CostModel, BreakdownFollowsTheTermsAndSums) {
   EXPECT_GT(b.os_sync_s, 0);
   EXPECT_GT(b.os_bcast_s, 0);
   double by_kind = 0;
-  for (int k = 0; k < kCollKindCount; ++k) by_kind += b.time_s(CollKind(k), Axis::intra) + b.time_s(CollKind(k), Axis::inter);
+  for (int k = 0; k < kCollKindCount; ++k)
+    by_kind += b.time_s(CollKind(k), Axis::intra) + b.time_s(CollKind(k), Axis::inter);
   EXPECT_NEAR(by_kind, b.total_s(), 1e-12 * sum);
 }
 
@@ -207,8 +208,8 @@ TEST(CostModel, ProfileFirstAlphaBetaForMissingMeshes) {
   const auto a = with.price(s, Pricing::paper_isolated), b = without.price(s, Pricing::paper_isolated);
   EXPECT_GT(a.fallback_ops, 0);
   EXPECT_LT(a.fallback_ops, a.ops);
-  EXPECT_GT(a.param_s, 10 * b.param_s);            // the slow profile priced the gathers
-  EXPECT_DOUBLE_EQ(a.os_sync_s, b.os_sync_s);       // the all-reduce fell back to alpha-beta
+  EXPECT_GT(a.param_s, 10 * b.param_s);        // the slow profile priced the gathers
+  EXPECT_DOUBLE_EQ(a.os_sync_s, b.os_sync_s);  // the all-reduce fell back to alpha-beta
   int64_t inter_ops = 0;
   for (const auto& op : s.ops)
     if (op.mesh.inter > 1) inter_ops += op.repeat;
@@ -231,8 +232,8 @@ TEST(CostModel, SharedPricingScalesAProfiledInterNodeTime) {
   const double iso = cost.op_time_s(op, t, Pricing::paper_isolated);
   const double shared = cost.op_time_s(op, t, Pricing::shared_links);
   EXPECT_DOUBLE_EQ(iso, *prof.time_s(CollKind::all_reduce, op.mesh, double(op.bytes())));
-  const double ratio = alpha_beta_time_s(net, op.kind, op.bytes(), op.mesh, 8) /
-                       alpha_beta_time_s(net, op.kind, op.bytes(), op.mesh, 1);
+  const double ratio =
+      alpha_beta_time_s(net, op.kind, op.bytes(), op.mesh, 8) / alpha_beta_time_s(net, op.kind, op.bytes(), op.mesh, 1);
   EXPECT_GT(ratio, 1.5);
   EXPECT_NEAR(shared / iso, ratio, 1e-12);
 }

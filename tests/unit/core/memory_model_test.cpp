@@ -136,8 +136,7 @@ TEST(MemoryModel, Buffers) {
   const double mlp = 3.0 * 4096 * 11008 + 4096;
   EXPECT_NEAR(z3.buffer_bytes / std::max(2 * 2 * layer, 2 * mlp * (2 + 2)), 1.0, 1e-4);
   // Lins with P replicated and s_g = s_os > s_p: no gathered parameters, the bucket only.
-  const auto lins = estimate_memory(
-      schedule(m, parse_plan("p=1,g=8x4,os=8x4", t).value(), t, 0, bucket), workload(m));
+  const auto lins = estimate_memory(schedule(m, parse_plan("p=1,g=8x4,os=8x4", t).value(), t, 0, bucket), workload(m));
   EXPECT_DOUBLE_EQ(lins.buffer_bytes, 2.0 * bucket);
 }
 
