@@ -58,7 +58,7 @@ CommandSpec plan_spec() {
       "  lins plan --model llama-13b --gpus-per-node 8 --nodes 128 --gpu-mem 80GiB --seq 4096 --micro-batch 1 \\\n"
       "            --global-batch-tokens 4M --network paper-a800\n"
       "  lins plan --model llama-30b --recompute --nodes 4 --plan zero3 --explain\n"
-      "  lins plan --profile data/profiles/cluster.csv --pricing shared --csv plans.csv";
+      "  lins plan --profile profile.csv --pricing shared --csv plans.csv";
   return spec;
 }
 
