@@ -1,13 +1,535 @@
-// `lins step`: placeholder until its issue lands; it says so instead of pretending to run.
+// `lins step`: the synthetic LLaMA training step under each strategy on the CPU backend (MPI, fp32): warm-up plus
+// timed steps per strategy, one CSV row per (strategy, timed step) with the columns of core/results_schema.h, a JSON
+// provenance file beside it, a table on stdout, and optionally a Chrome trace of the last step per rank.
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include "apps/commands.h"
+#include "comm/mesh_comms.h"
+#include "comm/provenance.h"
+#include "core/cli.h"
+#include "core/cost_model.h"
+#include "core/cost_options.h"
+#include "core/csv.h"
+#include "core/memory_model.h"
+#include "core/overlap.h"
+#include "core/planner.h"
+#include "core/results_schema.h"
+#include "core/units.h"
+#include "core/workload.h"
+#include "kernels/ops.h"
+#include "train/executor.h"
 
 namespace lins {
+namespace {
 
-int run_step(const Args&) {
-  std::fprintf(stderr, "lins step: not built yet in this version\n");
-  return 2;
+constexpr const char* kDefaultStrategies = "ddp,zero1,zero2,zero3,mics,zeropp,lins";
+
+// An alpha-beta stand-in for MPI over shared memory on one host (every "node" is the same machine), roughly fitted
+// to data/profiles/cpu-2core-4ranks.csv (a few GB/s at MiB sizes, tens of microseconds per step). Pass --profile
+// with a measured profile for better predictions.
+AlphaBeta cpu_local_network() {
+  AlphaBeta n;
+  n.name = "cpu-local";
+  n.description = "MPI over shared memory on one host (emulated nodes share it)";
+  n.intra_gpu_gbps = 3.0;
+  n.inter_node_gbps = 3.0;
+  n.inter_gpu_gbps = 3.0;
+  n.intra_latency_s = 20e-6;
+  n.inter_latency_s = 20e-6;
+  return n;
+}
+
+CommandSpec step_spec() {
+  CommandSpec spec;
+  spec.name = "step";
+  spec.summary = "Run the synthetic LLaMA training step under each strategy and write one CSV row per timed step.";
+  spec.usage = "mpirun -np N lins step [options]";
+  std::string presets;
+  for (const auto& [n, d] : plan_presets()) presets += (presets.empty() ? "" : ", ") + n;
+  std::string networks = "cpu-local";
+  for (const auto& n : network_presets()) networks += ", " + n.name;
+  spec.options = concat_options(model_options("small"), topology_options("", ""));
+  spec.options = concat_options(spec.options, workload_options("128", "1", ""));
+  for (auto& o : spec.options)
+    if (o.name == "micro-batches") o.default_value = "2";
+  spec.options = concat_options(
+      spec.options,
+      {
+          {"strategies", 0, "LIST", kDefaultStrategies, "comma-separated strategies: " + presets},
+          {"warmup", 0, "N", "1", "untimed steps per strategy before the timed ones"},
+          {"steps", 0, "N", "3", "timed steps per strategy (one CSV row each)"},
+          {"seed", 0, "N", "1", "seed of the initial weights and of the synthetic data"},
+          {"lr", 0, "RATE", "0.001", "AdamW learning rate"},
+          {"out", 0, "DIR", "results/step", "output folder: step.csv, step.provenance.json, traces"},
+          {"overlap", 0, "MODE", "all", "all, no_bcast, no_allreduce or none (the paper's Table V)"},
+          {"bucket", 0, "SIZE", "1M", "gradient all-reduce bucket U in bytes (fp32 on the CPU backend)"},
+          {"trace", 0, "", "", "write a Chrome trace of the last timed step of every strategy per rank"},
+          {"network", 0, "NAME", "cpu-local", "alpha-beta network for the predicted communication time: " + networks},
+          {"profile", 0, "FILE", "", "bandwidth profile CSV from `lins comm --profile` (the network prices meshes it "
+                                     "lacks)"},
+          {"pricing", 0, "MODE", "paper", "paper (each group alone) or shared (groups of one node share its links)"},
+          {"gpu-mem", 0, "SIZE", "1TiB", "memory per rank the planner may use for 'lins'"},
+          {"peak-tflops", 0, "RATE", "", "peak TFLOP/s per rank for MFU (default: sgemm measured on every rank at "
+                                         "start-up, all ranks at once)"},
+          {"mpi-progress", 0, "MODE", "thread", "how MPI collectives progress: thread (a thread per communicator) "
+                                                "or nonblocking (MPI_I* collectives)"},
+      });
+  spec.epilog =
+      "examples:\n"
+      "  mpirun -np 4 lins step --gpus-per-node 2\n"
+      "      every strategy on the small model, 4 ranks as 2 nodes of 2\n"
+      "  mpirun -np 4 lins step --model small --gpus-per-node 2 --strategies ddp,zero1,zero2,zero3,mics,zeropp,lins\n"
+      "  mpirun -np 8 lins step --gpus-per-node 4 --strategies lins,p=4x1,g=4x1,os=4x2 --overlap no_bcast --trace\n"
+      "(a 6-tuple contains commas: give it last, or alone, in --strategies; 'lins' asks the planner)";
+  return spec;
+}
+
+// Splits the strategy list at commas, keeping a 6-tuple ("p=..,g=..,os=..[,layout=..][,hpz=..]") together.
+std::vector<std::string> split_strategies(const std::string& text) {
+  std::vector<std::string> words, out;
+  std::stringstream ss(text);
+  for (std::string w; std::getline(ss, w, ',');)
+    if (!w.empty()) words.push_back(w);
+  for (const auto& w : words) {
+    const bool continues = !out.empty() && out.back().rfind("p=", 0) == 0 &&
+                           (w.rfind("g=", 0) == 0 || w.rfind("os=", 0) == 0 || w.rfind("layout=", 0) == 0 ||
+                            w.rfind("hpz=", 0) == 0);
+    if (continues)
+      out.back() += "," + w;
+    else
+      out.push_back(w);
+  }
+  return out;
+}
+
+// Rank 0's status, agreed by every rank (every rank must take the same branch).
+Status agree(const Status& rank0_status, int rank) {
+  std::string e = rank == 0 && !rank0_status ? rank0_status.error() : "";
+  int len = static_cast<int>(e.size());
+  MPI_Bcast(&len, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  e.resize(len);
+  if (len) MPI_Bcast(e.data(), len, MPI_CHAR, 0, MPI_COMM_WORLD);
+  if (len) return make_error(e);
+  return Status::ok_status();
+}
+
+// Any rank's failure, agreed by every rank (the lowest failing rank's message).
+Status agree_any(const Status& mine) {
+  int rank = 0, world = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  int first = mine ? world : rank, lowest = world;
+  MPI_Allreduce(&first, &lowest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (lowest == world) return Status::ok_status();
+  std::string e = rank == lowest ? mine.error() : "";
+  int len = static_cast<int>(e.size());
+  MPI_Bcast(&len, 1, MPI_INT, lowest, MPI_COMM_WORLD);
+  e.resize(len);
+  if (len) MPI_Bcast(e.data(), len, MPI_CHAR, lowest, MPI_COMM_WORLD);
+  return make_error("rank " + std::to_string(lowest) + ": " + e);
+}
+
+double all_max(double v) {
+  double r = v;
+  MPI_Allreduce(&v, &r, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return r;
+}
+double all_min(double v) {
+  double r = v;
+  MPI_Allreduce(&v, &r, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+  return r;
+}
+double all_sum(double v) {
+  double r = v;
+  MPI_Allreduce(&v, &r, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  return r;
+}
+
+// sgemm rate of this rank on the step's largest GEMM shape (T x F x H), while every rank measures at once: what
+// a rank can reach on a shared machine. GFLOP/s.
+double measure_sgemm_gflops(int64_t m, int64_t n, int64_t k) {
+  std::vector<float> a(size_t(m * k), 0.5f), b(size_t(k * n), 0.25f), c(size_t(m * n), 0.0f);
+  kernels::cpu::gemm(false, true, m, n, k, 1.0f, a.data(), b.data(), 0.0f, c.data());  // warm-up
+  MPI_Barrier(MPI_COMM_WORLD);
+  const auto t0 = std::chrono::steady_clock::now();
+  int iters = 0;
+  double elapsed = 0;
+  do {
+    kernels::cpu::gemm(false, true, m, n, k, 1.0f, a.data(), b.data(), 0.0f, c.data());
+    ++iters;
+    elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  } while (elapsed < 0.3);
+  return 2.0 * double(m) * double(n) * double(k) * iters / elapsed / 1e9;
+}
+
+std::string group_summary(const Plan& plan, const Topology& topo) {
+  std::string s;
+  for (int r = 0; r < kGroupRoleCount; ++r) {
+    const auto role = static_cast<GroupRole>(r);
+    const GroupSpec g = group_spec(role, plan, topo);
+    const Mesh m = group_mesh(g, topo, 0);
+    s += std::string(s.empty() ? "" : ", ") + group_role_name(role) + " " + std::to_string(g.size()) + " (" +
+         m.to_string() + ")";
+  }
+  return s;
+}
+
+struct TableRow {
+  std::string strategy, plan;
+  double step_s = 0, fwd_s = 0, bwd_s = 0, opt_s = 0, exposed_s = 0, pred_comm_s = 0;
+  double intra_bytes = 0, inter_bytes = 0, peak_bytes = 0, state_bytes = 0, model_state_bytes = 0;
+  double loss = 0, tgs = 0, mfu = 0;
+  bool bytes_match = true;
+  int steps = 0;
+};
+
+int finish(int code) {
+  MPI_Finalize();
+  return code;
+}
+
+}  // namespace
+
+int run_step(const Args& args) {
+  int initialized = 0, provided = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+  int rank = 0, world = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  // Every rank parses the same argv and reaches the same verdict; only rank 0 speaks.
+  auto fail = [&](const std::string& msg) {
+    if (rank == 0) std::fprintf(stderr, "lins step: %s\n", msg.c_str());
+    return finish(2);
+  };
+
+  const CommandSpec spec = step_spec();
+  auto parsed = parse_args(spec, args);
+  if (!parsed) return fail(parsed.error());
+  if (parsed->flag("help")) {
+    if (rank == 0) std::printf("%s", help_text(spec).c_str());
+    return finish(0);
+  }
+  if (!parsed->positional().empty())
+    return fail("unexpected argument '" + parsed->positional().front() + "' (see lins step --help)");
+  const ParsedArgs& a = *parsed;
+
+  auto model = parse_model(a);
+  if (!model) return fail(model.error());
+  Result<Topology> topo = a.get("gpus-per-node").empty() ? topology_for_world(world, world) : parse_topology(a, world);
+  if (!topo) return fail(topo.error());
+  auto workload = parse_workload(a, *model, *topo);
+  if (!workload) return fail(workload.error());
+  auto warmup = parse_size(a.get("warmup"), "--warmup");
+  if (!warmup) return fail(warmup.error());
+  auto steps = a.get_positive_int("steps");
+  if (!steps) return fail(steps.error());
+  auto seed = parse_size(a.get("seed"), "--seed");
+  if (!seed) return fail(seed.error());
+  auto lr = a.get_double("lr");
+  if (!lr) return fail(lr.error());
+  auto overlap = parse_overlap(a.get("overlap"));
+  if (!overlap) return fail(overlap.error());
+  auto bucket = a.get_size("bucket");
+  if (!bucket) return fail(bucket.error());
+  if (*bucket == 0) return fail("--bucket must be at least 1 byte");
+  auto pricing = parse_pricing(a.get("pricing"));
+  if (!pricing) return fail(pricing.error());
+  auto gpu_mem = a.get_size("gpu-mem");
+  if (!gpu_mem) return fail(gpu_mem.error());
+  MpiProgress progress = MpiProgress::thread;
+  if (a.get("mpi-progress") == "nonblocking")
+    progress = MpiProgress::nonblocking;
+  else if (a.get("mpi-progress") != "thread")
+    return fail("--mpi-progress: unknown mode '" + a.get("mpi-progress") + "'; valid modes: thread, nonblocking");
+
+  Result<CostModel> cost = make_error("unset");
+  if (a.get("network") == "cpu-local") {
+    if (a.get("profile").empty()) {
+      cost = CostModel(cpu_local_network());
+    } else {
+      auto prof = BandwidthProfile::load(a.get("profile"));
+      if (!prof) return fail(prof.error());
+      cost = CostModel(cpu_local_network(), std::move(*prof));
+    }
+  } else {
+    cost = parse_cost_model(a);
+  }
+  if (!cost) return fail(cost.error());
+
+  const std::vector<std::string> strategies = split_strategies(a.get("strategies"));
+  if (strategies.empty()) return fail("--strategies is empty; give for example " + std::string(kDefaultStrategies));
+  // Resolve every strategy before running any, so a typo fails at once.
+  std::vector<Plan> plans;
+  for (const auto& s : strategies) {
+    if (s == "lins") {
+      PlannerOptions po;
+      po.gpu_mem_bytes = double(*gpu_mem);
+      po.bucket_bytes = int64_t(*bucket);
+      po.dtype = DType::fp32;
+      po.state_bytes = StateBytes{4, 4, 12};
+      po.rank_by = *pricing;
+      po.include_baselines = false;
+      auto search = search_plans(*workload, *topo, *cost, po);
+      if (!search) return fail("lins: " + search.error());
+      if (!search->chosen())
+        return fail("lins: no legal plan of " + model->name + " fits " + format_bytes(double(*gpu_mem)) +
+                    " per rank (raise --gpu-mem)");
+      Plan p = search->chosen()->plan;
+      p.name = "lins";
+      if (rank == 0)
+        std::printf("lins: the planner chose %s %s of %d legal plans (predicted communication %s per step, %s per "
+                    "rank)\n",
+                    p.to_string().c_str(), p.tuple_string().c_str(), search->legal_count,
+                    format_seconds(search->chosen()->comm(*pricing).total_s()).c_str(),
+                    format_bytes(search->chosen()->memory.total_bytes).c_str());
+      plans.push_back(p);
+    } else {
+      auto p = parse_plan(s, *topo);
+      if (!p) return fail("strategy '" + s + "': " + p.error());
+      plans.push_back(*p);
+    }
+  }
+
+  const std::string out_dir = a.get("out");
+  const std::string csv_path = (std::filesystem::path(out_dir) / "step.csv").string();
+  Status dir_ok;
+  if (rank == 0) {
+    std::error_code ec;
+    std::filesystem::create_directories(out_dir, ec);
+    if (ec) dir_ok = make_error("cannot create the output folder '" + out_dir + "': " + ec.message());
+  }
+  if (auto s = agree(dir_ok, rank); !s) return fail(s.error());
+
+  // Peak rate for MFU.
+  double peak_tflops = 0;
+  std::string peak_source;
+  if (!a.get("peak-tflops").empty()) {
+    auto v = a.get_double("peak-tflops");
+    if (!v) return fail(v.error());
+    if (*v <= 0) return fail("--peak-tflops must be positive");
+    peak_tflops = *v;
+    peak_source = "given (--peak-tflops)";
+  } else {
+    const int64_t T = int64_t(workload->seq) * workload->micro_batch_size;
+    const double gflops = measure_sgemm_gflops(T, model->dims.ffn, model->dims.hidden);
+    peak_tflops = all_sum(gflops) / world / 1e3;
+    peak_source = "sgemm " + std::to_string(T) + "x" + std::to_string(model->dims.ffn) + "x" +
+                  std::to_string(model->dims.hidden) + " measured on every rank at once, mean";
+  }
+
+  if (rank == 0) {
+    std::printf("lins step: %d ranks as %d node(s) x %d per node, model %s (%s parameters), seq %d, micro-batch %d, "
+                "M %d, %lld tokens per step, overlap %s%s, %llu warm-up + %d timed steps per strategy\n",
+                world, topo->nodes, topo->gpus_per_node, model->name.c_str(),
+                std::to_string(model->param_count()).c_str(), workload->seq, workload->micro_batch_size,
+                workload->micro_batches, (long long)workload->global_batch_tokens, overlap_name(*overlap),
+                workload->recompute ? ", recompute" : "", (unsigned long long)*warmup, *steps);
+    std::printf("lins step: peak for MFU %.3f TFLOP/s per rank (%s)\n", peak_tflops, peak_source.c_str());
+    std::fflush(stdout);
+  }
+
+  std::unique_ptr<CsvWriter> writer;
+  Status open_ok;
+  if (rank == 0) {
+    auto w = CsvWriter::open(csv_path, StepRow::header());
+    if (!w)
+      open_ok = make_error(w.error());
+    else
+      writer = std::make_unique<CsvWriter>(std::move(*w));
+  }
+  if (auto s = agree(open_ok, rank); !s) return fail(s.error());
+
+  std::vector<TableRow> table;
+  const double flops_per_token = model->flops_per_token(workload->seq);
+  for (size_t si = 0; si < plans.size(); ++si) {
+    const Plan& plan = plans[si];
+    const std::string& strategy = strategies[si];
+    if (rank == 0) {
+      std::printf("[%zu/%zu] %s %s on the %s engine; groups: %s\n", si + 1, plans.size(), strategy.c_str(),
+                  plan.tuple_string().c_str(), engine_name(plan.engine), group_summary(plan, *topo).c_str());
+      std::fflush(stdout);
+    }
+    CommOptions co;
+    co.mpi.progress = progress;
+    auto mesh = make_mesh_comms(Backend::mpi, MPI_COMM_WORLD, plan, *topo, co);
+    if (auto s = agree_any(mesh ? Status() : Status(make_error(mesh.error()))); !s) return fail(s.error());
+    RoleComms comms{};
+    for (int r = 0; r < kGroupRoleCount; ++r) comms[r] = &(*mesh)->get(static_cast<GroupRole>(r));
+    auto backend = make_cpu_backend();
+    ExecutorOptions eo;
+    eo.seq = workload->seq;
+    eo.micro_batch_size = workload->micro_batch_size;
+    eo.micro_batches = workload->micro_batches;
+    eo.recompute = workload->recompute;
+    eo.overlap = *overlap;
+    eo.bucket_bytes = int64_t(*bucket);
+    eo.seed = *seed;
+    eo.adamw.lr = float(*lr);
+    eo.trace = a.flag("trace");
+    auto ex = Executor::create(*model, plan, *topo, rank, comms, *backend, eo);
+    if (auto s = agree_any(ex ? Status() : Status(make_error(ex.error()))); !s) return fail(s.error());
+    Executor& e = **ex;
+    const Schedule& sched = e.schedule();
+    const MemoryEstimate mem = estimate_memory(sched, *workload, StateBytes{4, 4, 12}, MemoryOf::schedule_rank);
+    const CommTimeBreakdown pred = cost->price(sched, *pricing);
+    // Per-rank figures of the schedule and the models; the CSV keeps the largest rank's.
+    const double pred_comm_s = all_max(pred.total_s());
+    const double pred_terms[4] = {all_max(pred.param_s), all_max(pred.grad_s), all_max(pred.os_sync_s),
+                                  all_max(pred.os_bcast_s)};
+    double pred_kind[kCollKindCount], pred_axis[2] = {0, 0};
+    for (int k = 0; k < kCollKindCount; ++k) {
+      const double i = sched.message_bytes(CollKind(k), Axis::intra), x = sched.message_bytes(CollKind(k), Axis::inter);
+      pred_kind[k] = all_max(i + x);
+      pred_axis[0] += i, pred_axis[1] += x;
+    }
+    pred_axis[0] = all_max(pred_axis[0]);
+    pred_axis[1] = all_max(pred_axis[1]);
+    const double model_mem = all_max(mem.total_bytes), model_states = all_max(mem.state_bytes);
+
+    TableRow tr;
+    tr.strategy = strategy;
+    tr.plan = plan.tuple_string();
+    tr.pred_comm_s = pred_comm_s;
+    tr.model_state_bytes = model_states;
+    const int total_steps = int(*warmup) + *steps;
+    for (int s = 0; s < total_steps; ++s) {
+      auto st = e.step();
+      if (auto ok = agree_any(st ? Status() : Status(make_error(st.error()))); !ok) return fail(ok.error());
+      if (s < int(*warmup)) continue;
+      const int timed = s - int(*warmup);
+      const double step_max = all_max(st->step_s), step_min = all_min(st->step_s);
+      const double step_mean = all_sum(st->step_s) / world;
+      const double fwd = all_max(st->forward_s), bwd = all_max(st->backward_s), opt = all_max(st->optimizer_s);
+      const double exposed = all_max(st->exposed_comm_s);
+      const double loss = all_sum(st->loss_sum) / double(e.global_tokens());
+      double kind[kCollKindCount], axis[2];
+      bool match = true;
+      for (int k = 0; k < kCollKindCount; ++k) {
+        kind[k] = all_max(st->bytes_of_kind(CollKind(k)));
+        for (int x = 0; x < 2; ++x)
+          match = match && st->bytes[k][x] == sched.message_bytes(CollKind(k), Axis(x));
+      }
+      axis[0] = all_max(st->bytes_of_axis(Axis::intra));
+      axis[1] = all_max(st->bytes_of_axis(Axis::inter));
+      const double all_match = all_min(match ? 1.0 : 0.0);
+      const double peak = all_max(double(st->peak_mem_bytes)), states = all_max(double(st->state_bytes));
+      const double tgs = double(e.global_tokens()) / world / step_max;
+      const double mfu = flops_per_token * tgs / (peak_tflops * 1e12);
+      if (rank == 0) {
+        StepRow row;
+        row.set("source", "measured").set("strategy", strategy).set("engine", engine_name(plan.engine));
+        row.set("plan", plan.to_string()).set("s0_p", plan.p.intra).set("s1_p", plan.p.inter);
+        row.set("s0_g", plan.g.intra).set("s1_g", plan.g.inter).set("s0_os", plan.os.intra);
+        row.set("s1_os", plan.os.inter).set("os_layout", os_layout_name(plan.os_layout));
+        row.set("model", model->name).set("params", model->param_count()).set("backend", "cpu");
+        row.set("world_size", world).set("gpus_per_node", topo->gpus_per_node).set("nodes", topo->nodes);
+        row.set("seq", workload->seq).set("micro_batch_size", workload->micro_batch_size);
+        row.set("micro_batches", workload->micro_batches).set("tokens", workload->global_batch_tokens);
+        row.set("recompute", workload->recompute ? 1 : 0).set("overlap", overlap_name(*overlap)).set("step", timed);
+        row.set("step_time_s", step_max).set("step_time_min_s", step_min).set("step_time_mean_s", step_mean);
+        row.set("forward_s", fwd).set("backward_s", bwd).set("optimizer_s", opt).set("exposed_comm_s", exposed);
+        row.set("all_gather_bytes", kind[0]).set("reduce_scatter_bytes", kind[1]);
+        row.set("all_reduce_bytes", kind[2]).set("broadcast_bytes", kind[3]);
+        row.set("intra_bytes", axis[0]).set("inter_bytes", axis[1]);
+        row.set("pred_all_gather_bytes", pred_kind[0]).set("pred_reduce_scatter_bytes", pred_kind[1]);
+        row.set("pred_all_reduce_bytes", pred_kind[2]).set("pred_broadcast_bytes", pred_kind[3]);
+        row.set("pred_intra_bytes", pred_axis[0]).set("pred_inter_bytes", pred_axis[1]);
+        row.set("pred_comm_s", pred_comm_s).set("pred_comm_param_s", pred_terms[0]);
+        row.set("pred_comm_grad_s", pred_terms[1]).set("pred_comm_os_sync_s", pred_terms[2]);
+        row.set("pred_comm_os_bcast_s", pred_terms[3]);
+        row.set("peak_mem_bytes", peak).set("state_bytes", states);
+        row.set("model_mem_bytes", model_mem).set("model_state_bytes", model_states);
+        row.set("loss", loss).set("tgs", tgs).set("mfu", mfu).set("peak_tflops", peak_tflops).set("feasible", 1);
+        if (auto w = writer->write_row(row.ordered()); !w) {
+          std::fprintf(stderr, "lins step: %s\n", w.error().c_str());
+          MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+      }
+      tr.step_s += step_max, tr.fwd_s += fwd, tr.bwd_s += bwd, tr.opt_s += opt, tr.exposed_s += exposed;
+      tr.tgs += tgs, tr.mfu += mfu;
+      tr.intra_bytes = axis[0], tr.inter_bytes = axis[1];
+      tr.peak_bytes = std::max(tr.peak_bytes, peak);
+      tr.state_bytes = states;
+      tr.loss = loss;
+      tr.bytes_match = tr.bytes_match && all_match > 0.5;
+      ++tr.steps;
+    }
+    if (auto ok = agree_any(e.finish()); !ok) return fail(ok.error());
+    if (a.flag("trace")) {
+      const std::string path =
+          (std::filesystem::path(out_dir) / ("trace." + (strategy == "lins" ? std::string("lins") : plan.name) +
+                                             ".rank" + std::to_string(rank) + ".json"))
+              .string();
+      std::ofstream f(path);
+      f << chrome_trace_json(e.trace(), rank);
+      if (!f) std::fprintf(stderr, "lins step: rank %d could not write %s\n", rank, path.c_str());
+    }
+    for (double* v : {&tr.step_s, &tr.fwd_s, &tr.bwd_s, &tr.opt_s, &tr.exposed_s, &tr.tgs, &tr.mfu})
+      *v /= std::max(1, tr.steps);
+    if (rank == 0) {
+      std::printf("      %s: %.3f s/step (forward %.3f, backward %.3f, optimizer %.3f, exposed comm %.3f), loss %.4f, "
+                  "%.0f tokens/s/rank, bytes %s the schedule\n",
+                  strategy.c_str(), tr.step_s, tr.fwd_s, tr.bwd_s, tr.opt_s, tr.exposed_s, tr.loss, tr.tgs,
+                  tr.bytes_match ? "equal" : "DIFFER FROM");
+      std::fflush(stdout);
+    }
+    table.push_back(tr);
+  }
+
+  if (rank == 0) {
+    if (auto s = writer->finish(); !s) return fail(s.error());
+    std::printf("\n%-12s %-20s %8s %8s %8s %8s %9s %10s %10s %10s %10s %10s %8s %8s %6s\n", "strategy", "plan",
+                "step_s", "fwd_s", "bwd_s", "exposed", "pred_comm", "intra", "inter", "peak_mem", "states",
+                "model_st", "loss", "TGS", "MFU");
+    for (const auto& r : table)
+      std::printf("%-12s %-20s %8.3f %8.3f %8.3f %8.3f %9.4f %10s %10s %10s %10s %10s %8.4f %8.0f %5.1f%%%s\n",
+                  r.strategy.substr(0, 12).c_str(), r.plan.c_str(), r.step_s, r.fwd_s, r.bwd_s, r.exposed_s,
+                  r.pred_comm_s, format_bytes(r.intra_bytes).c_str(), format_bytes(r.inter_bytes).c_str(),
+                  format_bytes(r.peak_bytes).c_str(), format_bytes(r.state_bytes).c_str(),
+                  format_bytes(r.model_state_bytes).c_str(), r.loss, r.tgs, 100 * r.mfu,
+                  r.bytes_match ? "" : "  (measured bytes differ from the schedule)");
+    std::printf("(means over the timed steps; times are the slowest rank's; bytes are message bytes per rank per step; "
+                "pred_comm is the cost model's %s pricing on %s)\n",
+                pricing_name(*pricing),
+                a.get("profile").empty() ? a.get("network").c_str() : ("profile " + a.get("profile")).c_str());
+    std::printf("wrote %s\n", csv_path.c_str());
+  }
+
+  JsonObject run;
+  run.set("command", "step").set("backend", "cpu").set("dtype", "fp32").set("model", model->name);
+  run.set("params", (long long)model->param_count()).set("topology", topo->to_string());
+  run.set("gpus_per_node", topo->gpus_per_node).set("nodes", topo->nodes).set("seq", workload->seq);
+  run.set("micro_batch_size", workload->micro_batch_size).set("micro_batches", workload->micro_batches);
+  run.set("global_batch_tokens", (long long)workload->global_batch_tokens);
+  run.set("recompute", workload->recompute).set("overlap", overlap_name(*overlap));
+  run.set("warmup_steps", (long long)*warmup).set("timed_steps", *steps).set("seed", (long long)*seed);
+  run.set("lr", *lr).set("bucket_bytes", (long long)*bucket).set("mpi_progress", mpi_progress_name(progress));
+  run.set("peak_tflops", peak_tflops).set("peak_tflops_source", peak_source);
+  run.set("network", a.get("network")).set("profile", a.get("profile")).set("pricing", pricing_name(*pricing));
+  JsonArray chosen;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    JsonObject p;
+    p.set("strategy", strategies[i]).set("plan", plans[i].to_string()).set("engine", engine_name(plans[i].engine));
+    chosen.push(p);
+  }
+  run.set("strategies", chosen);
+  std::vector<std::string> words = {"lins", "step"};
+  words.insert(words.end(), args.begin(), args.end());
+  if (auto p = write_provenance(MPI_COMM_WORLD, provenance_path_for(csv_path), words, run); !p)
+    return fail(p.error());
+  return finish(0);
 }
 
 }  // namespace lins
