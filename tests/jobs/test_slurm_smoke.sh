@@ -10,6 +10,7 @@ repo=$(cd "$here/../.." && pwd)
 cd "$repo"
 bin=${1:-build/lins}
 limit_s=${LINS_SLURM_TEST_TIMEOUT:-90}
+py=${LINS_PYTHON:-/usr/bin/python3}  # Debian's Python, where pandas and matplotlib are installed
 
 if ! command -v slurmctld >/dev/null 2>&1 && [ ! -x /usr/sbin/slurmctld ]; then
   echo "SKIP: slurmctld is not installed (apt-get install slurm-wlm munge), so no Slurm cluster can be started"
@@ -35,7 +36,7 @@ LINS_CPUS_PER_TASK=1
 LINS_TIME_LIMIT=00:10:00
 LINS_BIN=$bin
 LINS_RAW_DIR=$d/raw
-LINS_PYTHON=${LINS_PYTHON:-/usr/bin/python3}
+LINS_PYTHON=$py
 LINS_SMOKE_FIGURES=${LINS_SMOKE_FIGURES:-0}
 LINS_NETWORK=paper-a800
 LINS_GPU_MEM=80GiB
@@ -107,22 +108,30 @@ esac
 [ -n "$csv" ] && [ -s "$csv" ] || fail "the smoke job ($ran) wrote no CSV"
 rows=$(($(wc -l <"$csv") - 1))
 [ "$rows" -ge 1 ] || fail "$csv has no rows"
-if [ "$ran" = plan ]; then
-  head -n 1 "$csv" | grep -q s0_p || fail "plan CSV without the plan factors: $(head -n 1 "$csv")"
-else
-  # a step-schema CSV the binary wrote must have exactly the columns the analysis reads, and draw
-  /usr/bin/python3 - "$csv" "$source_expected" "$d/figs" <<'PY' || fail "the $ran CSV does not fit analysis/"
+# a step-schema CSV the binary wrote must have exactly the columns the analysis reads, and draw
+check_step_csv() {  # <csv or folder> <measured|projected> <figures that must be drawn, comma-separated>
+  "$py" - "$1" "$2" "$3" "$d/figs" <<'PY' || fail "$1 does not fit analysis/"
 import sys
 sys.path.insert(0, "analysis")
 import pandas as pd
 from lins_analysis import schema
+from lins_analysis.load import load
 import make_figures
-df = pd.read_csv(sys.argv[1])
-assert list(df.columns) == schema.STEP_COLUMNS, set(df.columns) ^ set(schema.STEP_COLUMNS)
-assert (df["source"] == sys.argv[2]).all() and df["strategy"].nunique() >= 2, df[["source", "strategy"]]
-drawn, missing = make_figures.make_all([sys.argv[1]], sys.argv[3], only=["fig11", "fig12", "fig13"],
-                                       log=lambda *a: None)
-assert set(drawn) == {"fig11", "fig12", "fig13"}, missing
+data = load(sys.argv[1])
+assert not data.steps.empty, "no step-schema CSV found"
+for f in set(data.steps["file"]):
+    assert list(pd.read_csv(f, nrows=0).columns) == schema.STEP_COLUMNS, f
+assert (data.steps["source"] == sys.argv[2]).all() and data.steps["strategy"].nunique() >= 2
+want = sys.argv[3].split(",")
+drawn, missing = make_figures.make_all([sys.argv[1]], sys.argv[4], only=want, log=lambda *a: None)
+assert set(drawn) == set(want), missing
 PY
+}
+if [ "$ran" = plan ]; then
+  head -n 1 "$csv" | grep -q s0_p || fail "plan CSV without the plan factors: $(head -n 1 "$csv")"
+else
+  check_step_csv "$csv" "$source_expected" fig11,fig12,fig13
 fi
-echo "PASS: smoke job $id completed on a real Slurm (srun --mpi=pmix, 4 ranks): lins $ran wrote $rows rows in ${csv#"$d"/}"
+check_step_csv "$d/raw/projection/$pid" projected fig2,fig11,fig12,fig13,fig16_17,table4,table5
+echo "PASS: on a real Slurm, smoke job $id (srun --mpi=pmix, 4 ranks; lins $ran wrote $rows rows in ${csv#"$d"/})"
+echo "      and projection job $pid (afterok) completed; its CSVs draw Fig. 2, 11-13, 16/17, Tables IV and V"
