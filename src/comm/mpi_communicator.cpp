@@ -3,6 +3,7 @@
 #include "comm/mpi_communicator.h"
 
 #include <atomic>
+#include <chrono>
 #include <climits>
 #include <condition_variable>
 #include <cstring>
@@ -73,8 +74,15 @@ struct MpiCommunicator::Worker {
   std::condition_variable cv;
   std::deque<std::shared_ptr<Task>> queue;
   bool stop = false;
+  std::atomic<int64_t> pushed{0};  // tasks ever queued: lets the thread spin briefly without taking the lock
   std::thread thread;
 };
+
+namespace {
+// How long the progress thread and a waiter poll (yielding the core) before sleeping on a futex: a back-to-back
+// collective, or one that ends soon, then costs no wake-up (about 5 us each way on Linux).
+constexpr auto kSpin = std::chrono::microseconds(20);
+}  // namespace
 
 namespace {
 
@@ -92,8 +100,9 @@ struct MpiRequest final : Request::Impl {
         std::memmove(t.rs_slice, t.recv, size_t(t.count) * dtype_bytes(t.dtype));
       t.done_s = MPI_Wtime();
     } else {
-      // A short yield loop catches collectives that finish soon without a futex sleep; then block.
-      for (int i = 0; i < 64 && !t.done.load(std::memory_order_acquire); ++i) std::this_thread::yield();
+      const auto until = std::chrono::steady_clock::now() + kSpin;
+      while (!t.done.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < until)
+        std::this_thread::yield();
       t.done.wait(false, std::memory_order_acquire);
     }
     if (!alive.expired()) record(t.done_s - t.issue_s);
@@ -134,7 +143,11 @@ Result<std::unique_ptr<MpiCommunicator>> MpiCommunicator::create(MPI_Comm comm, 
     MpiCommunicator* self = c.get();
     c->worker_->thread = std::thread([self] {
       Worker& w = *self->worker_;
+      int64_t taken = 0;
       while (true) {
+        const auto until = std::chrono::steady_clock::now() + kSpin;
+        while (w.pushed.load(std::memory_order_acquire) == taken && std::chrono::steady_clock::now() < until)
+          std::this_thread::yield();
         std::shared_ptr<Task> t;
         {
           std::unique_lock lk(w.mu);
@@ -142,6 +155,7 @@ Result<std::unique_ptr<MpiCommunicator>> MpiCommunicator::create(MPI_Comm comm, 
           if (w.queue.empty()) return;  // stop requested and everything issued has run
           t = std::move(w.queue.front());
           w.queue.pop_front();
+          ++taken;
         }
         self->run_now(*t);
         t->done_s = MPI_Wtime();
@@ -215,6 +229,7 @@ Request MpiCommunicator::submit(std::shared_ptr<Task> task) {
     {
       std::lock_guard lk(worker_->mu);
       worker_->queue.push_back(std::move(task));
+      worker_->pushed.fetch_add(1, std::memory_order_release);
     }
     worker_->cv.notify_one();
     return Request(std::move(req));
