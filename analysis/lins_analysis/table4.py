@@ -37,23 +37,33 @@ def planner_rankings(data, top=5):
     """Per `lins plan --csv` file: the planner's choice (the best-ranked feasible plan) and every baseline preset,
     with memory and predicted communication. Files without the `baseline` column: their first `top` rows."""
     out = []
-    for path, df in data.plans.groupby("file", sort=False):
+    plans = data.plans
+    if "model" in plans.columns:
+        order = {m: i for i, m in enumerate(pick_model_order(plans["model"].astype(str)))}
+        plans = plans.assign(_order=plans["model"].astype(str).map(order)).sort_values("_order", kind="stable")
+    for path, df in plans.groupby("file", sort=False):
         if "rank" in df.columns:
-            df = df.sort_values("rank")
+            df = df.sort_values("rank", key=lambda r: r.where(r > 0, 10 ** 9))  # rank 0: does not fit, last
         if "baseline" in df.columns:
-            feasible = df[df.get("feasible", 1) != 0]
-            chosen = (feasible if not feasible.empty else df).head(1)
+            chosen = df[df["why"] == "chosen"] if "why" in df.columns else df.iloc[0:0]
+            if chosen.empty:
+                feasible = df[df["feasible"] != 0] if "feasible" in df.columns else df
+                chosen = (feasible if not feasible.empty else df).head(1)
+            chosen = chosen.head(1)
             rows = pd.concat([chosen, df[(df["baseline"] == 1) & ~df.index.isin(chosen.index)]])
         else:
+            chosen = df.head(1)
             rows = df.head(top)
         for _, r in rows.iterrows():
             row = {"model": r.get("model", ""),
                    "GPUs (R x N)": f"{int(r['gpus_per_node'] * r['nodes'])} ({int(r['gpus_per_node'])}x"
                                    f"{int(r['nodes'])})" if {"gpus_per_node", "nodes"} <= set(r.index) else "",
-                   "system": "planner's choice" if r.get("baseline", 0) != 1 else r.get("name", ""),
+                   "system": ("planner's choice" if r.name in chosen.index else "") +
+                             (" = " if r.name in chosen.index and r.get("baseline", 0) == 1 else "") +
+                             (str(r.get("name", "")) if r.get("baseline", 0) == 1 else ""),
                    "plan": plan_text(r)}
             if "rank" in r.index:
-                row["rank"] = int(r["rank"])
+                row["rank"] = int(r["rank"]) if r["rank"] > 0 else "-"
             if "total_bytes" in r.index:
                 row["memory GiB"] = f"{r['total_bytes'] / 2 ** 30:.1f}"
             for c, label in (("comm_s", "comm s (paper pricing)"), ("shared_comm_s", "comm s (shared links)")):

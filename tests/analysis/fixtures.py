@@ -106,7 +106,8 @@ def plan_rows():
         row.update(model="llama-7b", gpus_per_node=8, nodes=128, name=name, plan=name, baseline=baseline,
                    s0_p=f[0], s1_p=f[1], s0_g=f[2], s1_g=f[3], s0_os=f[4], s1_os=f[5], total_bytes=2 ** 30 * rank,
                    comm_s=0.5 * rank, shared_comm_s=0.6 * rank, ranked_by="shared", rank=rank,
-                   feasible=0 if name == "ddp" else 1, why="needs 120 GiB" if name == "ddp" else "")
+                   feasible=0 if name == "ddp" else 1,
+                   why="needs 120 GiB" if name == "ddp" else "chosen" if rank == 1 else "+10% comm")
         rows.append(row)
     return rows
 
