@@ -252,10 +252,14 @@ Measurement measure(Communicator& c, const std::vector<int>& members, CollKind k
   buf.upload(buf.send, in_elems * eb);
   auto issue = [&]() -> Request {
     switch (kind) {
-      case CollKind::all_gather: return c.all_gather(buf.send, buf.recv, count, s.dtype);
-      case CollKind::reduce_scatter: return c.reduce_scatter(buf.send, buf.recv, count, s.dtype);
-      case CollKind::all_reduce: return c.all_reduce(buf.send, buf.recv, count, s.dtype);
-      case CollKind::broadcast: return c.broadcast(buf.send, count, s.dtype, root);
+      case CollKind::all_gather:
+        return c.all_gather(buf.send, buf.recv, count, s.dtype);
+      case CollKind::reduce_scatter:
+        return c.reduce_scatter(buf.send, buf.recv, count, s.dtype);
+      case CollKind::all_reduce:
+        return c.all_reduce(buf.send, buf.recv, count, s.dtype);
+      case CollKind::broadcast:
+        return c.broadcast(buf.send, count, s.dtype, root);
     }
     return {};
   };
@@ -307,8 +311,8 @@ std::string fmt(const char* f, double v) {
 void print_table_header() {
   std::printf("#\n# %14s %7s %12s %12s %5s %4s %11s %11s %11s %9s %9s %7s\n", "op", "mesh", "size", "count", "type",
               "root", "time_min", "time_med", "time_max", "algbw", "busbw", "#wrong");
-  std::printf("# %14s %7s %12s %12s %5s %4s %11s %11s %11s %9s %9s %7s\n", "", "", "(B)", "(elements)", "", "",
-              "(us)", "(us)", "(us)", "(GB/s)", "(GB/s)", "");
+  std::printf("# %14s %7s %12s %12s %5s %4s %11s %11s %11s %9s %9s %7s\n", "", "", "(B)", "(elements)", "", "", "(us)",
+              "(us)", "(us)", "(GB/s)", "(GB/s)", "");
 }
 
 void print_row(const Measurement& m, const Settings& s) {
@@ -321,30 +325,21 @@ void print_row(const Measurement& m, const Settings& s) {
 }
 
 std::vector<std::string> csv_columns() {
-  return {"op",          "backend",    "dtype",         "group",         "mesh_intra",  "mesh_inter",
-          "group_size",  "world_size", "message_bytes", "count_elems",   "iters",       "warmup_iters",
-          "time_min_s",  "time_median_s", "time_max_s", "algbw_gbps",    "busbw_gbps",  "wrong_elems"};
+  return {"op",         "backend",       "dtype",         "group",       "mesh_intra", "mesh_inter",
+          "group_size", "world_size",    "message_bytes", "count_elems", "iters",      "warmup_iters",
+          "time_min_s", "time_median_s", "time_max_s",    "algbw_gbps",  "busbw_gbps", "wrong_elems"};
 }
 
 std::vector<std::string> csv_row(const Measurement& m, const Settings& s, const std::string& group, int world) {
-  return {coll_kind_name(m.kind),
-          backend_name(s.backend),
-          dtype_name(s.dtype),
-          group,
-          std::to_string(m.mesh.intra),
-          std::to_string(m.mesh.inter),
-          std::to_string(m.group_size),
-          std::to_string(world),
-          fmt("%.0f", m.message_bytes),
-          std::to_string(m.count),
-          std::to_string(s.iters),
-          std::to_string(s.warmup),
-          fmt("%.9g", m.t_min),
-          fmt("%.9g", m.t_med),
-          fmt("%.9g", m.t_max),
-          fmt("%.6g", m.algbw_gbps),
-          fmt("%.6g", m.busbw_gbps),
-          m.wrong < 0 ? "" : std::to_string(m.wrong)};
+  return {coll_kind_name(m.kind),       backend_name(s.backend),
+          dtype_name(s.dtype),          group,
+          std::to_string(m.mesh.intra), std::to_string(m.mesh.inter),
+          std::to_string(m.group_size), std::to_string(world),
+          fmt("%.0f", m.message_bytes), std::to_string(m.count),
+          std::to_string(s.iters),      std::to_string(s.warmup),
+          fmt("%.9g", m.t_min),         fmt("%.9g", m.t_med),
+          fmt("%.9g", m.t_max),         fmt("%.6g", m.algbw_gbps),
+          fmt("%.6g", m.busbw_gbps),    m.wrong < 0 ? "" : std::to_string(m.wrong)};
 }
 
 // Rank 0's status, agreed by every rank.
@@ -441,8 +436,8 @@ int run_comm(const Args& args) {
 
   CommOptions options;
   options.mpi.progress = s.progress;
-  auto world_comm = make_communicator(s.backend, MPI_COMM_WORLD, "world", topo->nodes > 1 ? Axis::inter : Axis::intra,
-                                      options);
+  auto world_comm =
+      make_communicator(s.backend, MPI_COMM_WORLD, "world", topo->nodes > 1 ? Axis::inter : Axis::intra, options);
   if (!world_comm) return fail(world_comm.error());
 
   if (rank == 0) {
@@ -492,8 +487,8 @@ int run_comm(const Args& args) {
             if (m.group_size > 1 && m.t_med > 0)
               profile_rows += std::string(coll_kind_name(kind)) + "," + std::to_string(m.mesh.intra) + "," +
                               std::to_string(m.mesh.inter) + "," + fmt("%.0f", m.message_bytes) + "," +
-                              fmt("%.9g", m.t_med) + "," + fmt("%.6g", m.algbw_gbps) + "," +
-                              fmt("%.6g", m.busbw_gbps) + "\n";
+                              fmt("%.9g", m.t_med) + "," + fmt("%.6g", m.algbw_gbps) + "," + fmt("%.6g", m.busbw_gbps) +
+                              "\n";
           }
           all.push_back(m);
         }
@@ -529,9 +524,10 @@ int run_comm(const Args& args) {
     const JsonObject prov = gather_provenance(MPI_COMM_WORLD, argv, run);
     Status st;
     if (rank == 0) {
-      std::string text = "# bandwidth profile measured by lins comm --profile; time_s = median over iterations of "
-                         "the slowest rank, algbw_gbps = message_bytes / time_s / 1e9, busbw_gbps with nccl-tests' "
-                         "factors; message_bytes as CommOp::bytes()\n";
+      std::string text =
+          "# bandwidth profile measured by lins comm --profile; time_s = median over iterations of "
+          "the slowest rank, algbw_gbps = message_bytes / time_s / 1e9, busbw_gbps with nccl-tests' "
+          "factors; message_bytes as CommOp::bytes()\n";
       text += "# provenance: " + prov.dump(0) + "\n";
       text += std::string(kProfileHeader) + "\n" + profile_rows;
       st = write_file_atomic(s.profile, text);

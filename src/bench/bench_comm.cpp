@@ -20,9 +20,9 @@ namespace {
 constexpr int64_t kBigBytes = 64ll << 20;
 constexpr int64_t kSmallBytes = 4 << 10;
 
-MPI_Comm g_raw = MPI_COMM_NULL;  // a duplicate of MPI_COMM_WORLD for the raw calls
+MPI_Comm g_raw = MPI_COMM_NULL;              // a duplicate of MPI_COMM_WORLD for the raw calls
 std::unique_ptr<MpiCommunicator> g_ours[2];  // thread and nonblocking progress
-std::vector<float> g_send, g_recv;          // shared by every variant: fp32, kBigBytes each
+std::vector<float> g_send, g_recv;           // shared by every variant: fp32, kBigBytes each
 int g_size = 1;
 
 // Median seconds per call of every repetition of a benchmark, by name (filled by rank 0 and the others alike).
@@ -41,19 +41,35 @@ void run_one(Impl impl, CollKind kind, int64_t bytes) {
   float* r = g_recv.data();
   if (impl == Impl::raw) {
     switch (kind) {
-      case CollKind::all_gather: MPI_Allgather(s, int(per_rank), MPI_FLOAT, r, int(per_rank), MPI_FLOAT, g_raw); break;
-      case CollKind::reduce_scatter: MPI_Reduce_scatter_block(s, r, int(per_rank), MPI_FLOAT, MPI_SUM, g_raw); break;
-      case CollKind::all_reduce: MPI_Allreduce(s, r, int(elems), MPI_FLOAT, MPI_SUM, g_raw); break;
-      case CollKind::broadcast: MPI_Bcast(s, int(elems), MPI_FLOAT, 0, g_raw); break;
+      case CollKind::all_gather:
+        MPI_Allgather(s, int(per_rank), MPI_FLOAT, r, int(per_rank), MPI_FLOAT, g_raw);
+        break;
+      case CollKind::reduce_scatter:
+        MPI_Reduce_scatter_block(s, r, int(per_rank), MPI_FLOAT, MPI_SUM, g_raw);
+        break;
+      case CollKind::all_reduce:
+        MPI_Allreduce(s, r, int(elems), MPI_FLOAT, MPI_SUM, g_raw);
+        break;
+      case CollKind::broadcast:
+        MPI_Bcast(s, int(elems), MPI_FLOAT, 0, g_raw);
+        break;
     }
     return;
   }
   Communicator& c = *g_ours[impl == Impl::ours_thread ? 0 : 1];
   switch (kind) {
-    case CollKind::all_gather: c.all_gather(s, r, per_rank, DType::fp32).wait(); break;
-    case CollKind::reduce_scatter: c.reduce_scatter(s, r, per_rank, DType::fp32).wait(); break;
-    case CollKind::all_reduce: c.all_reduce(s, r, elems, DType::fp32).wait(); break;
-    case CollKind::broadcast: c.broadcast(s, elems, DType::fp32, 0).wait(); break;
+    case CollKind::all_gather:
+      c.all_gather(s, r, per_rank, DType::fp32).wait();
+      break;
+    case CollKind::reduce_scatter:
+      c.reduce_scatter(s, r, per_rank, DType::fp32).wait();
+      break;
+    case CollKind::all_reduce:
+      c.all_reduce(s, r, elems, DType::fp32).wait();
+      break;
+    case CollKind::broadcast:
+      c.broadcast(s, elems, DType::fp32, 0).wait();
+      break;
   }
 }
 
@@ -177,8 +193,8 @@ int main(int argc, char** argv) {
     for (int k = 0; k < 3; ++k) {
       const double bus = double(kBigBytes) * bus_factor(kinds[k], g_size) / 1e9;
       const double raw = interleaved[k][0], th = interleaved[k][1], nb = interleaved[k][2];
-      std::printf("%-16s %12.3f %14.3f %10.3f %18.3f %10.3f\n", coll_kind_name(kinds[k]), bus / raw, bus / th,
-                  raw / th, bus / nb, raw / nb);
+      std::printf("%-16s %12.3f %14.3f %10.3f %18.3f %10.3f\n", coll_kind_name(kinds[k]), bus / raw, bus / th, raw / th,
+                  bus / nb, raw / nb);
     }
     if (g_seconds.count("all_reduce/4KiB/raw_mpi") == 0) kinds_small_done = false;
     if (kinds_small_done) std::printf("\nper-call time at 4 KiB (median), overhead = ours - raw\n");

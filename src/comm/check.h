@@ -15,9 +15,9 @@ std::string mpi_error_string(int code);
 
 }  // namespace lins
 
-#define MPI_CHECK(call)                                                                  \
-  do {                                                                                   \
-    const int lins_mpi_rc_ = (call);                                                     \
-    if (lins_mpi_rc_ != MPI_SUCCESS)                                                     \
+#define MPI_CHECK(call)                                                                      \
+  do {                                                                                       \
+    const int lins_mpi_rc_ = (call);                                                         \
+    if (lins_mpi_rc_ != MPI_SUCCESS)                                                         \
       ::lins::comm_fatal(__FILE__, __LINE__, #call, ::lins::mpi_error_string(lins_mpi_rc_)); \
   } while (0)

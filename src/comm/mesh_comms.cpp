@@ -62,8 +62,8 @@ Result<std::unique_ptr<Communicator>> make_communicator(std::string_view backend
 Result<std::unique_ptr<Communicator>> split_group(Communicator& world, const GroupSpec& g, const Topology& topo,
                                                   std::string name) {
   if (world.size() != topo.world())
-    return make_error("split_group: the communicator has " + std::to_string(world.size()) +
-                      " ranks but the topology " + topo.to_string() + " has " + std::to_string(topo.world()));
+    return make_error("split_group: the communicator has " + std::to_string(world.size()) + " ranks but the topology " +
+                      topo.to_string() + " has " + std::to_string(topo.world()));
   if (g.block < 1 || g.period < 1 || g.block % g.period != 0 || topo.world() % g.block != 0)
     return make_error("split_group: group spec block " + std::to_string(g.block) + " period " +
                       std::to_string(g.period) + " does not tile " + std::to_string(topo.world()) + " ranks");

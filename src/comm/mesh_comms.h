@@ -24,12 +24,12 @@ enum class Backend { mpi, nccl };
 const char* backend_name(Backend b);
 // "mpi" or "nccl"; the error lists what is valid in this build.
 Result<Backend> parse_backend(std::string_view text);
-bool nccl_built();      // this binary was built with CUDA and NCCL
+bool nccl_built();           // this binary was built with CUDA and NCCL
 bool cuda_device_present();  // nccl_built() and at least one CUDA device is visible
 Backend default_backend();   // nccl when a device is present, else mpi
 
 struct CommOptions {
-  MpiCommOptions mpi;             // MPI backend: how asynchronous collectives progress
+  MpiCommOptions mpi;              // MPI backend: how asynchronous collectives progress
   void* compute_stream = nullptr;  // NCCL backend: the cudaStream_t collectives are ordered after (null: default)
 };
 

@@ -75,8 +75,8 @@ class MpiCommunicator final : public Communicator {
   std::string name_;
   Axis axis_ = Axis::intra;
   MpiCommOptions options_;
-  std::unique_ptr<Worker> worker_;       // progress thread (MpiProgress::thread)
-  std::shared_ptr<int> alive_;           // requests check it before touching counters_ after destruction
+  std::unique_ptr<Worker> worker_;  // progress thread (MpiProgress::thread)
+  std::shared_ptr<int> alive_;      // requests check it before touching counters_ after destruction
 };
 
 }  // namespace lins

@@ -96,8 +96,9 @@ Result<std::unique_ptr<NcclCommunicator>> NcclCommunicator::create(MPI_Comm comm
   int have = devices > 0, all_have = 0;
   MPI_CHECK(MPI_Allreduce(&have, &all_have, 1, MPI_INT, MPI_LAND, comm));
   if (!all_have)
-    return make_error("the nccl backend needs a CUDA device on every rank, and at least one rank has none "
-                      "(no driver or no visible device); use --backend mpi on machines without GPUs");
+    return make_error(
+        "the nccl backend needs a CUDA device on every rank, and at least one rank has none "
+        "(no driver or no visible device); use --backend mpi on machines without GPUs");
   std::unique_ptr<NcclCommunicator> c(new NcclCommunicator());
   c->rank_ = rank;
   c->size_ = size;

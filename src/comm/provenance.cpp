@@ -43,9 +43,9 @@ std::string mpi_library_version() {
 }
 
 JsonObject relevant_environment() {
-  static const char* kExact[] = {"OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "SLURM_JOB_ID",
-                                 "SLURM_JOB_NAME", "SLURM_JOB_NODELIST", "SLURM_JOB_NUM_NODES", "SLURM_NTASKS",
-                                 "SLURM_STEP_ID", "SLURM_CLUSTER_NAME", "SLURM_JOB_PARTITION"};
+  static const char* kExact[] = {"OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",    "CUDA_VISIBLE_DEVICES", "SLURM_JOB_ID",
+                                 "SLURM_JOB_NAME",       "SLURM_JOB_NODELIST", "SLURM_JOB_NUM_NODES",  "SLURM_NTASKS",
+                                 "SLURM_STEP_ID",        "SLURM_CLUSTER_NAME", "SLURM_JOB_PARTITION"};
   // Launcher-internal OMPI_MCA_* variables (URIs, session folders) are left out; these are the ones users set.
   static const char* kPrefixes[] = {"NCCL_", "UCX_", "OMPI_MCA_btl", "OMPI_MCA_pml", "OMPI_MCA_mtl", "OMPI_MCA_coll"};
   std::map<std::string, std::string> found;

@@ -146,12 +146,18 @@ TEST(MpiComm, ByteCountersEqualTheSchedule) {
           float* a = bufs[bufs.size() - 2].data();
           float* b = bufs.back().data();
           switch (op.kind) {
-            case CollKind::all_gather: pending.push_back(c.all_gather(a, b, op.elems / c.size(), op.dtype)); break;
+            case CollKind::all_gather:
+              pending.push_back(c.all_gather(a, b, op.elems / c.size(), op.dtype));
+              break;
             case CollKind::reduce_scatter:
               pending.push_back(c.reduce_scatter(a, b, op.elems / c.size(), op.dtype));
               break;
-            case CollKind::all_reduce: pending.push_back(c.all_reduce(a, b, op.elems, op.dtype)); break;
-            case CollKind::broadcast: pending.push_back(c.broadcast(a, op.elems, op.dtype, op.root)); break;
+            case CollKind::all_reduce:
+              pending.push_back(c.all_reduce(a, b, op.elems, op.dtype));
+              break;
+            case CollKind::broadcast:
+              pending.push_back(c.broadcast(a, op.elems, op.dtype, op.root));
+              break;
           }
         }
       }
@@ -262,12 +268,12 @@ TEST(MpiComm, Bf16SumsRoundToNearestEven) {
   };
   const float t = 1.0f / 256;  // half a bf16 ulp at 1.0
   const std::vector<Case> cases = {
-      {1.0f, t, 1.0f},                               // tie between 1 and 1+2^-7: even is 1
-      {1.0f + 2 * t, t, 1.0f + 4 * t},               // tie between 1+2^-7 and 1+2^-6: even is 1+2^-6
-      {1.0f, t + t / 64, 1.0f + 2 * t},              // just above the tie (b is bf16: 2^-8 + 2^-14)
-      {-1.0f, -t, -1.0f},                            // negative tie
-      {256.0f, 1.0f, 256.0f},                        // 257 is a tie between 256 and 258
-      {256.0f, 3.0f, 260.0f},                        // 259: tie between 258 and 260 -> 260 (even)
+      {1.0f, t, 1.0f},                   // tie between 1 and 1+2^-7: even is 1
+      {1.0f + 2 * t, t, 1.0f + 4 * t},   // tie between 1+2^-7 and 1+2^-6: even is 1+2^-6
+      {1.0f, t + t / 64, 1.0f + 2 * t},  // just above the tie (b is bf16: 2^-8 + 2^-14)
+      {-1.0f, -t, -1.0f},                // negative tie
+      {256.0f, 1.0f, 256.0f},            // 257 is a tie between 256 and 258
+      {256.0f, 3.0f, 260.0f},            // 259: tie between 258 and 260 -> 260 (even)
       {std::ldexp(1.0f, 127), std::ldexp(1.0f, 127), std::numeric_limits<float>::infinity()},  // overflow
       {1.5f, -1.5f, 0.0f},
   };

@@ -97,8 +97,12 @@ namespace lins::test {
 // Where collective buffers live: host memory here; the GPU tests pass a device policy with the same members.
 struct HostMemory {
   void* alloc(size_t bytes) { return std::malloc(bytes ? bytes : 1); }
-  void upload(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
-  void download(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
+  void upload(void* dst, const void* src, size_t bytes) {
+    if (bytes) std::memcpy(dst, src, bytes);  // empty vectors may hand out null
+  }
+  void download(void* dst, const void* src, size_t bytes) {
+    if (bytes) std::memcpy(dst, src, bytes);
+  }
   void release(void* p) { std::free(p); }
 };
 

@@ -67,7 +67,9 @@ TEST(Bf16, SumsAreRoundedOnce) {
   std::mt19937 rng(11);
   std::uniform_int_distribution<int> mant(0, 127), expo(-20, 20), sign(0, 1);
   for (int i = 0; i < 100000; ++i) {
-    auto make = [&] { return float_to_bf16(float((sign(rng) ? -1 : 1) * std::ldexp(1.0 + mant(rng) / 128.0, expo(rng)))); };
+    auto make = [&] {
+      return float_to_bf16(float((sign(rng) ? -1 : 1) * std::ldexp(1.0 + mant(rng) / 128.0, expo(rng))));
+    };
     const uint16_t a = make(), b = make();
     const double exact = double(bf16_to_float(a)) + double(bf16_to_float(b));  // exact in double
     if (exact == 0) {
