@@ -1,15 +1,53 @@
 // Causal multi-head attention on the CPU: per (sequence, head) the score matrix is formed with sgemm on strided
 // views of the [T, H] buffers, softmax rows keep their log-sum-exp, and the backward recomputes the probabilities
 // from it (the FlashAttention recipe without tiling: scores for one head at a time, never for all heads at once).
+// Loops that clamp before exp_poly vectorise only when compares may not trap; nothing here reads FP exceptions.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-trapping-math")
+#endif
+
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <vector>
 
 #include "kernels/ops.h"
 
 namespace lins::kernels::cpu {
 namespace {
+
+// Row reductions with eight partial results, so the compiler vectorises them (a single accumulator is a serial
+// dependency it may not reorder). Deterministic: the order depends only on n.
+float row_max(const float* x, int n) {
+  float m[8];
+  for (int k = 0; k < 8; ++k) m[k] = x[0];
+  int j = 0;
+  for (; j + 8 <= n; j += 8)
+    for (int k = 0; k < 8; ++k) m[k] = x[j + k] > m[k] ? x[j + k] : m[k];
+  float r = m[0];
+  for (int k = 1; k < 8; ++k) r = m[k] > r ? m[k] : r;
+  for (; j < n; ++j) r = x[j] > r ? x[j] : r;
+  return r;
+}
+
+float row_sum(const float* x, int n) {
+  float s[8] = {};
+  int j = 0;
+  for (; j + 8 <= n; j += 8)
+    for (int k = 0; k < 8; ++k) s[k] += x[j + k];
+  float r = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+  for (; j < n; ++j) r += x[j];
+  return r;
+}
+
+float row_dot(const float* a, const float* b, int n) {
+  float s[8] = {};
+  int j = 0;
+  for (; j + 8 <= n; j += 8)
+    for (int k = 0; k < 8; ++k) s[k] += a[j + k] * b[j + k];
+  float r = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+  for (; j < n; ++j) r += a[j] * b[j];
+  return r;
+}
 
 // Probabilities of one head: p[seq, seq] = softmax(scale * q k^T) under the causal mask, from lse when given
 // (backward) or writing it (forward).
@@ -19,18 +57,17 @@ void causal_probs(const float* q, const float* k, int64_t ld, int seq, int head_
   gemm_strided(false, true, seq, seq, head_dim, scale, q, ld, k, ld, 0.0f, p, seq);
   for (int i = 0; i < seq; ++i) {
     float* row = p + int64_t(i) * seq;
-    float l;
     if (have_lse) {
-      l = lse[i];
+      const float l = lse[i];
+      for (int j = 0; j <= i; ++j) row[j] = exp_poly(row[j] - l);
     } else {
-      float mx = -std::numeric_limits<float>::infinity();
-      for (int j = 0; j <= i; ++j) mx = std::max(mx, row[j]);
-      double sum = 0.0;
-      for (int j = 0; j <= i; ++j) sum += std::exp(double(row[j] - mx));
-      l = mx + float(std::log(sum));
-      lse[i] = l;
+      const float mx = row_max(row, i + 1);
+      for (int j = 0; j <= i; ++j) row[j] = exp_poly(row[j] - mx);
+      const float sum = row_sum(row, i + 1);
+      const float inv = 1.0f / sum;
+      for (int j = 0; j <= i; ++j) row[j] *= inv;
+      lse[i] = mx + std::log(sum);
     }
-    for (int j = 0; j <= i; ++j) row[j] = std::exp(row[j] - l);
     for (int j = i + 1; j < seq; ++j) row[j] = 0.0f;
   }
 }
@@ -69,8 +106,7 @@ void attention_backward(const float* dout, const float* q, const float* k, const
       for (int i = 0; i < seq; ++i) {
         const float* o = out + base + int64_t(i) * H;
         const float* d = dout + base + int64_t(i) * H;
-        float di = 0.0f;
-        for (int e = 0; e < head_dim; ++e) di += o[e] * d[e];
+        const float di = row_dot(o, d, head_dim);
         float* prow = p.data() + int64_t(i) * seq;
         float* dprow = dp.data() + int64_t(i) * seq;
         for (int j = 0; j <= i; ++j) dprow[j] = prow[j] * (dprow[j] - di);

@@ -1,5 +1,10 @@
 // fp32 CPU implementations of kernels/ops.h: GEMM on OpenBLAS sgemm, the element-wise and row-wise kernels of the
 // LLaMA step (RMSNorm, SwiGLU, RoPE, cross-entropy, embedding) and AdamW. Attention lives in attention.cpp.
+// Loops that clamp before exp_poly vectorise only when compares may not trap; nothing here reads FP exceptions.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-trapping-math")
+#endif
+
 #include <cblas.h>
 
 #include <chrono>
@@ -15,6 +20,30 @@ namespace {
 
 GemmStats g_gemm_stats;
 bool g_gemm_timing = false;
+
+// Cached RoPE angles: cos/sin[pos, i] for one (seq, head_dim, theta); the step calls rope with the same shape
+// many times.
+struct RopeTable {
+  int seq = -1, head_dim = -1;
+  float theta = 0.0f;
+  std::vector<float> cos_t, sin_t;  // [seq, head_dim / 2]
+};
+
+const RopeTable& rope_table(int seq, int head_dim, float theta) {
+  thread_local RopeTable t;
+  if (t.seq == seq && t.head_dim == head_dim && t.theta == theta) return t;
+  const int half = head_dim / 2;
+  t.seq = seq, t.head_dim = head_dim, t.theta = theta;
+  t.cos_t.resize(size_t(seq) * half);
+  t.sin_t.resize(size_t(seq) * half);
+  for (int p = 0; p < seq; ++p)
+    for (int i = 0; i < half; ++i) {
+      const double ang = double(p) * std::pow(double(theta), -2.0 * i / double(head_dim));
+      t.cos_t[size_t(p) * half + i] = float(std::cos(ang));
+      t.sin_t[size_t(p) * half + i] = float(std::sin(ang));
+    }
+  return t;
+}
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -88,14 +117,14 @@ void rmsnorm_backward(const float* dy, const float* x, const float* weight, cons
 void swiglu_forward(const float* gate, const float* up, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i];
-    out[i] = g / (1.0f + std::exp(-g)) * up[i];
+    out[i] = g / (1.0f + exp_poly(-g)) * up[i];
   }
 }
 
 void swiglu_backward(const float* dout, const float* gate, const float* up, float* dgate, float* dup, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i];
-    const float sig = 1.0f / (1.0f + std::exp(-g));
+    const float sig = 1.0f / (1.0f + exp_poly(-g));
     const float silu = g * sig;
     const float d = dout[i];
     dgate[i] = d * up[i] * sig * (1.0f + g * (1.0f - sig));  // in place with dout is safe: d read first
@@ -106,24 +135,18 @@ void swiglu_backward(const float* dout, const float* gate, const float* up, floa
 void rope(float* x, int batch, int seq, int heads, int head_dim, float theta, bool inverse) {
   // Meta LLaMA convention: consecutive pairs (2i, 2i+1) rotate by pos * theta^(-2i / head_dim).
   const int half = head_dim / 2;
-  std::vector<float> cos_t(static_cast<size_t>(seq) * half), sin_t(static_cast<size_t>(seq) * half);
-  for (int p = 0; p < seq; ++p)
-    for (int i = 0; i < half; ++i) {
-      const double freq = std::pow(double(theta), -2.0 * i / double(head_dim));
-      const double ang = double(p) * freq;
-      cos_t[size_t(p) * half + i] = float(std::cos(ang));
-      sin_t[size_t(p) * half + i] = float(inverse ? -std::sin(ang) : std::sin(ang));
-    }
+  const RopeTable& t = rope_table(seq, head_dim, theta);
+  const float sign = inverse ? -1.0f : 1.0f;
   for (int b = 0; b < batch; ++b)
     for (int p = 0; p < seq; ++p) {
-      const float* c = &cos_t[size_t(p) * half];
-      const float* s = &sin_t[size_t(p) * half];
+      const float* c = &t.cos_t[size_t(p) * half];
+      const float* s = &t.sin_t[size_t(p) * half];
       for (int h = 0; h < heads; ++h) {
         float* v = x + ((int64_t(b) * seq + p) * heads + h) * head_dim;
         for (int i = 0; i < half; ++i) {
-          const float a = v[2 * i], bb = v[2 * i + 1];
-          v[2 * i] = a * c[i] - bb * s[i];
-          v[2 * i + 1] = a * s[i] + bb * c[i];
+          const float a = v[2 * i], bb = v[2 * i + 1], sn = sign * s[i];
+          v[2 * i] = a * c[i] - bb * sn;
+          v[2 * i + 1] = a * sn + bb * c[i];
         }
       }
     }
@@ -137,13 +160,15 @@ double cross_entropy(const float* logits, const int32_t* targets, float* dlogits
     float* dr = dlogits + r * vocab;
     float mx = lr[0];
     for (int64_t i = 1; i < vocab; ++i) mx = std::max(mx, lr[i]);
-    double sum = 0.0;
-    for (int64_t i = 0; i < vocab; ++i) sum += std::exp(double(lr[i] - mx));
-    const double lse = double(mx) + std::log(sum);
     const int32_t t = targets[r];
-    total += lse - double(lr[t]);
-    // dlogits may alias logits: each element is read before it is written.
-    for (int64_t i = 0; i < vocab; ++i) dr[i] = grad_scale * float(std::exp(double(lr[i]) - lse));
+    const float target_logit = lr[t];  // read before dlogits (which may alias logits) is written
+    // dr = exp(logit - max), summed in fp64; then scaled to grad_scale * softmax.
+    for (int64_t i = 0; i < vocab; ++i) dr[i] = exp_poly(lr[i] - mx);
+    double sum = 0.0;
+    for (int64_t i = 0; i < vocab; ++i) sum += dr[i];
+    total += double(mx) + std::log(sum) - double(target_logit);
+    const float scale_r = float(double(grad_scale) / sum);
+    for (int64_t i = 0; i < vocab; ++i) dr[i] *= scale_r;
     dr[t] -= grad_scale;
   }
   return total;
@@ -164,12 +189,15 @@ void embedding_backward(const float* dout, const int32_t* ids, float* dtable, in
 void adamw(float* master, const float* grad, float* m, float* v, int64_t n, const AdamWConfig& cfg, int step) {
   const float bc1 = 1.0f - std::pow(cfg.beta1, float(step));
   const float bc2 = 1.0f - std::pow(cfg.beta2, float(step));
+  const float b1 = cfg.beta1, b2 = cfg.beta2, lr = cfg.lr, eps = cfg.eps, wd = cfg.weight_decay;  // not aliased
   for (int64_t i = 0; i < n; ++i) {
     const float g = grad[i];
-    m[i] = cfg.beta1 * m[i] + (1.0f - cfg.beta1) * g;
-    v[i] = cfg.beta2 * v[i] + (1.0f - cfg.beta2) * g * g;
-    const float mhat = m[i] / bc1, vhat = v[i] / bc2;
-    master[i] -= cfg.lr * (mhat / (std::sqrt(vhat) + cfg.eps) + cfg.weight_decay * master[i]);
+    const float mi = b1 * m[i] + (1.0f - b1) * g;
+    const float vi = b2 * v[i] + (1.0f - b2) * g * g;
+    m[i] = mi;
+    v[i] = vi;
+    const float mhat = mi / bc1, vhat = vi / bc2;
+    master[i] -= lr * (mhat / (std::sqrt(vhat) + eps) + wd * master[i]);
   }
 }
 

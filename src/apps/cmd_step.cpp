@@ -4,6 +4,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -468,10 +469,14 @@ int run_step(const Args& args) {
     }
     if (auto ok = agree_any(e.finish()); !ok) return fail(ok.error());
     if (a.flag("trace")) {
+      std::string stem;  // the strategy as a file name: "p=4x1,g=4x1,os=4x2" -> "p4x1_g4x1_os4x2"
+      for (char c : strategy)
+        if (std::isalnum(static_cast<unsigned char>(c)) || c == '-')
+          stem += c;
+        else if (c == ',' || c == ':')
+          stem += '_';
       const std::string path =
-          (std::filesystem::path(out_dir) / ("trace." + (strategy == "lins" ? std::string("lins") : plan.name) +
-                                             ".rank" + std::to_string(rank) + ".json"))
-              .string();
+          (std::filesystem::path(out_dir) / ("trace." + stem + ".rank" + std::to_string(rank) + ".json")).string();
       std::ofstream f(path);
       f << chrome_trace_json(e.trace(), rank);
       if (!f) std::fprintf(stderr, "lins step: rank %d could not write %s\n", rank, path.c_str());

@@ -75,8 +75,8 @@ class ComputeBackend {
   virtual ~ComputeBackend() = default;
   virtual const char* name() const = 0;  // "cpu", "gpu"
 
-  // Memory. Allocations are zero-filled. Bytes are tracked per category.
-  virtual Result<DeviceBuffer> allocate(int64_t bytes, MemCategory category) = 0;
+  // Memory, tracked per category. zero = false leaves the contents undefined (for buffers written before read).
+  virtual Result<DeviceBuffer> allocate(int64_t bytes, MemCategory category, bool zero = true) = 0;
   const MemoryStats& memory() const { return mem_; }
   void reset_peak_memory();  // peak := current (per category and total)
 

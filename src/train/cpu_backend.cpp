@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <unordered_map>
+#include <vector>
 
 #include "train/backend.h"
 
@@ -74,17 +76,30 @@ uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+// Freed blocks are kept by size and handed out again (the step allocates the same sizes every micro-batch), so
+// steady-state steps neither map nor fault in fresh pages. Only live allocations count in MemoryStats, as a GPU
+// caching allocator's "allocated" figure.
 class CpuBackend final : public ComputeBackend {
  public:
+  ~CpuBackend() override {
+    for (auto& [size, blocks] : cache_)
+      for (void* p : blocks) std::free(p);
+  }
   const char* name() const override { return "cpu"; }
 
-  Result<DeviceBuffer> allocate(int64_t bytes, MemCategory category) override {
+  Result<DeviceBuffer> allocate(int64_t bytes, MemCategory category, bool zero) override {
     if (bytes < 0) return make_error("cpu backend: negative allocation of " + std::to_string(bytes) + " bytes");
     if (bytes == 0) return DeviceBuffer(this, nullptr, 0, category);
     const size_t rounded = (size_t(bytes) + 63) / 64 * 64;
-    void* p = std::aligned_alloc(64, rounded);
-    if (!p) return make_error("cpu backend: out of host memory allocating " + std::to_string(bytes) + " bytes");
-    std::memset(p, 0, rounded);
+    void* p = nullptr;
+    if (auto it = cache_.find(rounded); it != cache_.end() && !it->second.empty()) {
+      p = it->second.back();
+      it->second.pop_back();
+    } else {
+      p = std::aligned_alloc(64, rounded);
+      if (!p) return make_error("cpu backend: out of host memory allocating " + std::to_string(bytes) + " bytes");
+    }
+    if (zero) std::memset(p, 0, rounded);
     track_alloc(bytes, category);
     return DeviceBuffer(this, p, bytes, category);
   }
@@ -168,9 +183,12 @@ class CpuBackend final : public ComputeBackend {
 
  protected:
   void release(void* ptr, int64_t bytes, MemCategory category) override {
-    std::free(ptr);
+    cache_[(size_t(bytes) + 63) / 64 * 64].push_back(ptr);
     track_free(bytes, category);
   }
+
+ private:
+  std::unordered_map<size_t, std::vector<void*>> cache_;  // rounded size -> free blocks
 };
 
 }  // namespace

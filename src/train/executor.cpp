@@ -156,7 +156,7 @@ struct Executor::Impl {
 
   Communicator* comm(GroupRole r) const { return comms[int(r)]; }
 
-  Result<DeviceBuffer> alloc(int64_t elems, MemCategory c) { return be->allocate(elems * 4, c); }
+  Result<DeviceBuffer> alloc(int64_t elems, MemCategory c, bool zero = true) { return be->allocate(elems * 4, c, zero); }
 
   // ---- set-up ---------------------------------------------------------------------------------------------------
   Status init() {
@@ -346,7 +346,7 @@ struct Executor::Impl {
         if (!gathered[m].empty()) return make_error("executor: " + op.label + " gathered twice");
         if (cls[i] == OpClass::fwd_gather)
           if (auto s = wait_carried_broadcasts(m); !s) return s;
-        auto buf = alloc(op.elems, MemCategory::buffer);
+        auto buf = alloc(op.elems, MemCategory::buffer, /*zero=*/false);  // the gather writes all of it
         if (!buf) return make_error(buf.error());
         gathered[m] = std::move(*buf);
         const int64_t count = op.elems / c->size();
@@ -402,7 +402,7 @@ struct Executor::Impl {
         break;
       }
       case OpClass::broadcast: {
-        auto buf = alloc(op.elems, MemCategory::buffer);
+        auto buf = alloc(op.elems, MemCategory::buffer, /*zero=*/false);  // packed or received whole
         if (!buf) return make_error(buf.error());
         f.payload = std::move(*buf);
         if (c->rank() == op.root) {

@@ -118,7 +118,7 @@ void LlamaModel::init_module_range(int module, int64_t first, int64_t n, float* 
 }
 
 Result<DeviceBuffer> LlamaModel::alloc(int64_t elems, MemCategory c, int elem_bytes) {
-  return be_->allocate(elems * elem_bytes, c);
+  return be_->allocate(elems * elem_bytes, c, /*zero=*/false);
 }
 
 #define LINS_ALLOC(dst, elems, cat)                   \

@@ -71,6 +71,7 @@ class LlamaModel {
   Status forward_mlp(int module, const float* p, Saved& s, bool keep);
   Status backward_attn(int module, const float* p, float* g, Saved& s);
   Status backward_mlp(int module, const float* p, float* g, Saved& s);
+  // Activations and scratch are written before they are read: no zero-fill.
   Result<DeviceBuffer> alloc(int64_t elems, MemCategory c, int elem_bytes = 4);
 
   const ModelSpec* spec_ = nullptr;
