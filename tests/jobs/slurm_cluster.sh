@@ -69,8 +69,10 @@ NodeName=localhost NodeHostname=$host NodeAddr=127.0.0.1 CPUs=8 State=UNKNOWN
 PartitionName=debug Nodes=localhost Default=YES MaxTime=30 State=UP
 CONF
   export SLURM_CONF=$d/slurm.conf
-  /usr/sbin/slurmctld -f "$SLURM_CONF" -i || { echo "slurm_start: slurmctld failed:" >&2; cat "$d/slurmctld.log" >&2; return 1; }
-  /usr/sbin/slurmd -f "$SLURM_CONF" -N localhost || { echo "slurm_start: slurmd failed:" >&2; cat "$d/slurmd.log" >&2; return 1; }
+  /usr/sbin/slurmctld -f "$SLURM_CONF" -i ||
+    { echo "slurm_start: slurmctld failed:" >&2; cat "$d/slurmctld.log" >&2; return 1; }
+  /usr/sbin/slurmd -f "$SLURM_CONF" -N localhost ||
+    { echo "slurm_start: slurmd failed:" >&2; cat "$d/slurmd.log" >&2; return 1; }
   local state=""
   for _ in $(seq 60); do
     state=$(timeout 5 sinfo -h -o %T 2>/dev/null | head -n 1)

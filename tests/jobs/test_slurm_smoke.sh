@@ -43,7 +43,8 @@ LINS_GPU_MEM=80GiB
 LINS_WARMUP_STEPS=1
 LINS_TIMED_STEPS=2
 ENV
-export LINS_SITE_ENV=$d/site.env OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+# more ranks than cores: ranks must yield while they wait (mpirun --oversubscribe does this itself; srun does not)
+export LINS_SITE_ENV=$d/site.env OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 OMPI_MCA_mpi_yield_when_idle=1
 
 fail() {
   echo "FAIL: $*" >&2

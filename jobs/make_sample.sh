@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Regenerates data/sample/: a small, real CPU run of `lins step` (4 MPI ranks seen as 2 nodes of 2, the small model)
+# that the figure scripts and their tests draw from without any hardware. Every strategy with traces; every strategy
+# with no overlap (exact measured communication for the cost-model figure); Lins under the other overlap modes
+# (Table V); the MiCS 6-tuple on the Lins engine (Fig. 16/17). About a minute on 2 cores.
+# usage: jobs/make_sample.sh [output folder, default data/sample]   (LINS_BIN: the binary, default build/lins)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin=${LINS_BIN:-build/lins}
+out=${1:-data/sample}
+[ -x "$bin" ] || { echo "make_sample: $bin not found (build it: scripts/build.sh, or set LINS_BIN)" >&2; exit 1; }
+flags=(--oversubscribe --bind-to none)
+[ "$(id -u)" -eq 0 ] && flags+=(--allow-run-as-root)
+runs=(all_strategies overlap_none lins_no_bcast lins_no_allreduce mics_plan_on_lins_engine)
+for r in "${runs[@]}"; do rm -rf "${out:?}/$r"; done
+mkdir -p "$out"
+
+commands=()
+step() {
+  local name=$1
+  shift
+  local cmd=(mpirun "${flags[@]}" -np 4 -x OPENBLAS_NUM_THREADS=1 -x OMP_NUM_THREADS=1 "$bin" step --model small
+    --gpus-per-node 2 --out "$out/$name" "$@")
+  commands+=("${cmd[*]}")
+  "${cmd[@]}" | tail -n 12
+}
+all=ddp,zero1,zero2,zero3,mics,zeropp,lins
+step all_strategies --strategies "$all" --trace
+step overlap_none --strategies "$all" --overlap none
+step lins_no_bcast --strategies lins --overlap no_bcast
+step lins_no_allreduce --strategies lins --overlap no_allreduce
+step mics_plan_on_lins_engine --strategies p=2x1,g=2x1,os=2x1
+
+{
+  echo "# data/sample: a small real CPU run of lins step"
+  echo
+  echo "Measured (source=measured), not projected: 4 MPI ranks on one $(nproc)-core machine seen as 2 nodes of 2"
+  echo "(--gpus-per-node 2), the small model, fp32 on the CPU backend. Collectives are CPU-bound here: compare"
+  echo "strategies by ratios, never by absolute seconds. Each folder holds step.csv and step.provenance.json (command"
+  echo "line, versions, host, git commit of the build); all_strategies/ also holds one Chrome trace per strategy and"
+  echo "rank. Made by jobs/make_sample.sh on $(date -u +%Y-%m-%d) with $("$bin" --version)$(
+    [ -n "$(git status --porcelain --untracked-files=no)" ] && echo " (with uncommitted changes in the tree)")."
+  echo
+  echo "Commands:"
+  echo
+  for c in "${commands[@]}"; do echo "    $c"; done
+  echo
+  echo "Draw: /usr/bin/python3 analysis/make_figures.py --data data/sample --out results/figures/sample"
+} >"$out/README.md"
+echo "make_sample: wrote $out"
