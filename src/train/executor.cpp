@@ -2,6 +2,7 @@
 #include "train/executor.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <set>
 #include <sstream>
@@ -149,9 +150,25 @@ struct Executor::Impl {
     return 0;
   }
 
-  double now() { return be->record_event().host_s; }
+  // Host time (waits, issue times, the step's wall time). Compute is timed with the backend's events instead, so
+  // a backend whose kernels run asynchronously (GPU) times them where they run.
+  static double now() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  }
   void add_trace(const std::string& name, const char* cat, double t0, double t1, int lane) {
     if (opt.trace) trace->push_back(TraceEvent{name, cat, t0 - step_origin_s, t1 - t0, lane});
+  }
+  // Compute spans of the step, resolved after the step (elapsed_s may have to wait for the stream).
+  enum class Section { forward, backward, optimizer };
+  struct Span {
+    Event start, end;
+    Section section;
+    std::string name;
+  };
+  std::vector<Span> spans;
+  Event step_event;
+  void compute_span(Event start, Section section, std::string name) {
+    spans.push_back(Span{std::move(start), be->record_event(), section, std::move(name)});
   }
 
   Communicator* comm(GroupRole r) const { return comms[int(r)]; }
@@ -511,10 +528,9 @@ struct Executor::Impl {
       if (auto s = wait_op(fwd_ag[mb][m]); !s) return s;
       params = gathered[m].f32();
     }
-    const double t0 = now();
+    Event e0 = be->record_event();
     if (auto s = model->forward(m, params); !s) return s;
-    const double t1 = now();
-    add_trace("forward " + spec->modules[m].name, "compute", t0, t1, 0);
+    compute_span(std::move(e0), Section::forward, "forward " + spec->modules[m].name);
     if (p_sharded) gathered[m].reset();
     return {};
   }
@@ -542,10 +558,9 @@ struct Executor::Impl {
     } else {
       grads = (t_g ? g_mb.f32() : g_acc.f32()) + msh.local_offset;
     }
-    const double t0 = now();
+    Event e0 = be->record_event();
     if (auto s = model->backward(m, params, grads); !s) return s;
-    const double t1 = now();
-    add_trace("backward " + spec->modules[m].name, "compute", t0, t1, 0);
+    compute_span(std::move(e0), Section::backward, "backward " + spec->modules[m].name);
     if (p_sharded) gathered[m].reset();
     return pump(A(mb, m));
   }
@@ -572,38 +587,33 @@ struct Executor::Impl {
     for (auto* c : distinct) c->reset_counters();
     if (opt.trace) trace->clear();
     wait_s = 0;
+    spans.clear();
     inflight.clear();
     inflight.resize(sched->ops.size());
     cursor = 0;
     const double t_start = now();
     step_origin_s = t_start;
+    step_event = be->record_event();
     const double global_tokens = double(int64_t(topo.world()) * M * opt.micro_batch_size * opt.seq);
     std::vector<int32_t> ids, targets;
-    double fwd = 0, bwd = 0;
     for (int mb = 0; mb < M; ++mb) {
       micro_batch_tokens(task, step_index, rank, mb, M, opt.micro_batch_size, &ids, &targets);
       if (auto s = model->begin_micro_batch(ids.data(), targets.data(), float(1.0 / global_tokens)); !s)
         return make_error(s.error());
       if (t_g && !p_sharded) be->zero(g_mb.data(), g_mb.bytes());
-      double t0 = now(), w0 = wait_s;
       for (int m = 0; m < n_mod; ++m)
         if (auto s = forward_module(mb, m); !s) return make_error(s.error());
-      double t1 = now();
-      fwd += (t1 - t0) - (wait_s - w0);
-      w0 = wait_s;
       for (int m = n_mod - 1; m >= 0; --m)
         if (auto s = backward_module(mb, m); !s) return make_error(s.error());
       // Everything of this micro-batch lands before the next one reuses the gradient buffers.
       if (auto s = wait_all_issued(); !s) return make_error(s.error());
       st.loss_sum += model->end_micro_batch();
-      const double t2 = now();
-      bwd += (t2 - t1) - (wait_s - w0);
     }
     // Optimizer on the owned shard, then the collectives that spread the update.
-    const double t3 = now(), w3 = wait_s;
     if (auto s = wait_all_carried(); !s) return make_error(s.error());  // none left unless a module had no forward
+    Event e0 = be->record_event();
     if (auto s = optimizer(); !s) return make_error(s.error());
-    add_trace("optimizer", "compute", t3, now(), 0);
+    compute_span(std::move(e0), Section::optimizer, "optimizer");
     if (auto s = pump(OPT()); !s) return make_error(s.error());
     if (cursor != sched->ops.size())
       return make_error("executor: " + std::to_string(sched->ops.size() - cursor) + " scheduled ops were never issued");
@@ -620,13 +630,17 @@ struct Executor::Impl {
         if (cls[i] == OpClass::broadcast && !inflight[i].done) carried[i] = std::move(inflight[i]);
       carried_any = true;
     }
-    const double t4 = now();
-    const double opt_s = (t4 - t3) - (wait_s - w3);
-
-    st.step_s = t4 - t_start;
-    st.forward_s = fwd;
-    st.backward_s = bwd;
-    st.optimizer_s = opt_s;
+    be->synchronize();
+    st.step_s = now() - t_start;
+    for (const auto& sp : spans) {
+      const double dt = be->elapsed_s(sp.start, sp.end);
+      (sp.section == Section::forward ? st.forward_s
+                                      : sp.section == Section::backward ? st.backward_s : st.optimizer_s) += dt;
+      if (opt.trace) {
+        const double t0 = step_origin_s + be->elapsed_s(step_event, sp.start);
+        add_trace(sp.name, "compute", t0, t0 + dt, 0);
+      }
+    }
     st.exposed_comm_s = wait_s;
     st.tokens = int64_t(M) * opt.micro_batch_size * opt.seq;
     for (auto* c : distinct) {
@@ -638,6 +652,7 @@ struct Executor::Impl {
     ++step_index;
     return st;
   }
+
 };
 
 Result<std::unique_ptr<Executor>> Executor::create(const ModelSpec& model, const Plan& plan, const Topology& topo,
@@ -687,12 +702,7 @@ double StepStats::bytes_of_axis(Axis a) const {
 
 Result<StepStats> Executor::step() { return impl_->step(); }
 
-Status Executor::finish() {
-  const double w0 = impl_->wait_s;
-  auto s = impl_->wait_all_carried();
-  (void)w0;
-  return s;
-}
+Status Executor::finish() { return impl_->wait_all_carried(); }
 
 std::vector<float> Executor::local_parameters() const {
   std::vector<float> out(size_t(sched_.layout.local_elems));

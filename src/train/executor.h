@@ -52,8 +52,12 @@ using RoleComms = std::array<Communicator*, kGroupRoleCount>;
 // What one rank measured in one step.
 struct StepStats {
   int step = 0;
-  double step_s = 0, forward_s = 0, backward_s = 0, optimizer_s = 0;
-  double exposed_comm_s = 0;  // time the host was blocked waiting for collectives
+  double step_s = 0;  // wall time of the step on the host (after the compute stream drained)
+  // Compute of each section, summed from backend events around each module's kernels (and the optimizer's).
+  double forward_s = 0, backward_s = 0, optimizer_s = 0;
+  // Time the host was blocked waiting for collectives. On the CPU backend this is the exposed communication; a
+  // backend whose waits only order streams needs event-based accounting instead.
+  double exposed_comm_s = 0;
   double loss_sum = 0;        // summed token loss of this rank's micro-batches
   int64_t tokens = 0;         // this rank's tokens
   // Message bytes counted by the communicators: [kind][axis] (axis 0 intra, 1 inter).
