@@ -5,15 +5,15 @@
 #pragma GCC optimize("no-trapping-math")
 #endif
 
+#include "kernels/ops.h"
+
 #include <cblas.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <algorithm>
 #include <cstring>
 #include <vector>
-
-#include "kernels/ops.h"
 
 namespace lins::kernels::cpu {
 namespace {
@@ -45,9 +45,7 @@ const RopeTable& rope_table(int seq, int head_dim, float theta) {
   return t;
 }
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 }  // namespace
 
@@ -56,8 +54,8 @@ GemmStats gemm_stats() { return g_gemm_stats; }
 void reset_gemm_stats() { g_gemm_stats = GemmStats{}; }
 void set_gemm_observer(GemmObserver observer) { g_gemm_stats.observer = observer; }
 
-void gemm_strided(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-                  int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+void gemm_strided(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+                  const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
   if (k == 0) {  // BLAS leaves C * beta; keep that contract explicit for empty inner dimensions
     for (int64_t i = 0; i < m; ++i)
@@ -83,8 +81,7 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
   gemm_strided(trans_a, trans_b, m, n, k, alpha, a, trans_a ? m : k, b, trans_b ? k : n, beta, c, n);
 }
 
-void rmsnorm_forward(const float* x, const float* weight, float* y, float* rstd, int64_t rows, int64_t dim,
-                     float eps) {
+void rmsnorm_forward(const float* x, const float* weight, float* y, float* rstd, int64_t rows, int64_t dim, float eps) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * dim;
     float* yr = y + r * dim;

@@ -77,14 +77,17 @@ CommandSpec step_spec() {
           {"bucket", 0, "SIZE", "1M", "gradient all-reduce bucket U in bytes (fp32 on the CPU backend)"},
           {"trace", 0, "", "", "write a Chrome trace of the last timed step of every strategy per rank"},
           {"network", 0, "NAME", "cpu-local", "alpha-beta network for the predicted communication time: " + networks},
-          {"profile", 0, "FILE", "", "bandwidth profile CSV from `lins comm --profile` (the network prices meshes it "
-                                     "lacks)"},
+          {"profile", 0, "FILE", "",
+           "bandwidth profile CSV from `lins comm --profile` (the network prices meshes it "
+           "lacks)"},
           {"pricing", 0, "MODE", "paper", "paper (each group alone) or shared (groups of one node share its links)"},
           {"gpu-mem", 0, "SIZE", "1TiB", "memory per rank the planner may use for 'lins'"},
-          {"peak-tflops", 0, "RATE", "", "peak TFLOP/s per rank for MFU (default: sgemm measured on every rank at "
-                                         "start-up, all ranks at once)"},
-          {"mpi-progress", 0, "MODE", "thread", "how MPI collectives progress: thread (a thread per communicator) "
-                                                "or nonblocking (MPI_I* collectives)"},
+          {"peak-tflops", 0, "RATE", "",
+           "peak TFLOP/s per rank for MFU (default: sgemm measured on every rank at "
+           "start-up, all ranks at once)"},
+          {"mpi-progress", 0, "MODE", "thread",
+           "how MPI collectives progress: thread (a thread per communicator) "
+           "or nonblocking (MPI_I* collectives)"},
       });
   spec.epilog =
       "examples:\n"
@@ -103,9 +106,9 @@ std::vector<std::string> split_strategies(const std::string& text) {
   for (std::string w; std::getline(ss, w, ',');)
     if (!w.empty()) words.push_back(w);
   for (const auto& w : words) {
-    const bool continues = !out.empty() && out.back().rfind("p=", 0) == 0 &&
-                           (w.rfind("g=", 0) == 0 || w.rfind("os=", 0) == 0 || w.rfind("layout=", 0) == 0 ||
-                            w.rfind("hpz=", 0) == 0);
+    const bool continues =
+        !out.empty() && out.back().rfind("p=", 0) == 0 &&
+        (w.rfind("g=", 0) == 0 || w.rfind("os=", 0) == 0 || w.rfind("layout=", 0) == 0 || w.rfind("hpz=", 0) == 0);
     if (continues)
       out.back() += "," + w;
     else
@@ -290,11 +293,12 @@ int run_step(const Args& args) {
       Plan p = search->chosen()->plan;
       p.name = "lins";
       if (rank == 0)
-        std::printf("lins: the planner chose %s %s of %d legal plans (predicted communication %s per step, %s per "
-                    "rank)\n",
-                    p.to_string().c_str(), p.tuple_string().c_str(), search->legal_count,
-                    format_seconds(search->chosen()->comm(*pricing).total_s()).c_str(),
-                    format_bytes(search->chosen()->memory.total_bytes).c_str());
+        std::printf(
+            "lins: the planner chose %s %s of %d legal plans (predicted communication %s per step, %s per "
+            "rank)\n",
+            p.to_string().c_str(), p.tuple_string().c_str(), search->legal_count,
+            format_seconds(search->chosen()->comm(*pricing).total_s()).c_str(),
+            format_bytes(search->chosen()->memory.total_bytes).c_str());
       plans.push_back(p);
     } else {
       auto p = parse_plan(s, *topo);
@@ -331,12 +335,12 @@ int run_step(const Args& args) {
   }
 
   if (rank == 0) {
-    std::printf("lins step: %d ranks as %d node(s) x %d per node, model %s (%s parameters), seq %d, micro-batch %d, "
-                "M %d, %lld tokens per step, overlap %s%s, %llu warm-up + %d timed steps per strategy\n",
-                world, topo->nodes, topo->gpus_per_node, model->name.c_str(),
-                std::to_string(model->param_count()).c_str(), workload->seq, workload->micro_batch_size,
-                workload->micro_batches, (long long)workload->global_batch_tokens, overlap_name(*overlap),
-                workload->recompute ? ", recompute" : "", (unsigned long long)*warmup, *steps);
+    std::printf(
+        "lins step: %d ranks as %d node(s) x %d per node, model %s (%s parameters), seq %d, micro-batch %d, "
+        "M %d, %lld tokens per step, overlap %s%s, %llu warm-up + %d timed steps per strategy\n",
+        world, topo->nodes, topo->gpus_per_node, model->name.c_str(), std::to_string(model->param_count()).c_str(),
+        workload->seq, workload->micro_batch_size, workload->micro_batches, (long long)workload->global_batch_tokens,
+        overlap_name(*overlap), workload->recompute ? ", recompute" : "", (unsigned long long)*warmup, *steps);
     std::printf("lins step: peak for MFU %.3f TFLOP/s per rank (%s)\n", peak_tflops, peak_source.c_str());
     std::fflush(stdout);
   }
@@ -419,8 +423,7 @@ int run_step(const Args& args) {
       bool match = true;
       for (int k = 0; k < kCollKindCount; ++k) {
         kind[k] = all_max(st->bytes_of_kind(CollKind(k)));
-        for (int x = 0; x < 2; ++x)
-          match = match && st->bytes[k][x] == sched.message_bytes(CollKind(k), Axis(x));
+        for (int x = 0; x < 2; ++x) match = match && st->bytes[k][x] == sched.message_bytes(CollKind(k), Axis(x));
       }
       axis[0] = all_max(st->bytes_of_axis(Axis::intra));
       axis[1] = all_max(st->bytes_of_axis(Axis::inter));
@@ -484,10 +487,11 @@ int run_step(const Args& args) {
     for (double* v : {&tr.step_s, &tr.fwd_s, &tr.bwd_s, &tr.opt_s, &tr.exposed_s, &tr.tgs, &tr.mfu})
       *v /= std::max(1, tr.steps);
     if (rank == 0) {
-      std::printf("      %s: %.3f s/step (forward %.3f, backward %.3f, optimizer %.3f, exposed comm %.3f), loss %.4f, "
-                  "%.0f tokens/s/rank, bytes %s the schedule\n",
-                  strategy.c_str(), tr.step_s, tr.fwd_s, tr.bwd_s, tr.opt_s, tr.exposed_s, tr.loss, tr.tgs,
-                  tr.bytes_match ? "equal" : "DIFFER FROM");
+      std::printf(
+          "      %s: %.3f s/step (forward %.3f, backward %.3f, optimizer %.3f, exposed comm %.3f), loss %.4f, "
+          "%.0f tokens/s/rank, bytes %s the schedule\n",
+          strategy.c_str(), tr.step_s, tr.fwd_s, tr.bwd_s, tr.opt_s, tr.exposed_s, tr.loss, tr.tgs,
+          tr.bytes_match ? "equal" : "DIFFER FROM");
       std::fflush(stdout);
     }
     table.push_back(tr);
@@ -496,8 +500,8 @@ int run_step(const Args& args) {
   if (rank == 0) {
     if (auto s = writer->finish(); !s) return fail(s.error());
     std::printf("\n%-12s %-20s %8s %8s %8s %8s %9s %10s %10s %10s %10s %10s %8s %8s %6s\n", "strategy", "plan",
-                "step_s", "fwd_s", "bwd_s", "exposed", "pred_comm", "intra", "inter", "peak_mem", "states",
-                "model_st", "loss", "TGS", "MFU");
+                "step_s", "fwd_s", "bwd_s", "exposed", "pred_comm", "intra", "inter", "peak_mem", "states", "model_st",
+                "loss", "TGS", "MFU");
     for (const auto& r : table)
       std::printf("%-12s %-20s %8.3f %8.3f %8.3f %8.3f %9.4f %10s %10s %10s %10s %10s %8.4f %8.0f %5.1f%%%s\n",
                   r.strategy.substr(0, 12).c_str(), r.plan.c_str(), r.step_s, r.fwd_s, r.bwd_s, r.exposed_s,
@@ -505,10 +509,11 @@ int run_step(const Args& args) {
                   format_bytes(r.peak_bytes).c_str(), format_bytes(r.state_bytes).c_str(),
                   format_bytes(r.model_state_bytes).c_str(), r.loss, r.tgs, 100 * r.mfu,
                   r.bytes_match ? "" : "  (measured bytes differ from the schedule)");
-    std::printf("(means over the timed steps; times are the slowest rank's; bytes are message bytes per rank per step; "
-                "pred_comm is the cost model's %s pricing on %s)\n",
-                pricing_name(*pricing),
-                a.get("profile").empty() ? a.get("network").c_str() : ("profile " + a.get("profile")).c_str());
+    std::printf(
+        "(means over the timed steps; times are the slowest rank's; bytes are message bytes per rank per step; "
+        "pred_comm is the cost model's %s pricing on %s)\n",
+        pricing_name(*pricing),
+        a.get("profile").empty() ? a.get("network").c_str() : ("profile " + a.get("profile")).c_str());
     std::printf("wrote %s\n", csv_path.c_str());
   }
 
@@ -532,8 +537,7 @@ int run_step(const Args& args) {
   run.set("strategies", chosen);
   std::vector<std::string> words = {"lins", "step"};
   words.insert(words.end(), args.begin(), args.end());
-  if (auto p = write_provenance(MPI_COMM_WORLD, provenance_path_for(csv_path), words, run); !p)
-    return fail(p.error());
+  if (auto p = write_provenance(MPI_COMM_WORLD, provenance_path_for(csv_path), words, run); !p) return fail(p.error());
   return finish(0);
 }
 

@@ -35,17 +35,17 @@ class GemmReplay {
       const auto key = std::make_tuple(c.trans_a, c.trans_b, c.m, c.n, c.k, c.lda, c.ldb, c.ldc);
       if (operands_.count(key)) continue;
       const int64_t a_rows = c.trans_a ? c.k : c.m, b_rows = c.trans_b ? c.n : c.k;
-      operands_[key] = Operands{std::vector<float>(size_t(a_rows * c.lda), 0.01f),
-                                std::vector<float>(size_t(b_rows * c.ldb), 0.02f),
-                                std::vector<float>(size_t(c.m * c.ldc), 0.0f)};
+      operands_[key] =
+          Operands{std::vector<float>(size_t(a_rows * c.lda), 0.01f), std::vector<float>(size_t(b_rows * c.ldb), 0.02f),
+                   std::vector<float>(size_t(c.m * c.ldc), 0.0f)};
     }
   }
   double run() {
     const auto t0 = Clock::now();
     for (const auto& c : calls_) {
       auto& o = operands_[std::make_tuple(c.trans_a, c.trans_b, c.m, c.n, c.k, c.lda, c.ldb, c.ldc)];
-      kernels::cpu::gemm_strided(c.trans_a, c.trans_b, c.m, c.n, c.k, 1.0f, o.a.data(), c.lda, o.b.data(), c.ldb,
-                                 1.0f, o.c.data(), c.ldc);
+      kernels::cpu::gemm_strided(c.trans_a, c.trans_b, c.m, c.n, c.k, 1.0f, o.a.data(), c.lda, o.b.data(), c.ldb, 1.0f,
+                                 o.c.data(), c.ldc);
     }
     return std::chrono::duration<double>(Clock::now() - t0).count();
   }

@@ -29,7 +29,7 @@ struct MemoryStats {
   std::array<int64_t, kMemCategoryCount> current_bytes{};
   std::array<int64_t, kMemCategoryCount> peak_bytes{};  // per category
   int64_t total_current_bytes = 0;
-  int64_t total_peak_bytes = 0;  // high-water mark of everything live at once
+  int64_t total_peak_bytes = 0;         // high-water mark of everything live at once
   int64_t state_current_bytes() const;  // param + grad + optimizer
 };
 
@@ -109,9 +109,9 @@ class ComputeBackend {
   virtual void rope(float* x, int batch, int seq, int heads, int head_dim, float theta, bool inverse) = 0;
   virtual void attention_forward(const float* q, const float* k, const float* v, float* out, float* lse, int batch,
                                  int seq, int heads, int head_dim) = 0;
-  virtual void attention_backward(const float* dout, const float* q, const float* k, const float* v,
-                                  const float* out, const float* lse, float* dq, float* dk, float* dv, int batch,
-                                  int seq, int heads, int head_dim) = 0;
+  virtual void attention_backward(const float* dout, const float* q, const float* k, const float* v, const float* out,
+                                  const float* lse, float* dq, float* dk, float* dv, int batch, int seq, int heads,
+                                  int head_dim) = 0;
   // loss_sum[0] += summed loss (fp64, device); dlogits = grad_scale * (softmax - onehot); may run in place.
   virtual void cross_entropy(const float* logits, const int32_t* targets, float* dlogits, int64_t rows, int64_t vocab,
                              float grad_scale, double* loss_sum) = 0;

@@ -14,11 +14,16 @@ namespace lins {
 
 const char* mem_category_name(MemCategory c) {
   switch (c) {
-    case MemCategory::param: return "param";
-    case MemCategory::grad: return "grad";
-    case MemCategory::optimizer: return "optimizer";
-    case MemCategory::activation: return "activation";
-    case MemCategory::buffer: return "buffer";
+    case MemCategory::param:
+      return "param";
+    case MemCategory::grad:
+      return "grad";
+    case MemCategory::optimizer:
+      return "optimizer";
+    case MemCategory::activation:
+      return "activation";
+    case MemCategory::buffer:
+      return "buffer";
   }
   return "?";
 }
@@ -134,8 +139,8 @@ class CpuBackend final : public ComputeBackend {
   void synchronize() override {}
   void* native_stream() override { return nullptr; }
 
-  void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, const float* b,
-            float beta, float* c) override {
+  void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, const float* b, float beta,
+            float* c) override {
     kernels::cpu::gemm(ta, tb, m, n, k, alpha, a, b, beta, c);
   }
   void rmsnorm_forward(const float* x, const float* w, float* y, float* rstd, int64_t rows, int64_t dim,

@@ -23,14 +23,22 @@ enum class OpClass {
 
 const char* op_class_name(OpClass c) {
   switch (c) {
-    case OpClass::fwd_gather: return "fwd_gather";
-    case OpClass::bwd_gather: return "bwd_gather";
-    case OpClass::param_rs: return "param_rs";
-    case OpClass::zero_rs: return "zero_rs";
-    case OpClass::module_ar: return "module_ar";
-    case OpClass::bucket_ar: return "bucket_ar";
-    case OpClass::zero_opt_gather: return "zero_opt_gather";
-    case OpClass::broadcast: return "broadcast";
+    case OpClass::fwd_gather:
+      return "fwd_gather";
+    case OpClass::bwd_gather:
+      return "bwd_gather";
+    case OpClass::param_rs:
+      return "param_rs";
+    case OpClass::zero_rs:
+      return "zero_rs";
+    case OpClass::module_ar:
+      return "module_ar";
+    case OpClass::bucket_ar:
+      return "bucket_ar";
+    case OpClass::zero_opt_gather:
+      return "zero_opt_gather";
+    case OpClass::broadcast:
+      return "broadcast";
   }
   return "?";
 }
@@ -56,8 +64,8 @@ Result<OpClass> classify(const CommOp& op) {
       if (op.module >= 0 && op.role == GroupRole::os_replica) return OpClass::broadcast;
       break;
   }
-  return make_error(std::string("executor: no handler for the scheduled ") + coll_kind_name(op.kind) + " '" +
-                    op.label + "' on " + group_role_name(op.role) + " in phase " + phase_name(op.phase));
+  return make_error(std::string("executor: no handler for the scheduled ") + coll_kind_name(op.kind) + " '" + op.label +
+                    "' on " + group_role_name(op.role) + " in phase " + phase_name(op.phase));
 }
 
 // A range of the local buffer owned by this rank, and where it sits in the owned (optimizer) buffers.
@@ -86,19 +94,19 @@ struct Executor::Impl {
 
   int n_mod = 0;
   int shard_index = 0;
-  bool p_sharded = false;       // shard_count > 1
-  bool g_owned = false;         // G kept only for the owned elements (s_g > s_p)
-  bool t_g = false;             // Lins T_g: the micro-batch gradient is transient and synced every micro-batch
-  int zero_stage = 0;  // ZeRO engine only
-  std::vector<OwnedRange> owned;             // this rank's owned ranges, local order
+  bool p_sharded = false;         // shard_count > 1
+  bool g_owned = false;           // G kept only for the owned elements (s_g > s_p)
+  bool t_g = false;               // Lins T_g: the micro-batch gradient is transient and synced every micro-batch
+  int zero_stage = 0;             // ZeRO engine only
+  std::vector<OwnedRange> owned;  // this rank's owned ranges, local order
   std::vector<std::vector<Range>> owner_ranges;  // per owner index: its slices, local order
   int64_t owned_elems = 0;
 
   // Persistent state.
-  DeviceBuffer p_local;  // P: [local_elems]
-  DeviceBuffer g_acc;    // G: [local_elems] or [owned_elems]
+  DeviceBuffer p_local;           // P: [local_elems]
+  DeviceBuffer g_acc;             // G: [local_elems] or [owned_elems]
   DeviceBuffer master, mom, var;  // OS: [owned_elems] each
-  DeviceBuffer g_mb;     // transient micro-batch gradient [local_elems] (T_g mode only; a buffer, not a state)
+  DeviceBuffer g_mb;              // transient micro-batch gradient [local_elems] (T_g mode only; a buffer, not a state)
   std::vector<DeviceBuffer> hpz_secondary;  // ZeRO++: per module [padded / hpz] (P category)
 
   // Per-module working buffers.
@@ -173,7 +181,9 @@ struct Executor::Impl {
 
   Communicator* comm(GroupRole r) const { return comms[int(r)]; }
 
-  Result<DeviceBuffer> alloc(int64_t elems, MemCategory c, bool zero = true) { return be->allocate(elems * 4, c, zero); }
+  Result<DeviceBuffer> alloc(int64_t elems, MemCategory c, bool zero = true) {
+    return be->allocate(elems * 4, c, zero);
+  }
 
   // ---- set-up ---------------------------------------------------------------------------------------------------
   Status init() {
@@ -212,8 +222,8 @@ struct Executor::Impl {
       Communicator* cm = comm(op.role);
       if (!cm || cm->size() != op.group.size())
         return make_error(std::string("executor: the ") + group_role_name(op.role) + " communicator has " +
-                          (cm ? std::to_string(cm->size()) : std::string("no")) + " ranks but the schedule's group has " +
-                          std::to_string(op.group.size()));
+                          (cm ? std::to_string(cm->size()) : std::string("no")) +
+                          " ranks but the schedule's group has " + std::to_string(op.group.size()));
       if (op.repeat != 1 || op.micro_batch < 0 || op.micro_batch >= M)
         return make_error("executor: the schedule must be expanded per micro-batch");
       const int mb = op.micro_batch, m = op.module;
@@ -229,9 +239,14 @@ struct Executor::Impl {
           bwd_ag[mb][m] = int(i);
           ready = overlaps_gathers(opt.overlap) && m + 1 < n_mod ? B(mb, m + 1) : B(mb, m);
           break;
-        case OpClass::param_rs: p_rs[mb][m] = int(i); ready = A(mb, m); break;
+        case OpClass::param_rs:
+          p_rs[mb][m] = int(i);
+          ready = A(mb, m);
+          break;
         case OpClass::zero_rs:
-        case OpClass::module_ar: ready = A(mb, m); break;
+        case OpClass::module_ar:
+          ready = A(mb, m);
+          break;
         case OpClass::bucket_ar: {
           // After the backward of the module holding the bucket's first element (buckets are cut from the end).
           int first = 0;
@@ -242,7 +257,9 @@ struct Executor::Impl {
           break;
         }
         case OpClass::zero_opt_gather:
-        case OpClass::broadcast: ready = OPT(); break;
+        case OpClass::broadcast:
+          ready = OPT();
+          break;
       }
       if (*c == OpClass::broadcast) bcast_of_module[m].push_back(int(i));
       ready_at.push_back(ready);
@@ -281,8 +298,7 @@ struct Executor::Impl {
     for (const auto& msh : L.modules)
       model->init_module_range(msh.module, msh.module_offset, msh.shard_elems, p_local.f32() + msh.local_offset,
                                opt.seed);
-    for (const auto& r : owned)
-      be->copy(master.f32() + r.owned_offset, p_local.f32() + r.local_offset, r.elems * 4);
+    for (const auto& r : owned) be->copy(master.f32() + r.owned_offset, p_local.f32() + r.local_offset, r.elems * 4);
     carried.resize(sched->ops.size());
     return {};
   }
@@ -300,8 +316,9 @@ struct Executor::Impl {
   Status wait_op(int i) {
     if (i < 0) return {};
     Inflight& f = inflight[i];
-    if (!f.issued) return make_error("executor: waited for op " + std::to_string(i) + " (" + sched->ops[i].label +
-                                     ") before it was issued");
+    if (!f.issued)
+      return make_error("executor: waited for op " + std::to_string(i) + " (" + sched->ops[i].label +
+                        ") before it was issued");
     if (f.done) return {};
     const double t0 = now();
     f.req.wait();
@@ -376,8 +393,8 @@ struct Executor::Impl {
       case OpClass::param_rs: {
         if (grad_full[m].empty()) return make_error("executor: reduce-scatter of " + op.label + " before its backward");
         const int64_t count = op.elems / c->size();
-        f.req = c->reduce_scatter(grad_full[m].f32(), grad_full[m].f32() + int64_t(c->rank()) * count, count,
-                                  DType::fp32);
+        f.req =
+            c->reduce_scatter(grad_full[m].f32(), grad_full[m].f32() + int64_t(c->rank()) * count, count, DType::fp32);
         break;
       }
       case OpClass::zero_rs: {
@@ -475,7 +492,8 @@ struct Executor::Impl {
           be->copy(hpz_secondary[m].data(), gathered[m].f32() + int64_t(group_index(hg, rank)) * part, part * 4);
         }
         break;
-      case OpClass::bwd_gather: break;
+      case OpClass::bwd_gather:
+        break;
       case OpClass::param_rs: {
         const ModuleShard& msh = L.modules[m];
         const float* mine = grad_full[m].f32() + int64_t(shard_index) * msh.shard_elems;
@@ -497,7 +515,8 @@ struct Executor::Impl {
           grad_full[m].reset();
         }
         break;
-      case OpClass::module_ar: break;
+      case OpClass::module_ar:
+        break;
       case OpClass::bucket_ar:
         if (t_g) {  // select & drop: keep the owned part of the bucket
           const int64_t lo = op.local_offset, hi = op.local_offset + op.elems;
@@ -512,8 +531,11 @@ struct Executor::Impl {
           }
         }
         break;
-      case OpClass::zero_opt_gather: break;
-      case OpClass::broadcast: unpack_broadcast(i, f); break;
+      case OpClass::zero_opt_gather:
+        break;
+      case OpClass::broadcast:
+        unpack_broadcast(i, f);
+        break;
     }
     return {};
   }
@@ -634,8 +656,9 @@ struct Executor::Impl {
     st.step_s = now() - t_start;
     for (const auto& sp : spans) {
       const double dt = be->elapsed_s(sp.start, sp.end);
-      (sp.section == Section::forward ? st.forward_s
-                                      : sp.section == Section::backward ? st.backward_s : st.optimizer_s) += dt;
+      (sp.section == Section::forward    ? st.forward_s
+       : sp.section == Section::backward ? st.backward_s
+                                         : st.optimizer_s) += dt;
       if (opt.trace) {
         const double t0 = step_origin_s + be->elapsed_s(step_event, sp.start);
         add_trace(sp.name, "compute", t0, t0 + dt, 0);
@@ -652,7 +675,6 @@ struct Executor::Impl {
     ++step_index;
     return st;
   }
-
 };
 
 Result<std::unique_ptr<Executor>> Executor::create(const ModelSpec& model, const Plan& plan, const Topology& topo,

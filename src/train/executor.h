@@ -58,14 +58,14 @@ struct StepStats {
   // Time the host was blocked waiting for collectives. On the CPU backend this is the exposed communication; a
   // backend whose waits only order streams needs event-based accounting instead.
   double exposed_comm_s = 0;
-  double loss_sum = 0;        // summed token loss of this rank's micro-batches
-  int64_t tokens = 0;         // this rank's tokens
+  double loss_sum = 0;  // summed token loss of this rank's micro-batches
+  int64_t tokens = 0;   // this rank's tokens
   // Message bytes counted by the communicators: [kind][axis] (axis 0 intra, 1 inter).
   std::array<std::array<double, 2>, kCollKindCount> bytes{};
   double bytes_of_kind(CollKind k) const { return bytes[int(k)][0] + bytes[int(k)][1]; }
   double bytes_of_axis(Axis a) const;
-  int64_t peak_mem_bytes = 0;   // high-water mark of the backend's allocations since the executor started
-  int64_t state_bytes = 0;      // P + G + OS allocated
+  int64_t peak_mem_bytes = 0;  // high-water mark of the backend's allocations since the executor started
+  int64_t state_bytes = 0;     // P + G + OS allocated
 };
 
 struct TraceEvent {

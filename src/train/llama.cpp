@@ -24,8 +24,8 @@ std::string short_name(const std::string& name) {
   return dot == std::string::npos ? name : name.substr(dot + 1);
 }
 
-#define LINS_TRY(expr)               \
-  do {                               \
+#define LINS_TRY(expr)                    \
+  do {                                    \
     if (auto s_ = (expr); !s_) return s_; \
   } while (0)
 
@@ -33,11 +33,11 @@ std::string short_name(const std::string& name) {
 
 // Activations of one module for one micro-batch. [T, H] unless noted.
 struct LlamaModel::Saved {
-  DeviceBuffer input;  // the module's input (residual stream); empty for the embedding
-  DeviceBuffer rstd;   // [T]
-  DeviceBuffer xn;     // normalised input
-  DeviceBuffer q, k, v, o;  // attn: q and k after RoPE; o = attention output before wo
-  DeviceBuffer lse;         // attn: [batch, heads, seq]
+  DeviceBuffer input;          // the module's input (residual stream); empty for the embedding
+  DeviceBuffer rstd;           // [T]
+  DeviceBuffer xn;             // normalised input
+  DeviceBuffer q, k, v, o;     // attn: q and k after RoPE; o = attention output before wo
+  DeviceBuffer lse;            // attn: [batch, heads, seq]
   DeviceBuffer gate, up, act;  // mlp: [T, F] each
   DeviceBuffer dlogits;        // head: [T, V], computed in forward
   void drop_intermediates() {
@@ -53,8 +53,7 @@ LlamaModel::~LlamaModel() = default;
 Result<LlamaModel> LlamaModel::create(const ModelSpec& spec, ComputeBackend& backend, const ModelOptions& options) {
   if (options.seq < 1 || options.micro_batch_size < 1)
     return make_error("model: sequence length and micro-batch size must be at least 1 (got seq " +
-                      std::to_string(options.seq) + ", micro-batch " + std::to_string(options.micro_batch_size) +
-                      ")");
+                      std::to_string(options.seq) + ", micro-batch " + std::to_string(options.micro_batch_size) + ")");
   if ((spec.dims.hidden / spec.dims.heads) % 2 != 0)
     return make_error("model: RoPE needs an even head dimension, got hidden " + std::to_string(spec.dims.hidden) +
                       " / heads " + std::to_string(spec.dims.heads));
@@ -76,8 +75,9 @@ Result<LlamaModel> LlamaModel::create(const ModelSpec& spec, ComputeBackend& bac
   // Every module kind must have the tensors its forward reads.
   const std::vector<std::pair<std::string, std::vector<std::string>>> needs = {
       {"embed", {"tok_embeddings.weight"}},
-      {"attn", {"attention_norm.weight", "attention.wq.weight", "attention.wk.weight", "attention.wv.weight",
-                "attention.wo.weight"}},
+      {"attn",
+       {"attention_norm.weight", "attention.wq.weight", "attention.wk.weight", "attention.wv.weight",
+        "attention.wo.weight"}},
       {"mlp", {"ffn_norm.weight", "feed_forward.w1.weight", "feed_forward.w3.weight", "feed_forward.w2.weight"}},
       {"head", {"norm.weight", "output.weight"}},
   };
@@ -121,11 +121,11 @@ Result<DeviceBuffer> LlamaModel::alloc(int64_t elems, MemCategory c, int elem_by
   return be_->allocate(elems * elem_bytes, c, /*zero=*/false);
 }
 
-#define LINS_ALLOC(dst, elems, cat)                   \
-  do {                                                \
-    auto r_ = alloc((elems), (cat));                  \
-    if (!r_) return Status(make_error(r_.error()));   \
-    dst = std::move(*r_);                             \
+#define LINS_ALLOC(dst, elems, cat)                 \
+  do {                                              \
+    auto r_ = alloc((elems), (cat));                \
+    if (!r_) return Status(make_error(r_.error())); \
+    dst = std::move(*r_);                           \
   } while (0)
 
 Status LlamaModel::begin_micro_batch(const int32_t* host_ids, const int32_t* host_targets, float grad_scale) {
@@ -165,8 +165,7 @@ Status LlamaModel::forward(int m, const float* p) {
   if (!last && !saved_[m + 1]->input.empty()) return make_error("model: module forwarded twice in a micro-batch");
   if (kind == "embed") {
     LINS_ALLOC(saved_[m + 1]->input, T * H, MemCategory::activation);
-    be_->embedding_forward(p + slot(m, "tok_embeddings.weight")->offset, ids_.i32(), saved_[m + 1]->input.f32(), T,
-                           H);
+    be_->embedding_forward(p + slot(m, "tok_embeddings.weight")->offset, ids_.i32(), saved_[m + 1]->input.f32(), T, H);
     return {};
   }
   if (s.input.empty()) return make_error("model: forward of '" + spec_->modules[m].name + "' before its input");
@@ -225,8 +224,7 @@ Status LlamaModel::forward_mlp(int m, const float* p, Saved& s, bool write_outpu
   LINS_ALLOC(s.act, T * F, MemCategory::activation);
   be_->rmsnorm_forward(s.input.f32(), p + slot(m, "ffn_norm.weight")->offset, s.xn.f32(), s.rstd.f32(), T, H,
                        options_.norm_eps);
-  be_->gemm(false, true, T, F, H, 1.0f, s.xn.f32(), p + slot(m, "feed_forward.w1.weight")->offset, 0.0f,
-            s.gate.f32());
+  be_->gemm(false, true, T, F, H, 1.0f, s.xn.f32(), p + slot(m, "feed_forward.w1.weight")->offset, 0.0f, s.gate.f32());
   be_->gemm(false, true, T, F, H, 1.0f, s.xn.f32(), p + slot(m, "feed_forward.w3.weight")->offset, 0.0f, s.up.f32());
   be_->swiglu_forward(s.gate.f32(), s.up.f32(), s.act.f32(), T * F);
   if (write_output)
@@ -247,8 +245,7 @@ Status LlamaModel::backward(int m, const float* p, float* g) {
     const TensorSlot* norm = slot(m, "norm.weight");
     be_->gemm(true, false, V, H, T, 1.0f, s.dlogits.f32(), s.xn.f32(), 1.0f, g + out->offset);
     be_->gemm(false, false, T, H, V, 1.0f, s.dlogits.f32(), p + out->offset, 0.0f, dxn.f32());
-    be_->rmsnorm_backward(dxn.f32(), s.input.f32(), p + norm->offset, s.rstd.f32(), dx_.f32(), g + norm->offset, T,
-                          H);
+    be_->rmsnorm_backward(dxn.f32(), s.input.f32(), p + norm->offset, s.rstd.f32(), dx_.f32(), g + norm->offset, T, H);
   } else if (kind == "attn" || kind == "mlp") {
     if (s.input.empty()) return make_error("model: backward of '" + spec_->modules[m].name + "' before its forward");
     if (options_.recompute) LINS_TRY(kind == "attn" ? forward_attn(m, p, s, false) : forward_mlp(m, p, s, false));

@@ -78,13 +78,13 @@ class LlamaModel {
   ComputeBackend* be_ = nullptr;
   ModelOptions options_;
   std::vector<std::vector<TensorSlot>> slots_;  // per module, in module tensor order
-  std::vector<std::string> slot_names_;          // short names per tensor index ("attention.wq.weight")
+  std::vector<std::string> slot_names_;         // short names per tensor index ("attention.wq.weight")
   float grad_scale_ = 1.0f;
 
   // Micro-batch state (device).
-  DeviceBuffer ids_, targets_;   // [T] int32
-  DeviceBuffer loss_sum_;        // [1] fp64
-  DeviceBuffer dx_;              // [T, H] gradient of the residual stream at the current backward position
+  DeviceBuffer ids_, targets_;  // [T] int32
+  DeviceBuffer loss_sum_;       // [1] fp64
+  DeviceBuffer dx_;             // [T, H] gradient of the residual stream at the current backward position
   std::vector<std::unique_ptr<Saved>> saved_;  // per module
 };
 

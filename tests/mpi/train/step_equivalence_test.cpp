@@ -194,11 +194,11 @@ TEST(StepEquivalence, LinsPlansMatchOneRankDdp) {
     const Topology topo{R, world / R};
     const std::string all = std::to_string(R) + "x" + std::to_string(topo.nodes);
     const std::string node = std::to_string(R) + "x1";
-    for (const auto& p : {"p=1x1,g=1x1,os=" + all,                      // Lins OS sharding (inter-tensor)
-                          "p=1x1,g=1x1,os=" + all + ",layout=intra",    // the even split on the Lins engine
-                          "p=" + node + ",g=" + node + ",os=" + all,     // P and G in the node, OS everywhere
-                          "p=1x1,g=" + all + ",os=" + all,               // T_g runs (M > 1)
-                          "p=" + all + ",g=" + all + ",os=" + all})      // everything sharded
+    for (const auto& p : {"p=1x1,g=1x1,os=" + all,                    // Lins OS sharding (inter-tensor)
+                          "p=1x1,g=1x1,os=" + all + ",layout=intra",  // the even split on the Lins engine
+                          "p=" + node + ",g=" + node + ",os=" + all,  // P and G in the node, OS everywhere
+                          "p=1x1,g=" + all + ",os=" + all,            // T_g runs (M > 1)
+                          "p=" + all + ",g=" + all + ",os=" + all})   // everything sharded
       run_and_check(tiny(), topo, p, kMicroBatches);
   }
 }
@@ -207,8 +207,8 @@ TEST(StepEquivalence, OverlapModesAndRecomputationChangeNothing) {
   const int world = world_size();
   const int R = world % 2 == 0 ? 2 : 1;
   const Topology topo{R, world / R};
-  const std::string plan = "p=" + std::to_string(R) + "x1,g=" + std::to_string(R) + "x1,os=" + std::to_string(R) +
-                           "x" + std::to_string(topo.nodes);
+  const std::string plan = "p=" + std::to_string(R) + "x1,g=" + std::to_string(R) + "x1,os=" + std::to_string(R) + "x" +
+                           std::to_string(topo.nodes);
   for (Overlap o : {Overlap::no_bcast, Overlap::no_allreduce, Overlap::none})
     run_and_check(tiny(), topo, plan, kMicroBatches, false, o);
   run_and_check(tiny(), topo, plan, kMicroBatches, true);
@@ -219,8 +219,9 @@ TEST(StepEquivalence, OneMicroBatchPerRankStillCountsBytesAndStates) {
   // M = 1: no T_g, ZeRO-2's only reduce-scatter is the last micro-batch's (bytes and states only).
   const int world = world_size();
   const Topology topo{world % 2 == 0 ? 2 : 1, world % 2 == 0 ? world / 2 : world};
-  for (const auto& p : {std::string("zero2"), "p=1x1,g=" + std::to_string(topo.gpus_per_node) + "x" + std::to_string(topo.nodes) +
-                                     ",os=" + std::to_string(topo.gpus_per_node) + "x" + std::to_string(topo.nodes)})
+  for (const auto& p :
+       {std::string("zero2"), "p=1x1,g=" + std::to_string(topo.gpus_per_node) + "x" + std::to_string(topo.nodes) +
+                                  ",os=" + std::to_string(topo.gpus_per_node) + "x" + std::to_string(topo.nodes)})
     run_and_check(tiny(), topo, p, 1);
 }
 

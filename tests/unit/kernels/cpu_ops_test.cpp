@@ -202,8 +202,8 @@ TEST(CpuAttention, ForwardAndBackwardMatchReference) {
   double s00 = 0;
   for (int e = 0; e < hd; ++e) s00 += q[e] * k[e];
   EXPECT_NEAR(lse[0], s00 / 2.0, 1e-5);
-  attention_backward(d.data(), q.data(), k.data(), v.data(), out.data(), lse.data(), dq.data(), dk.data(),
-                     dv.data(), batch, seq, heads, hd);
+  attention_backward(d.data(), q.data(), k.data(), v.data(), out.data(), lse.data(), dq.data(), dk.data(), dv.data(),
+                     batch, seq, heads, hd);
   auto f = [&](const DVec& qq, const DVec& kk, const DVec& vv) {
     return dot(attention_ref(qq, kk, vv, batch, seq, heads, hd), dd);
   };

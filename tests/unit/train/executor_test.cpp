@@ -1,10 +1,10 @@
 // The executor on one rank (no collectives): the loss falls on the learnable task, and recomputation or overlap
 // modes change nothing; the step's trace names every module's forward and backward.
+#include "train/executor.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
-
-#include "train/executor.h"
 
 namespace lins {
 namespace {
