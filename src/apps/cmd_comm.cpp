@@ -54,7 +54,7 @@ const CommandSpec& comm_spec() {
       "examples:\n"
       "  mpirun -np 4 lins comm -b 4K -e 16M -o all_reduce --gpus-per-node 2 --group inter\n"
       "  mpirun -np 4 lins comm -b 4K -e 16M --gpus-per-node 2 --profile profile.csv\n"
-      "exit status: 0 all results right, 1 wrong data, 2 bad options or setup.",
+      "exit status: 0 all results right, 1 wrong data, 2 bad options or setup.\n",
   };
   return spec;
 }

@@ -24,7 +24,7 @@ double get(const void* buf, DType dtype, int64_t i) {
 }  // namespace
 
 double check_fill_value(int world_rank, int64_t index) {
-  return double(int((int64_t(world_rank) * 131 + index * 71 + 7) % 255) - 127) / 16.0;
+  return double(int((int64_t(world_rank) * 131 + index * 71 + 7) % 255) - 31) / 16.0;
 }
 
 void check_fill(void* buf, DType dtype, int64_t count, int world_rank, int64_t offset) {

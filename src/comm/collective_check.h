@@ -10,7 +10,8 @@
 
 namespace lins {
 
-// Dyadic values k/16 with |k| <= 127: exact in bf16 and fp32, so only the sums round.
+// Dyadic values k/16 with -31 <= k <= 223: exact in bf16 and fp32; mostly positive, so sums grow past 8 significant
+// bits and bf16 sums really round.
 double check_fill_value(int world_rank, int64_t index);
 // buf[i] = check_fill_value(world_rank, offset + i) in `dtype` (host memory).
 void check_fill(void* buf, DType dtype, int64_t count, int world_rank, int64_t offset = 0);

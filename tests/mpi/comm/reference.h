@@ -14,10 +14,10 @@
 
 namespace lins::test {
 
-// Dyadic values k/16 with |k| <= 127: exact in bf16 and fp32; sums of up to 8 of them need 10 significant bits, so
-// fp32 sums are exact in any order while bf16 sums must round.
+// Dyadic values k/16 with -31 <= k <= 223: exact in bf16 and fp32 (8 significant bits); mostly positive, so sums of
+// a few of them need up to 11 bits: fp32 sums are exact in any order while bf16 sums must round.
 inline double fill_value(int world_rank, int64_t i) {
-  return double(int((world_rank * 131 + i * 71 + 7) % 255) - 127) / 16.0;
+  return double(int((world_rank * 131 + i * 71 + 7) % 255) - 31) / 16.0;
 }
 
 // A host buffer of `dtype` elements.
@@ -131,7 +131,7 @@ Mismatch check_collectives(Communicator& c, const std::vector<int>& members, int
     HostBuf mine(dt, n);
     mine.fill(world_rank);
     HostBuf init(dt, big);
-    for (int64_t i = 0; i < big; ++i) init.set(i, -1);
+    for (int64_t i = 0; i < big; ++i) init.set(i, -1000);  // outside the fill's range
     mem.upload(d_recv, init.data(), big * eb);
     void* send = in_place ? static_cast<char*>(d_recv) + me * n * eb : d_send;
     mem.upload(send, mine.data(), n * eb);
