@@ -41,7 +41,7 @@ CommandSpec simulate_spec() {
   };
   auto opts = concat_options(model_options("llama-7b"), topology_options("8", ""));
   opts = concat_options(opts, workload_options("4096", "1", "4M"));
-  opts = concat_options(opts, cost_options("paper-a800", "shared"));
+  opts = concat_options(opts, cost_options("paper-a800", "paper"));
   opts = concat_options(opts, own);
   for (auto& o : opts)
     if (o.name == "model") o.help = "model preset, or a comma-separated list of presets";
@@ -150,7 +150,7 @@ int run_simulate(const Args& argv) {
     gpu_counts.push_back(*v);
   }
   if (args->has("nodes")) return fail("--nodes is set by --gpus here; give the GPU counts with --gpus");
-  const auto strategies = split_list(args->get("strategies"));
+  const auto strategies = split_plan_list(args->get("strategies"));
   if (strategies.empty() || gpu_counts.empty()) return fail("--strategies and --gpus must not be empty");
   std::vector<Overlap> overlaps;
   for (const auto& o : split_list(args->get("overlap"))) {

@@ -224,6 +224,21 @@ Result<Plan> parse_plan(std::string_view text_in, const Topology& topo) {
   return plan;
 }
 
+std::vector<std::string> split_plan_list(std::string_view text) {
+  std::vector<std::string> out;
+  for (const auto& word : split(text, ',')) {
+    if (word.empty()) continue;
+    const bool continues_tuple = !out.empty() && out.back().rfind("p=", 0) == 0 &&
+                                 (word.rfind("g=", 0) == 0 || word.rfind("os=", 0) == 0 ||
+                                  word.rfind("layout=", 0) == 0 || word.rfind("hpz=", 0) == 0);
+    if (continues_tuple)
+      out.back() += "," + word;
+    else
+      out.push_back(word);
+  }
+  return out;
+}
+
 Status validate_plan(const Plan& plan, const Topology& topo) {
   const int R = topo.gpus_per_node, N = topo.nodes;
   const std::string where = "plan " + plan.to_string() + " on " + std::to_string(R) + " GPUs/node x " +

@@ -64,6 +64,10 @@ std::vector<std::pair<std::string, std::string>> plan_presets();
 // validates it on `topo`. "lins" is not parsed here: the planner chooses it.
 Result<Plan> parse_plan(std::string_view text, const Topology& topo);
 
+// Splits a comma-separated list of plans ("ddp,p=4x1,g=4x1,os=8x1,mics:16") into plans: the commas inside a
+// 6-tuple (before g=, os=, layout=, hpz=) stay with it.
+std::vector<std::string> split_plan_list(std::string_view text);
+
 // Checks every rule of PAPER.md section 2. The error names the violated rule and the nearest legal plan.
 Status validate_plan(const Plan& plan, const Topology& topo);
 

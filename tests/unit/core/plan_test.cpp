@@ -77,6 +77,14 @@ TEST(Plan, NestingNeedsDivisionNotJustOrder) {
   EXPECT_TRUE(parse_plan("p=2x1,g=2x1,os=6x1", Topology{6, 1}));
 }
 
+TEST(Plan, ListsKeepSixTuplesTogether) {
+  EXPECT_EQ(split_plan_list("ddp,p=4x1,g=4x1,os=8x1,mics:16"),
+            (std::vector<std::string>{"ddp", "p=4x1,g=4x1,os=8x1", "mics:16"}));
+  EXPECT_EQ(split_plan_list("p=2,g=2,os=8,layout=intra,p=1,g=1,os=8"),
+            (std::vector<std::string>{"p=2,g=2,os=8,layout=intra", "p=1,g=1,os=8"}));
+  EXPECT_EQ(split_plan_list(" zero3 , ,lins"), (std::vector<std::string>{"zero3", "lins"}));
+}
+
 TEST(Plan, LegalPairsOfThePapersCluster) {
   auto pairs = legal_factors(kPaper);
   EXPECT_EQ(pairs.size(), 11u);  // 1,2,4,8 inside a node; 8 x {2,4,...,128} across nodes
