@@ -197,6 +197,7 @@ TEST(StepEquivalence, LinsPlansMatchOneRankDdp) {
     for (const auto& p : {"p=1x1,g=1x1,os=" + all,                    // Lins OS sharding (inter-tensor)
                           "p=1x1,g=1x1,os=" + all + ",layout=intra",  // the even split on the Lins engine
                           "p=" + node + ",g=" + node + ",os=" + all,  // P and G in the node, OS everywhere
+                          "p=" + node + ",g=" + all + ",os=" + all,   // T_g over nodes with P sharded in the node
                           "p=1x1,g=" + all + ",os=" + all,            // T_g runs (M > 1)
                           "p=" + all + ",g=" + all + ",os=" + all})   // everything sharded
       run_and_check(tiny(), topo, p, kMicroBatches);
