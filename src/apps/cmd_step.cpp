@@ -62,8 +62,10 @@ CommandSpec step_spec() {
   for (const auto& n : network_presets()) networks += ", " + n.name;
   spec.options = concat_options(model_options("small"), topology_options("", ""));
   spec.options = concat_options(spec.options, workload_options("128", "1", ""));
-  for (auto& o : spec.options)
+  for (auto& o : spec.options) {
     if (o.name == "micro-batches") o.default_value = "2";
+    if (o.name == "gpus-per-node") o.help = "ranks per (emulated) node; without it every rank is on one node";
+  }
   spec.options = concat_options(
       spec.options,
       {
