@@ -1,6 +1,7 @@
 // Collectives of the MPI backend against the raw MPI calls on the same buffers in the same run (run it under
 // mpirun): bus bandwidth of both at 64 MiB for all_gather, reduce_scatter, all_reduce, and the per-call overhead at
 // 4 KiB. Rank 0 reports; every rank runs the same fixed iteration count, timed as the slowest rank. No assertions.
+//   mpirun --bind-to core:overload-allowed -np 4 bench/bench_comm   (unbound threads migrate and add noise)
 #include <benchmark/benchmark.h>
 #include <mpi.h>
 
