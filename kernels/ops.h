@@ -3,7 +3,6 @@
 // Shapes: T = tokens (batch * seq), H = hidden, F = ffn, V = vocab, layout [batch, seq, heads, head_dim] = [T, H].
 #pragma once
 
-#include <bit>
 #include <cstdint>
 
 namespace lins::kernels::cpu {
@@ -61,27 +60,6 @@ void gemm_strided(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, f
 // y[n] += x[n].
 void add(float* y, const float* x, int64_t n);
 
-// exp(x) in fp32 by Cephes' method (x = n ln2 + r, |r| <= ln2 / 2, degree-6 polynomial for e^r, 2^n from the
-// exponent bits), within 2 ulp of expf on [-87.3, 88.7]; x is clamped to that range first (so exp of a very
-// negative number is about 1e-38, not 0). Inline and branch-free so the loops that call it vectorise (softmax,
-// sigmoid, cross-entropy).
-inline float exp_poly(float x) {
-  x = x < -87.3f ? -87.3f : x;  // compare-and-select: maxps/minps, so the loop vectorises
-  x = x > 88.7f ? 88.7f : x;
-  const float t = x * 1.44269504088896341f;
-  const float n = (t + 12582912.0f) - 12582912.0f;  // round to nearest: 1.5 * 2^23 pushes the fraction out
-  float r = x - n * 0.693359375f;                    // ln2 split in two for an exact reduction
-  r -= n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;  // 2^n as a float's bit pattern
-  return p * std::bit_cast<float>(bits);
-}
 // y[n] *= alpha.
 void scale(float* y, float alpha, int64_t n);
 

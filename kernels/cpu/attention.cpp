@@ -10,6 +10,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/cpu/exp_poly.h"
 #include "kernels/ops.h"
 
 namespace lins::kernels::cpu {

@@ -15,6 +15,8 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/exp_poly.h"
+
 #if defined(__SSE2__)
 #include <immintrin.h>
 #endif

@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/cpu/exp_poly.h"
 #include "kernels/ops.h"
 
 namespace lins::kernels::cpu {
@@ -46,6 +47,18 @@ void expect_close(const Vec& got, const DVec& want, double tol, const char* what
   for (double w : want) scale = std::max(scale, std::fabs(w));
   for (size_t i = 0; i < got.size(); ++i)
     ASSERT_NEAR(got[i], want[i], tol * scale) << what << " at " << i << " (max |ref| " << scale << ")";
+}
+
+TEST(CpuExpPoly, MatchesExpWithinAFewUlp) {
+  double worst = 0;
+  for (float x = -87.0f; x <= 88.0f; x += 0.00731f) {
+    const double want = std::exp(double(x));
+    worst = std::max(worst, std::fabs(exp_poly(x) - want) / want);
+  }
+  EXPECT_LT(worst, 3e-7);  // 2.5 fp32 ulp
+  EXPECT_EQ(exp_poly(0.0f), 1.0f);
+  EXPECT_LT(exp_poly(-1000.0f), 1e-37f);  // clamped, not NaN
+  EXPECT_GE(exp_poly(-1000.0f), 0.0f);
 }
 
 TEST(CpuGemm, MatchesNaiveForEveryTransposition) {
