@@ -10,10 +10,12 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "comm/bf16.h"
 #include "comm/check.h"
+#include "comm/watchdog.h"
 
 namespace lins {
 
@@ -91,9 +93,12 @@ struct MpiRequest final : Request::Impl {
   std::weak_ptr<int> alive;
   std::shared_ptr<MpiCommunicator::Task> task;
   bool nonblocking = false;
+  std::string label;  // for the watchdog's message; set only while the watchdog is on
 
   void wait() override {
     auto& t = *task;
+    std::optional<WatchdogScope> watched;  // a peer that died or hangs shows up here, as a wait that never ends
+    if (!label.empty()) watched.emplace(label);
     if (nonblocking) {
       MPI_CHECK(MPI_Wait(&t.request, MPI_STATUS_IGNORE));
       if (t.rs_in_place && t.rs_slice != t.recv)
@@ -219,6 +224,14 @@ Request MpiCommunicator::submit(std::shared_ptr<Task> task) {
   auto req = std::make_shared<MpiRequest>();
   req->task = task;
   req->alive = alive_;
+  if (watchdog_enabled())
+    req->label = task->type == Task::Type::barrier
+                     ? "barrier on group '" + name_ + "'"
+                     : std::string(coll_kind_name(task->kind)) + " of " + std::to_string(task->count) +
+                           (task->kind == CollKind::all_gather || task->kind == CollKind::reduce_scatter
+                                ? " elements per rank"
+                                : " elements") +
+                           " on group '" + name_ + "'";
   if (task->type == Task::Type::collective) {
     const int k = static_cast<int>(task->kind);
     req->record = [this, k](double s) { counters_.seconds[k] += s; };

@@ -7,6 +7,7 @@
 
 #include "comm/check.h"
 #include "comm/cuda_check.h"
+#include "comm/watchdog.h"
 
 namespace lins {
 
@@ -113,11 +114,27 @@ Result<std::unique_ptr<NcclCommunicator>> NcclCommunicator::create(MPI_Comm comm
   NCCL_CHECK(ncclCommInitRank(&c->comm_, size, id, rank));
   CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream_, cudaStreamNonBlocking));
   CUDA_CHECK(cudaMalloc(&c->barrier_buf_, sizeof(float)));
+  c->register_with_watchdog();
   return c;
+}
+
+void NcclCommunicator::register_with_watchdog() {
+  ncclComm* comm = comm_;
+  const std::string name = name_;
+  watchdog_check_ = add_watchdog_check([comm, name]() -> std::string {
+    ncclResult_t async = ncclSuccess;
+    if (ncclCommGetAsyncError(comm, &async) != ncclSuccess || async == ncclSuccess || async == ncclInProgress)
+      return "";
+    return "NCCL communicator '" + name + "' failed asynchronously: " + ncclGetErrorString(async) + " (" +
+           ncclGetLastError(comm) + ")";
+  });
+  watchdog_abort_ = add_watchdog_abort_action([comm]() { ncclCommAbort(comm); });
 }
 
 NcclCommunicator::~NcclCommunicator() {
   // Teardown must not abort: the process may be exiting after an error elsewhere.
+  remove_watchdog_hooks(watchdog_check_);
+  remove_watchdog_hooks(watchdog_abort_);
   if (stream_) cudaStreamSynchronize(stream_);
   settle_timings(false);
   for (auto& t : timings_) {
@@ -260,6 +277,7 @@ Result<std::unique_ptr<Communicator>> NcclCommunicator::split(int color, int key
   c->compute_ = compute_;
   CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream_, cudaStreamNonBlocking));
   CUDA_CHECK(cudaMalloc(&c->barrier_buf_, sizeof(float)));
+  c->register_with_watchdog();
   return std::unique_ptr<Communicator>(std::move(c));
 }
 

@@ -76,8 +76,11 @@ class NcclCommunicator final : public Communicator {
   NcclCommunicator() = default;
   Request finish(CollKind kind, double message_bytes, CUevent_st* start);
   void settle_timings(bool block);
+  // Lets the watchdog poll ncclCommGetAsyncError and call ncclCommAbort before it ends the job.
+  void register_with_watchdog();
 
   ncclComm* comm_ = nullptr;
+  int watchdog_check_ = 0, watchdog_abort_ = 0;  // hook ids (0 = none)
   int rank_ = 0, size_ = 1, device_ = 0;
   std::string name_;
   Axis axis_ = Axis::intra;

@@ -8,8 +8,11 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
+#include <map>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 namespace lins {
 namespace {
@@ -28,6 +31,11 @@ struct WatchdogState {
   int depth = 0;
   std::string what;
   Clock::time_point since;
+  // Hooks by id. Guarded by hooks_mu (not mu) so a check may take its time without delaying scopes.
+  std::mutex hooks_mu;
+  int next_id = 1;
+  std::map<int, std::function<std::string()>> checks;
+  std::map<int, std::function<void()>> abort_actions;
 };
 
 WatchdogState& state() {
@@ -37,21 +45,45 @@ WatchdogState& state() {
 
 std::atomic<bool> g_enabled{false};
 
+[[noreturn]] void abort_job(WatchdogState& s, const std::string& message) {
+  std::fprintf(stderr, "%s\n", message.c_str());
+  std::fflush(stderr);
+  {
+    std::lock_guard<std::mutex> lock(s.hooks_mu);
+    for (auto& [id, action] : s.abort_actions) action();
+  }
+  MPI_Abort(MPI_COMM_WORLD, 3);
+  std::_Exit(3);  // MPI_Abort should not return; make sure this process ends either way
+}
+
 void watch() {
   auto& s = state();
   std::unique_lock<std::mutex> lock(s.mu);
   while (s.running) {
     s.cv.wait_for(lock, std::chrono::milliseconds(100));
-    if (!s.running || s.depth == 0 || s.timeout_s <= 0) continue;
+    if (!s.running) break;
+    const int rank = s.rank;
+    const std::string host = s.host;
+    {
+      lock.unlock();
+      std::string error;
+      {
+        std::lock_guard<std::mutex> hooks(s.hooks_mu);
+        for (auto& [id, check] : s.checks)
+          if (error = check(); !error.empty()) break;
+      }
+      lock.lock();
+      if (!error.empty())
+        abort_job(s, "lins: rank " + std::to_string(rank) + " on " + host + ": " + error + ". Aborting the job.");
+    }
+    if (s.depth == 0 || s.timeout_s <= 0) continue;
     const double open_s = std::chrono::duration<double>(Clock::now() - s.since).count();
     if (open_s > s.timeout_s) {
-      std::fprintf(stderr,
-                   "lins: rank %d on %s: '%s' has not completed after %.1f s (watchdog timeout %.1f s); a peer rank "
-                   "probably died or hangs. Aborting the job.\n",
-                   s.rank, s.host.c_str(), s.what.c_str(), open_s, s.timeout_s);
-      std::fflush(stderr);
-      MPI_Abort(MPI_COMM_WORLD, 3);
-      std::_Exit(3);  // MPI_Abort should not return; make sure this process ends either way
+      char buf[128];
+      std::snprintf(buf, sizeof buf, "' has not completed after %.1f s (watchdog timeout %.1f s)", open_s,
+                    s.timeout_s);
+      abort_job(s, "lins: rank " + std::to_string(rank) + " on " + host + ": '" + s.what + buf +
+                       "; a peer rank probably died or hangs. Aborting the job.");
     }
   }
 }
@@ -87,6 +119,29 @@ double watchdog_timeout_s() {
   auto& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   return s.timeout_s;
+}
+
+bool watchdog_enabled() { return g_enabled.load(std::memory_order_relaxed); }
+
+int add_watchdog_check(std::function<std::string()> check) {
+  auto& s = state();
+  std::lock_guard<std::mutex> lock(s.hooks_mu);
+  s.checks[s.next_id] = std::move(check);
+  return s.next_id++;
+}
+
+int add_watchdog_abort_action(std::function<void()> action) {
+  auto& s = state();
+  std::lock_guard<std::mutex> lock(s.hooks_mu);
+  s.abort_actions[s.next_id] = std::move(action);
+  return s.next_id++;
+}
+
+void remove_watchdog_hooks(int id) {
+  auto& s = state();
+  std::lock_guard<std::mutex> lock(s.hooks_mu);
+  s.checks.erase(id);
+  s.abort_actions.erase(id);
 }
 
 WatchdogScope::WatchdogScope(const char* what) {

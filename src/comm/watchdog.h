@@ -3,6 +3,7 @@
 // operation are stuck and aborts the whole MPI job, so a dead or hung peer never hangs an allocation.
 #pragma once
 
+#include <functional>
 #include <string>
 
 namespace lins {
@@ -12,6 +13,14 @@ namespace lins {
 void start_watchdog(double timeout_s, int rank, const std::string& host);
 void stop_watchdog();
 double watchdog_timeout_s();
+bool watchdog_enabled();  // cheap: one atomic load
+
+// Checks the watchdog runs every poll (about ten times a second) while it is on, each returning an error text or ""
+// (the NCCL backend reports ncclCommGetAsyncError here), and actions it runs before aborting (ncclCommAbort).
+// Both return an id for remove_watchdog_hooks (call it before the objects they capture are destroyed).
+int add_watchdog_check(std::function<std::string()> check);
+int add_watchdog_abort_action(std::function<void()> action);
+void remove_watchdog_hooks(int id);
 
 // Marks the calling thread as inside `what` until destroyed. Nested scopes keep the outermost start time. Cheap
 // when the watchdog is off.
