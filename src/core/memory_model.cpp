@@ -34,10 +34,11 @@ MemoryEstimate estimate_memory(const Schedule& s, const Workload& w, StateBytes 
   // P: the local buffer is the padded 1/shard_count slice of every module (the whole model when P is replicated);
   // padding makes it a little more than Phi/s_p.
   m.p_bytes = double(L.local_elems) * b.p;
-  // ZeRO++ hpZ keeps a second copy of P sharded over hpz_intra GPUs of the node (each module padded to a multiple).
-  if (plan.engine == Engine::zeropp && plan.hpz_intra > 0) {
+  // ZeRO++ hpZ keeps a second copy of P sharded over hpz_intra GPUs of the node: what the backward gather of the
+  // schedule reads, each module's padded buffer over the hpZ group (nothing when P is not sharded).
+  if (plan.engine == Engine::zeropp && plan.hpz_intra > 0 && L.shard_count > 1) {
     int64_t hpz_elems = 0;
-    for (const auto& mod : model.modules) hpz_elems += round_up(mod.elems, plan.hpz_intra) / plan.hpz_intra;
+    for (const auto& ms : L.modules) hpz_elems += ms.padded_elems / plan.hpz_intra;
     m.p_bytes += double(hpz_elems) * b.p;
   }
 

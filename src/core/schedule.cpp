@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <iterator>
 #include <string_view>
 
 namespace lins {
@@ -158,12 +159,18 @@ struct Builder {
     int bucket_id = 0;
     const bool lins_like = plan.engine == Engine::lins || plan.engine == Engine::ddp;
     const int stage = zero_stage(plan);
+    // Next-module prefetch (PAPER.md section 6): the gather of the module that runs next in backward is issued when
+    // this module's backward starts, so it is listed before this module's reduce-scatter and gradient syncs.
+    const GroupRole bwd_gather = plan.engine == Engine::zeropp ? GroupRole::hpz : GroupRole::p_shard;
+    auto gather_for_backward = [&](const ModuleShard& ms) {
+      add(Phase::backward, mb, repeat, ms.module, mname(ms.module), -1, CollKind::all_gather, Term::param, bwd_gather,
+          ms.padded_elems);
+    };
+    if (p_sharded && !mods.empty()) gather_for_backward(mods.back());
     for (auto it = mods.rbegin(); it != mods.rend(); ++it) {
       const auto& ms = *it;
       if (p_sharded) {
-        const GroupRole gather = plan.engine == Engine::zeropp ? GroupRole::hpz : GroupRole::p_shard;
-        add(Phase::backward, mb, repeat, ms.module, mname(ms.module), -1, CollKind::all_gather, Term::param, gather,
-            ms.padded_elems);
+        if (std::next(it) != mods.rend()) gather_for_backward(*std::next(it));
         add(Phase::backward, mb, repeat, ms.module, mname(ms.module), -1, CollKind::reduce_scatter, Term::param,
             GroupRole::p_shard, ms.padded_elems);
       }

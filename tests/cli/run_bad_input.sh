@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Runs every row of bad_input.tsv against the lins binary: each must exit non-zero within a bounded time and print
+# the expected message (exactly once when run on several ranks). Usage: run_bad_input.sh LINS MPIEXEC TABLE
+set -uo pipefail
+lins=$1
+mpiexec=$2
+table=$3
+failed=0
+total=0
+while IFS=$'\t' read -r ranks args expected; do
+  [[ -z "$ranks" || "$ranks" == \#* ]] && continue
+  total=$((total + 1))
+  # shellcheck disable=SC2086
+  if [ "$ranks" = 0 ]; then
+    out=$(timeout 60 "$lins" $args 2>&1)
+  else
+    out=$(timeout 120 "$mpiexec" --oversubscribe --allow-run-as-root -np "$ranks" "$lins" $args 2>&1)
+  fi
+  rc=$?
+  count=$(grep -cF -- "$expected" <<<"$out")
+  if [ "$rc" -eq 0 ] || [ "$rc" -eq 124 ] || [ "$count" -lt 1 ] || { [ "$ranks" != 0 ] && [ "$count" -ne 1 ]; }; then
+    echo "FAIL: lins $args (ranks $ranks): exit $rc, expected message '$expected' $count times"
+    echo "$out" | head -5 | sed 's/^/    /'
+    failed=$((failed + 1))
+  else
+    printf 'ok   exit %-3s %-60s -> %s\n' "$rc" "lins $args" "$(grep -F -- "$expected" <<<"$out" | head -1 | cut -c1-150)"
+  fi
+done <"$table"
+echo "$((total - failed)) passed, $failed failed"
+[ "$failed" -eq 0 ]
