@@ -2,6 +2,7 @@
 // timed steps per strategy, one CSV row per (strategy, timed step) with the columns of core/results_schema.h, a JSON
 // provenance file beside it, a table on stdout, and optionally a Chrome trace of the last step per rank.
 #include <mpi.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -18,6 +19,7 @@
 #include "apps/commands.h"
 #include "comm/mesh_comms.h"
 #include "comm/provenance.h"
+#include "comm/watchdog.h"
 #include "core/cli.h"
 #include "core/cost_model.h"
 #include "core/cost_options.h"
@@ -36,21 +38,6 @@ namespace {
 
 constexpr const char* kDefaultStrategies = "ddp,zero1,zero2,zero3,mics,zeropp,lins";
 
-// An alpha-beta stand-in for MPI over shared memory on one host (every "node" is the same machine), roughly fitted
-// to data/profiles/cpu-2core-4ranks.csv (a few GB/s at MiB sizes, tens of microseconds per step). Pass --profile
-// with a measured profile for better predictions.
-AlphaBeta cpu_local_network() {
-  AlphaBeta n;
-  n.name = "cpu-local";
-  n.description = "MPI over shared memory on one host (emulated nodes share it)";
-  n.intra_gpu_gbps = 3.0;
-  n.inter_node_gbps = 3.0;
-  n.inter_gpu_gbps = 3.0;
-  n.intra_latency_s = 20e-6;
-  n.inter_latency_s = 20e-6;
-  return n;
-}
-
 CommandSpec step_spec() {
   CommandSpec spec;
   spec.name = "step";
@@ -58,8 +45,6 @@ CommandSpec step_spec() {
   spec.usage = "mpirun -np N lins step [options]";
   std::string presets;
   for (const auto& [n, d] : plan_presets()) presets += (presets.empty() ? "" : ", ") + n;
-  std::string networks = "cpu-local";
-  for (const auto& n : network_presets()) networks += ", " + n.name;
   spec.options = concat_options(model_options("small"), topology_options("", ""));
   spec.options = concat_options(spec.options, workload_options("128", "1", ""));
   for (auto& o : spec.options) {
@@ -78,11 +63,6 @@ CommandSpec step_spec() {
           {"overlap", 0, "MODE", "all", "all, no_bcast, no_allreduce or none (the paper's Table V)"},
           {"bucket", 0, "SIZE", "1M", "gradient all-reduce bucket U in bytes (fp32 on the CPU backend)"},
           {"trace", 0, "", "", "write a Chrome trace of the last timed step of every strategy per rank"},
-          {"network", 0, "NAME", "cpu-local", "alpha-beta network for the predicted communication time: " + networks},
-          {"profile", 0, "FILE", "",
-           "bandwidth profile CSV from `lins comm --profile` (the network prices meshes it "
-           "lacks)"},
-          {"pricing", 0, "MODE", "paper", "paper (each group alone) or shared (groups of one node share its links)"},
           {"gpu-mem", 0, "SIZE", "1TiB", "memory per rank the planner may use for 'lins'"},
           {"peak-tflops", 0, "RATE", "",
            "peak TFLOP/s per rank for MFU (default: sgemm measured on every rank at "
@@ -90,7 +70,13 @@ CommandSpec step_spec() {
           {"mpi-progress", 0, "MODE", "thread",
            "how MPI collectives progress: thread (a thread per communicator) "
            "or nonblocking (MPI_I* collectives)"},
+          {"timeout", 0, "SECONDS", "600",
+           "watchdog: a rank waiting on one collective this long names itself and the operation and ends the job "
+           "(0 = off)"},
+          {"resume", 0, "", "",
+           "keep the rows of an interrupted (or finished) step.csv in --out and run only what is missing"},
       });
+  spec.options = concat_options(spec.options, cost_options("cpu-local", "paper"));
   spec.epilog =
       "examples:\n"
       "  mpirun -np 4 lins step --gpus-per-node 2\n"
@@ -99,24 +85,6 @@ CommandSpec step_spec() {
       "  mpirun -np 8 lins step --gpus-per-node 4 --strategies lins,p=4x1,g=4x1,os=4x2 --overlap no_bcast --trace\n"
       "(a 6-tuple contains commas: give it last, or alone, in --strategies; 'lins' asks the planner)";
   return spec;
-}
-
-// Splits the strategy list at commas, keeping a 6-tuple ("p=..,g=..,os=..[,layout=..][,hpz=..]") together.
-std::vector<std::string> split_strategies(const std::string& text) {
-  std::vector<std::string> words, out;
-  std::stringstream ss(text);
-  for (std::string w; std::getline(ss, w, ',');)
-    if (!w.empty()) words.push_back(w);
-  for (const auto& w : words) {
-    const bool continues =
-        !out.empty() && out.back().rfind("p=", 0) == 0 &&
-        (w.rfind("g=", 0) == 0 || w.rfind("os=", 0) == 0 || w.rfind("layout=", 0) == 0 || w.rfind("hpz=", 0) == 0);
-    if (continues)
-      out.back() += "," + w;
-    else
-      out.push_back(w);
-  }
-  return out;
 }
 
 // Rank 0's status, agreed by every rank (every rank must take the same branch).
@@ -132,6 +100,7 @@ Status agree(const Status& rank0_status, int rank) {
 
 // Any rank's failure, agreed by every rank (the lowest failing rank's message).
 Status agree_any(const Status& mine) {
+  WatchdogScope watched("MPI_Allreduce agreeing on every rank's status");
   int rank = 0, world = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world);
@@ -147,16 +116,19 @@ Status agree_any(const Status& mine) {
 }
 
 double all_max(double v) {
+  WatchdogScope watched("MPI_Allreduce of the step's results");
   double r = v;
   MPI_Allreduce(&v, &r, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   return r;
 }
 double all_min(double v) {
+  WatchdogScope watched("MPI_Allreduce of the step's results");
   double r = v;
   MPI_Allreduce(&v, &r, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
   return r;
 }
 double all_sum(double v) {
+  WatchdogScope watched("MPI_Allreduce of the step's results");
   double r = v;
   MPI_Allreduce(&v, &r, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
   return r;
@@ -201,9 +173,14 @@ struct TableRow {
 };
 
 int finish(int code) {
+  stop_watchdog();
   MPI_Finalize();
   return code;
 }
+
+// The columns that identify a row when a sweep resumes: the same strategy, workload, overlap and step index.
+const std::vector<std::string> kResumeKey = {"strategy",         "model",         "world_size", "gpus_per_node", "seq",
+                                             "micro_batch_size", "micro_batches", "recompute",  "overlap",       "step"};
 
 }  // namespace
 
@@ -260,21 +237,17 @@ int run_step(const Args& args) {
   else if (a.get("mpi-progress") != "thread")
     return fail("--mpi-progress: unknown mode '" + a.get("mpi-progress") + "'; valid modes: thread, nonblocking");
 
-  Result<CostModel> cost = make_error("unset");
-  if (a.get("network") == "cpu-local") {
-    if (a.get("profile").empty()) {
-      cost = CostModel(cpu_local_network());
-    } else {
-      auto prof = BandwidthProfile::load(a.get("profile"));
-      if (!prof) return fail(prof.error());
-      cost = CostModel(cpu_local_network(), std::move(*prof));
-    }
-  } else {
-    cost = parse_cost_model(a);
-  }
+  auto cost = parse_cost_model(a);
   if (!cost) return fail(cost.error());
+  auto timeout = a.get_double("timeout");
+  if (!timeout) return fail(timeout.error());
+  {
+    char host[256] = {0};
+    gethostname(host, sizeof host - 1);
+    start_watchdog(*timeout, rank, host);
+  }
 
-  const std::vector<std::string> strategies = split_strategies(a.get("strategies"));
+  const std::vector<std::string> strategies = split_plan_list(a.get("strategies"));
   if (strategies.empty()) return fail("--strategies is empty; give for example " + std::string(kDefaultStrategies));
   // Resolve every strategy before running any, so a typo fails at once.
   std::vector<Plan> plans;
@@ -350,19 +323,42 @@ int run_step(const Args& args) {
   std::unique_ptr<CsvWriter> writer;
   Status open_ok;
   if (rank == 0) {
-    auto w = CsvWriter::open(csv_path, StepRow::header());
+    auto w = CsvWriter::open(csv_path, StepRow::header(), a.flag("resume"));
     if (!w)
       open_ok = make_error(w.error());
     else
       writer = std::make_unique<CsvWriter>(std::move(*w));
   }
   if (auto s = agree(open_ok, rank); !s) return fail(s.error());
+  if (rank == 0 && writer->resumed_row_count() > 0)
+    std::printf("lins step: resuming %s with its %zu rows\n", writer->partial_path().c_str(),
+                writer->resumed_row_count());
+  // The key of a timed step's row, formatted exactly as the row writes it.
+  auto resume_key = [&](const std::string& strategy, int step) {
+    StepRow r;
+    r.set("strategy", strategy).set("model", model->name).set("world_size", world);
+    r.set("gpus_per_node", topo->gpus_per_node).set("seq", workload->seq);
+    r.set("micro_batch_size", workload->micro_batch_size).set("micro_batches", workload->micro_batches);
+    r.set("recompute", workload->recompute ? 1 : 0).set("overlap", overlap_name(*overlap)).set("step", step);
+    std::vector<std::string> key;
+    for (const auto& c : kResumeKey) key.push_back(r.get(c));
+    return key;
+  };
 
   std::vector<TableRow> table;
   const double flops_per_token = model->flops_per_token(workload->seq);
   for (size_t si = 0; si < plans.size(); ++si) {
     const Plan& plan = plans[si];
     const std::string& strategy = strategies[si];
+    int done = 1;  // every timed step of this strategy is already in the file (rank 0 decides for all)
+    if (rank == 0)
+      for (int t = 0; t < *steps; ++t) done = done && writer->has_row(kResumeKey, resume_key(strategy, t));
+    MPI_Bcast(&done, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (done) {
+      if (rank == 0) std::printf("[%zu/%zu] %s: its %d rows are kept from the earlier run\n", si + 1, plans.size(),
+                                 strategy.c_str(), *steps);
+      continue;
+    }
     if (rank == 0) {
       std::printf("[%zu/%zu] %s %s on the %s engine; groups: %s\n", si + 1, plans.size(), strategy.c_str(),
                   plan.tuple_string().c_str(), engine_name(plan.engine), group_summary(plan, *topo).c_str());
@@ -458,7 +454,9 @@ int run_step(const Args& args) {
         row.set("peak_mem_bytes", peak).set("state_bytes", states);
         row.set("model_mem_bytes", model_mem).set("model_state_bytes", model_states);
         row.set("loss", loss).set("tgs", tgs).set("mfu", mfu).set("peak_tflops", peak_tflops).set("feasible", 1);
-        if (auto w = writer->write_row(row.ordered()); !w) {
+        if (writer->has_row(kResumeKey, resume_key(strategy, timed))) {
+          // kept from the interrupted run
+        } else if (auto w = writer->write_row(row.ordered()); !w) {
           std::fprintf(stderr, "lins step: %s\n", w.error().c_str());
           MPI_Abort(MPI_COMM_WORLD, 2);
         }
@@ -530,6 +528,7 @@ int run_step(const Args& args) {
   run.set("lr", *lr).set("bucket_bytes", (long long)*bucket).set("mpi_progress", mpi_progress_name(progress));
   run.set("peak_tflops", peak_tflops).set("peak_tflops_source", peak_source);
   run.set("network", a.get("network")).set("profile", a.get("profile")).set("pricing", pricing_name(*pricing));
+  run.set("watchdog_timeout_s", *timeout).set("resumed", a.flag("resume"));
   JsonArray chosen;
   for (size_t i = 0; i < plans.size(); ++i) {
     JsonObject p;

@@ -205,6 +205,10 @@ std::vector<AlphaBeta> network_presets() {
       // (RoCE) port per node = 12.5 GB/s. Latencies are assumptions.
       {"ethernet-100g", "8 GPUs per node with NVLink 300 GB/s; one 100 Gb/s Ethernet port per node", 300.0, 12.5, 12.5,
        2e-6, 15e-6},
+      // MPI over shared memory on one host, where emulated nodes share the same memory: fitted by eye to
+      // data/profiles/cpu-2core-4ranks.csv (a few GB/s at MiB sizes, tens of microseconds per step). The default of
+      // `lins step` on the CPU backend; a measured --profile predicts better.
+      {"cpu-local", "MPI over shared memory on one host (emulated nodes share it)", 3.0, 3.0, 3.0, 20e-6, 20e-6},
   };
 }
 

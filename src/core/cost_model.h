@@ -65,7 +65,7 @@ struct AlphaBeta {
   double inter_latency_s = 0;  // per step of a ring across nodes
 };
 
-// Named presets: paper-a800, h100-ndr, ethernet-100g.
+// Named presets: paper-a800, h100-ndr, ethernet-100g, cpu-local.
 std::vector<AlphaBeta> network_presets();
 Result<AlphaBeta> network_preset(std::string_view name);
 
