@@ -11,6 +11,7 @@
 #include "apps/commands.h"
 #include "core/cli.h"
 #include "core/cost_model.h"
+#include "core/cost_options.h"
 #include "core/csv.h"
 #include "core/memory_model.h"
 #include "core/planner.h"
@@ -27,23 +28,15 @@ CommandSpec plan_spec() {
       "Rank every legal sharding plan (PAPER.md section 2) of a model on a cluster by predicted "
       "communication time per step, among those that fit in GPU memory.";
   spec.usage = "lins plan [options]";
-  std::string networks;
-  for (const auto& n : network_presets()) networks += (networks.empty() ? "" : ", ") + n.name;
   std::string presets;
   for (const auto& [n, d] : plan_presets()) presets += (presets.empty() ? "" : ", ") + n;
   spec.options = concat_options(concat_options(model_options("llama-7b"), topology_options("8", "128")),
                                 workload_options("4096", "1", "4M"));
+  spec.options = concat_options(spec.options, cost_options("paper-a800", "both", /*allow_both=*/true));
   spec.options = concat_options(
       spec.options,
       {
           {"gpu-mem", 0, "SIZE", "80GiB", "memory per GPU; plans that need more are marked infeasible"},
-          {"network", 0, "NAME", "paper-a800", "alpha-beta network preset: " + networks},
-          {"profile", 0, "FILE", "",
-           "bandwidth profile CSV written by `lins comm --profile` (meshes it lacks fall "
-           "back to --network)"},
-          {"pricing", 0, "MODE", "both",
-           "paper (each group alone, as the paper), shared (groups of one node share "
-           "its network), or both (ranked by paper, both shown)"},
           {"bucket", 0, "SIZE", "25M", "gradient all-reduce bucket U"},
           {"top", 0, "N", "10", "alternatives shown in the table (the CSV has all)"},
           {"plan", 0, "PLAN", "", "evaluate just this plan: " + presets},
@@ -288,8 +281,6 @@ int run_plan(const Args& argv) {
   if (*bucket == 0 || *bucket > (uint64_t(1) << 40)) return fail("--bucket must be between 1 byte and 1T");
   auto top = args->get_positive_int("top");
   if (!top) return fail(top.error());
-  auto net = network_preset(args->get("network"));
-  if (!net) return fail("--network: " + net.error());
   View view;
   const std::string pricing = args->get("pricing");
   if (pricing == "paper") {
@@ -300,13 +291,9 @@ int run_plan(const Args& argv) {
   } else if (pricing != "both") {
     return fail("--pricing must be paper, shared or both, got '" + pricing + "'");
   }
-  std::optional<BandwidthProfile> profile;
-  if (args->has("profile")) {
-    auto p = BandwidthProfile::load(args->get("profile"));
-    if (!p) return fail("--profile: " + p.error());
-    profile = std::move(*p);
-  }
-  const CostModel cost = profile ? CostModel(*net, *profile) : CostModel(*net);
+  auto cost_model = parse_cost_model(*args);
+  if (!cost_model) return fail(cost_model.error());
+  const CostModel& cost = *cost_model;
 
   PlannerOptions opt;
   opt.gpu_mem_bytes = double(*mem);
@@ -322,7 +309,8 @@ int run_plan(const Args& argv) {
   std::printf("  workload: seq %d, micro-batch %d, M = %d micro-batches, %lld tokens per step, %s\n", w.seq,
               w.micro_batch_size, w.micro_batches, static_cast<long long>(w.global_batch_tokens),
               w.recompute ? "full recomputation" : "no recomputation");
-  std::printf("  network: %s (%s)%s\n", net->name.c_str(), net->description.c_str(),
+  const BandwidthProfile* profile = cost.profile();
+  std::printf("  network: %s (%s)%s\n", cost.network().name.c_str(), cost.network().description.c_str(),
               profile ? (", profile " + profile->source() + " (" + std::to_string(profile->point_count()) +
                          " measurements) first")
                             .c_str()
@@ -401,7 +389,7 @@ int run_plan(const Args& argv) {
                                             std::to_string(w.micro_batch_size),
                                             std::to_string(w.micro_batches),
                                             w.recompute ? "1" : "0",
-                                            net->name,
+                                            cost.network().name,
                                             profile ? profile->source() : "",
                                             num(opt.gpu_mem_bytes),
                                             std::to_string(opt.bucket_bytes),

@@ -3,7 +3,8 @@
 
 namespace lins {
 
-std::vector<OptionSpec> cost_options(const std::string& default_network, const std::string& default_pricing) {
+std::vector<OptionSpec> cost_options(const std::string& default_network, const std::string& default_pricing,
+                                     bool allow_both) {
   std::string names;
   for (const auto& n : network_presets()) names += (names.empty() ? "" : ", ") + n.name;
   return {
@@ -11,17 +12,18 @@ std::vector<OptionSpec> cost_options(const std::string& default_network, const s
       {"profile", 0, "FILE", "", "bandwidth profile CSV from `lins comm --profile` (the network preset prices the meshes "
                                  "it lacks)"},
       {"pricing", 0, "MODE", default_pricing,
-       "paper (each group alone, as the paper) or shared (groups on a node share its links)"},
+       std::string("paper (each group alone, as the paper) or shared (groups on a node share its links)") +
+           (allow_both ? ", or both (ranked by paper, both shown)" : "")},
   };
 }
 
 Result<CostModel> parse_cost_model(const ParsedArgs& args) {
   auto net = network_preset(args.get("network"));
-  if (!net) return make_error(net.error());
+  if (!net) return make_error("--network: " + net.error());
   const std::string profile_path = args.get("profile");
   if (profile_path.empty()) return CostModel(*net);
   auto profile = BandwidthProfile::load(profile_path);
-  if (!profile) return make_error(profile.error());
+  if (!profile) return make_error("--profile: " + profile.error());
   return CostModel(*net, std::move(*profile));
 }
 

@@ -11,9 +11,9 @@
 
 namespace lins {
 
-// --network PRESET, --profile FILE, --pricing paper|shared.
+// --network PRESET, --profile FILE, --pricing paper|shared (|both when `allow_both`: rank by paper, show both).
 std::vector<OptionSpec> cost_options(const std::string& default_network = "paper-a800",
-                                     const std::string& default_pricing = "paper");
+                                     const std::string& default_pricing = "paper", bool allow_both = false);
 // The cost model of --network (alpha-beta) and --profile (measured bandwidth, alpha-beta where it lacks a mesh).
 Result<CostModel> parse_cost_model(const ParsedArgs& args);
 // "paper" (each group alone, PAPER.md section 4) or "shared" (groups share a node's links).
