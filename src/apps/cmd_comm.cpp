@@ -2,6 +2,7 @@
 // algbw/busbw, a correctness check of every result, non-zero exit on wrong data) plus min/median/max, CSV with a
 // JSON provenance file, and --profile: every op over every mesh the planner may use, as the planner's profile CSV.
 #include <mpi.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -14,6 +15,7 @@
 #include "comm/collective_check.h"
 #include "comm/mesh_comms.h"
 #include "comm/provenance.h"
+#include "comm/watchdog.h"
 #include "core/cli.h"
 #include "core/cost_model.h"  // kProfileHeader, the columns the planner reads
 #include "core/csv.h"
@@ -50,6 +52,9 @@ const CommandSpec& comm_spec() {
           {"csv", 0, "FILE", "", "also write the rows as CSV (units in column names) and FILE's .provenance.json"},
           {"profile", 0, "FILE", "",
            "sweep every op over every mesh the planner may use and write the profile CSV `lins plan --profile` reads"},
+          {"timeout", 'T', "SECONDS", "300",
+           "watchdog: a rank waiting on one collective this long names itself and the operation and ends the job "
+           "(0 = off)"},
       },
       "examples:\n"
       "  mpirun -np 4 lins comm -b 4K -e 16M -o all_reduce --gpus-per-node 2 --group inter\n"
@@ -354,6 +359,7 @@ Status agree(const Status& rank0_status, int rank) {
 }
 
 int finish(int code) {
+  stop_watchdog();
   MPI_Finalize();
   return code;
 }
@@ -385,6 +391,13 @@ int run_comm(const Args& args) {
   auto settings = read_settings(*parsed);
   if (!settings) return fail(settings.error());
   Settings s = *settings;
+  auto timeout = parsed->get_double("timeout");
+  if (!timeout) return fail(timeout.error());
+  {
+    char host[256] = {0};
+    gethostname(host, sizeof host - 1);
+    start_watchdog(*timeout, rank, host);
+  }
 
   int gpn = 0;
   if (s.gpn_text == "auto") {
