@@ -12,9 +12,9 @@ while IFS=$'\t' read -r ranks args expected; do
   total=$((total + 1))
   # shellcheck disable=SC2086
   if [ "$ranks" = 0 ]; then
-    out=$(timeout 60 "$lins" $args 2>&1)
+    out=$(cd "$(dirname "$table")/../.." && timeout 60 "$lins" $args 2>&1 </dev/null)
   else
-    out=$(timeout 120 "$mpiexec" --oversubscribe --allow-run-as-root -np "$ranks" "$lins" $args 2>&1)
+    out=$(cd "$(dirname "$table")/../.." && timeout 120 "$mpiexec" --oversubscribe --allow-run-as-root -np "$ranks" "$lins" $args 2>&1 </dev/null)
   fi
   rc=$?
   count=$(grep -cF -- "$expected" <<<"$out")
