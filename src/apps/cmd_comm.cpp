@@ -2,7 +2,6 @@
 // algbw/busbw, a correctness check of every result, non-zero exit on wrong data) plus min/median/max, CSV with a
 // JSON provenance file, and --profile: every op over every mesh the planner may use, as the planner's profile CSV.
 #include <mpi.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -12,6 +11,7 @@
 #include <optional>
 
 #include "apps/commands.h"
+#include "apps/mpi_app.h"
 #include "comm/collective_check.h"
 #include "comm/mesh_comms.h"
 #include "comm/provenance.h"
@@ -347,36 +347,15 @@ std::vector<std::string> csv_row(const Measurement& m, const Settings& s, const 
           fmt("%.6g", m.busbw_gbps),    m.wrong < 0 ? "" : std::to_string(m.wrong)};
 }
 
-// Rank 0's status, agreed by every rank.
-Status agree(const Status& rank0_status, int rank) {
-  std::string e = rank == 0 && !rank0_status ? rank0_status.error() : "";
-  int len = static_cast<int>(e.size());
-  MPI_Bcast(&len, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  e.resize(len);
-  if (len) MPI_Bcast(e.data(), len, MPI_CHAR, 0, MPI_COMM_WORLD);
-  if (len) return make_error(e);
-  return Status::ok_status();
-}
-
-int finish(int code) {
-  stop_watchdog();
-  MPI_Finalize();
-  return code;
-}
-
 }  // namespace
 
 int run_comm(const Args& args) {
-  int initialized = 0, provided = 0;
-  MPI_Initialized(&initialized);
-  if (!initialized) MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
-  int rank = 0, world = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  const MpiRun mpi = init_mpi();
+  const int rank = mpi.rank, world = mpi.world;
   // Every rank parses the same argv, so every rank reaches the same verdict; only rank 0 speaks.
   auto fail = [&](const std::string& msg) {
     if (rank == 0) std::fprintf(stderr, "lins comm: %s\n", msg.c_str());
-    return finish(2);
+    return finish_mpi(2);
   };
 
   const CommandSpec& spec = comm_spec();
@@ -384,7 +363,7 @@ int run_comm(const Args& args) {
   if (!parsed) return fail(parsed.error());
   if (parsed->flag("help")) {
     if (rank == 0) std::printf("%s", help_text(spec).c_str());
-    return finish(0);
+    return finish_mpi(0);
   }
   if (!parsed->positional().empty())
     return fail("unexpected argument '" + parsed->positional().front() + "' (see lins comm --help)");
@@ -393,11 +372,7 @@ int run_comm(const Args& args) {
   Settings s = *settings;
   auto timeout = parsed->get_double("timeout");
   if (!timeout) return fail(timeout.error());
-  {
-    char host[256] = {0};
-    gethostname(host, sizeof host - 1);
-    start_watchdog(*timeout, rank, host);
-  }
+  start_rank_watchdog(*timeout, rank);
 
   int gpn = 0;
   if (s.gpn_text == "auto") {
@@ -569,7 +544,7 @@ int run_comm(const Args& args) {
   if (code == 1 && rank == 0)
     std::fprintf(stderr, "lins comm: %lld wrong elements (see #wrong); the collectives returned wrong data\n",
                  static_cast<long long>(total_wrong));
-  return finish(code);
+  return finish_mpi(code);
 }
 
 }  // namespace lins

@@ -16,6 +16,7 @@
 #include "core/planner.h"
 #include "core/results_schema.h"
 #include "core/simulator.h"
+#include "core/step_columns.h"
 #include "core/units.h"
 #include "core/workload.h"
 
@@ -240,7 +241,7 @@ int run_simulate(const Args& argv) {
         auto sched = build_schedule(model, plan, topo, so);
         if (!sched) return fail(sched.error());
         const auto mem = estimate_memory(*sched, *workload, StateBytes{});
-        const auto comm = cost->price(*sched, *pricing);
+        const PredictedComm predicted = predict_comm(*sched, *cost, *pricing);
         for (Overlap ov : overlaps) {
           const auto proj = project_step(*sched, model, workload->seq, workload->micro_batch_size,
                                          workload->recompute, ov, rates,
@@ -250,36 +251,12 @@ int run_simulate(const Args& argv) {
           const double mfu = model.flops_per_token(workload->seq) * tgs / (*peak * 1e12);
           const bool feasible = mem.total_bytes <= double(*gpu_mem);
           StepRow row;
-          row.set("source", "projected").set("strategy", strategy).set("engine", engine_name(plan.engine));
-          row.set("plan", plan.to_string()).set("s0_p", plan.p.intra).set("s1_p", plan.p.inter);
-          row.set("s0_g", plan.g.intra).set("s1_g", plan.g.inter).set("s0_os", plan.os.intra);
-          row.set("s1_os", plan.os.inter).set("os_layout", os_layout_name(plan.os_layout));
-          row.set("model", model.name).set("params", model.param_count()).set("backend", "gpu");
-          row.set("world_size", gpus).set("gpus_per_node", topo.gpus_per_node).set("nodes", topo.nodes);
-          row.set("seq", workload->seq).set("micro_batch_size", workload->micro_batch_size);
-          row.set("micro_batches", workload->micro_batches).set("tokens", workload->global_batch_tokens);
-          row.set("recompute", workload->recompute ? 1 : 0).set("overlap", overlap_name(ov)).set("step", 0);
-          row.set("step_time_s", proj.step_s).set("step_time_min_s", proj.step_s);
+          set_run_columns(row, "projected", strategy, plan, *workload, topo, "gpu", ov);
+          row.set("step", 0).set("step_time_s", proj.step_s).set("step_time_min_s", proj.step_s);
           row.set("step_time_mean_s", proj.step_s).set("forward_s", proj.forward_s);
           row.set("backward_s", proj.backward_s).set("optimizer_s", proj.optimizer_s);
           row.set("exposed_comm_s", proj.exposed_comm_s);
-          row.set("pred_all_gather_bytes", sched->message_bytes(CollKind::all_gather, Axis::intra) +
-                                               sched->message_bytes(CollKind::all_gather, Axis::inter));
-          row.set("pred_reduce_scatter_bytes", sched->message_bytes(CollKind::reduce_scatter, Axis::intra) +
-                                                   sched->message_bytes(CollKind::reduce_scatter, Axis::inter));
-          row.set("pred_all_reduce_bytes", sched->message_bytes(CollKind::all_reduce, Axis::intra) +
-                                               sched->message_bytes(CollKind::all_reduce, Axis::inter));
-          row.set("pred_broadcast_bytes", sched->message_bytes(CollKind::broadcast, Axis::intra) +
-                                              sched->message_bytes(CollKind::broadcast, Axis::inter));
-          double intra = 0, inter = 0;
-          for (int k = 0; k < kCollKindCount; ++k) {
-            intra += sched->message_bytes(static_cast<CollKind>(k), Axis::intra);
-            inter += sched->message_bytes(static_cast<CollKind>(k), Axis::inter);
-          }
-          row.set("pred_intra_bytes", intra).set("pred_inter_bytes", inter);
-          row.set("pred_comm_s", comm.total_s()).set("pred_comm_param_s", comm.param_s);
-          row.set("pred_comm_grad_s", comm.grad_s).set("pred_comm_os_sync_s", comm.os_sync_s);
-          row.set("pred_comm_os_bcast_s", comm.os_bcast_s);
+          set_predicted_columns(row, predicted);
           row.set("peak_mem_bytes", mem.total_bytes).set("state_bytes", mem.state_bytes);
           row.set("model_mem_bytes", mem.total_bytes).set("model_state_bytes", mem.state_bytes);
           row.set("tgs", tgs).set("mfu", mfu).set("peak_tflops", *peak).set("feasible", feasible ? 1 : 0);

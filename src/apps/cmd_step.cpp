@@ -2,7 +2,6 @@
 // timed steps per strategy, one CSV row per (strategy, timed step) with the columns of core/results_schema.h, a JSON
 // provenance file beside it, a table on stdout, and optionally a Chrome trace of the last step per rank.
 #include <mpi.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -17,6 +16,7 @@
 #include <vector>
 
 #include "apps/commands.h"
+#include "apps/mpi_app.h"
 #include "comm/mesh_comms.h"
 #include "comm/provenance.h"
 #include "comm/watchdog.h"
@@ -28,6 +28,7 @@
 #include "core/overlap.h"
 #include "core/planner.h"
 #include "core/results_schema.h"
+#include "core/step_columns.h"
 #include "core/units.h"
 #include "core/workload.h"
 #include "kernels/ops.h"
@@ -87,34 +88,6 @@ CommandSpec step_spec() {
   return spec;
 }
 
-// Rank 0's status, agreed by every rank (every rank must take the same branch).
-Status agree(const Status& rank0_status, int rank) {
-  std::string e = rank == 0 && !rank0_status ? rank0_status.error() : "";
-  int len = static_cast<int>(e.size());
-  MPI_Bcast(&len, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  e.resize(len);
-  if (len) MPI_Bcast(e.data(), len, MPI_CHAR, 0, MPI_COMM_WORLD);
-  if (len) return make_error(e);
-  return Status::ok_status();
-}
-
-// Any rank's failure, agreed by every rank (the lowest failing rank's message).
-Status agree_any(const Status& mine) {
-  WatchdogScope watched("MPI_Allreduce agreeing on every rank's status");
-  int rank = 0, world = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
-  int first = mine ? world : rank, lowest = world;
-  MPI_Allreduce(&first, &lowest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  if (lowest == world) return Status::ok_status();
-  std::string e = rank == lowest ? mine.error() : "";
-  int len = static_cast<int>(e.size());
-  MPI_Bcast(&len, 1, MPI_INT, lowest, MPI_COMM_WORLD);
-  e.resize(len);
-  if (len) MPI_Bcast(e.data(), len, MPI_CHAR, lowest, MPI_COMM_WORLD);
-  return make_error("rank " + std::to_string(lowest) + ": " + e);
-}
-
 double all_max(double v) {
   WatchdogScope watched("MPI_Allreduce of the step's results");
   double r = v;
@@ -172,12 +145,6 @@ struct TableRow {
   int steps = 0;
 };
 
-int finish(int code) {
-  stop_watchdog();
-  MPI_Finalize();
-  return code;
-}
-
 // The columns that identify a row when a sweep resumes: the same strategy, workload, overlap and step index.
 const std::vector<std::string> kResumeKey = {"strategy",         "model",         "world_size", "gpus_per_node", "seq",
                                              "micro_batch_size", "micro_batches", "recompute",  "overlap",       "step"};
@@ -185,16 +152,12 @@ const std::vector<std::string> kResumeKey = {"strategy",         "model",       
 }  // namespace
 
 int run_step(const Args& args) {
-  int initialized = 0, provided = 0;
-  MPI_Initialized(&initialized);
-  if (!initialized) MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
-  int rank = 0, world = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  const MpiRun mpi = init_mpi();
+  const int rank = mpi.rank, world = mpi.world;
   // Every rank parses the same argv and reaches the same verdict; only rank 0 speaks.
   auto fail = [&](const std::string& msg) {
     if (rank == 0) std::fprintf(stderr, "lins step: %s\n", msg.c_str());
-    return finish(2);
+    return finish_mpi(2);
   };
 
   const CommandSpec spec = step_spec();
@@ -202,7 +165,7 @@ int run_step(const Args& args) {
   if (!parsed) return fail(parsed.error());
   if (parsed->flag("help")) {
     if (rank == 0) std::printf("%s", help_text(spec).c_str());
-    return finish(0);
+    return finish_mpi(0);
   }
   if (!parsed->positional().empty())
     return fail("unexpected argument '" + parsed->positional().front() + "' (see lins step --help)");
@@ -241,11 +204,7 @@ int run_step(const Args& args) {
   if (!cost) return fail(cost.error());
   auto timeout = a.get_double("timeout");
   if (!timeout) return fail(timeout.error());
-  {
-    char host[256] = {0};
-    gethostname(host, sizeof host - 1);
-    start_watchdog(*timeout, rank, host);
-  }
+  start_rank_watchdog(*timeout, rank);
 
   const std::vector<std::string> strategies = split_plan_list(a.get("strategies"));
   if (strategies.empty()) return fail("--strategies is empty; give for example " + std::string(kDefaultStrategies));
@@ -334,12 +293,10 @@ int run_step(const Args& args) {
     std::printf("lins step: resuming %s with its %zu rows\n", writer->partial_path().c_str(),
                 writer->resumed_row_count());
   // The key of a timed step's row, formatted exactly as the row writes it.
-  auto resume_key = [&](const std::string& strategy, int step) {
+  auto resume_key = [&](const std::string& strategy, const Plan& plan, int step) {
     StepRow r;
-    r.set("strategy", strategy).set("model", model->name).set("world_size", world);
-    r.set("gpus_per_node", topo->gpus_per_node).set("seq", workload->seq);
-    r.set("micro_batch_size", workload->micro_batch_size).set("micro_batches", workload->micro_batches);
-    r.set("recompute", workload->recompute ? 1 : 0).set("overlap", overlap_name(*overlap)).set("step", step);
+    set_run_columns(r, "measured", strategy, plan, *workload, *topo, "cpu", *overlap);
+    r.set("step", step);
     std::vector<std::string> key;
     for (const auto& c : kResumeKey) key.push_back(r.get(c));
     return key;
@@ -352,7 +309,7 @@ int run_step(const Args& args) {
     const std::string& strategy = strategies[si];
     int done = 1;  // every timed step of this strategy is already in the file (rank 0 decides for all)
     if (rank == 0)
-      for (int t = 0; t < *steps; ++t) done = done && writer->has_row(kResumeKey, resume_key(strategy, t));
+      for (int t = 0; t < *steps; ++t) done = done && writer->has_row(kResumeKey, resume_key(strategy, plan, t));
     MPI_Bcast(&done, 1, MPI_INT, 0, MPI_COMM_WORLD);
     if (done) {
       if (rank == 0) std::printf("[%zu/%zu] %s: its %d rows are kept from the earlier run\n", si + 1, plans.size(),
@@ -386,19 +343,12 @@ int run_step(const Args& args) {
     Executor& e = **ex;
     const Schedule& sched = e.schedule();
     const MemoryEstimate mem = estimate_memory(sched, *workload, StateBytes{4, 4, 12}, MemoryOf::schedule_rank);
-    const CommTimeBreakdown pred = cost->price(sched, *pricing);
-    // Per-rank figures of the schedule and the models; the CSV keeps the largest rank's.
-    const double pred_comm_s = all_max(pred.total_s());
-    const double pred_terms[4] = {all_max(pred.param_s), all_max(pred.grad_s), all_max(pred.os_sync_s),
-                                  all_max(pred.os_bcast_s)};
-    double pred_kind[kCollKindCount], pred_axis[2] = {0, 0};
-    for (int k = 0; k < kCollKindCount; ++k) {
-      const double i = sched.message_bytes(CollKind(k), Axis::intra), x = sched.message_bytes(CollKind(k), Axis::inter);
-      pred_kind[k] = all_max(i + x);
-      pred_axis[0] += i, pred_axis[1] += x;
-    }
-    pred_axis[0] = all_max(pred_axis[0]);
-    pred_axis[1] = all_max(pred_axis[1]);
+    // Per-rank predictions of the schedule and the cost model; the CSV keeps the largest rank's of each.
+    PredictedComm pred = predict_comm(sched, *cost, *pricing);
+    for (auto& b : pred.kind_bytes) b = all_max(b);
+    for (auto& b : pred.axis_bytes) b = all_max(b);
+    for (Term t : {Term::param, Term::grad, Term::os_sync, Term::os_bcast}) pred.time.term_s(t) = all_max(pred.time.term_s(t));
+    const double pred_comm_s = pred.time.total_s();
     const double model_mem = all_max(mem.total_bytes), model_states = all_max(mem.state_bytes);
 
     TableRow tr;
@@ -431,30 +381,18 @@ int run_step(const Args& args) {
       const double mfu = flops_per_token * tgs / (peak_tflops * 1e12);
       if (rank == 0) {
         StepRow row;
-        row.set("source", "measured").set("strategy", strategy).set("engine", engine_name(plan.engine));
-        row.set("plan", plan.to_string()).set("s0_p", plan.p.intra).set("s1_p", plan.p.inter);
-        row.set("s0_g", plan.g.intra).set("s1_g", plan.g.inter).set("s0_os", plan.os.intra);
-        row.set("s1_os", plan.os.inter).set("os_layout", os_layout_name(plan.os_layout));
-        row.set("model", model->name).set("params", model->param_count()).set("backend", "cpu");
-        row.set("world_size", world).set("gpus_per_node", topo->gpus_per_node).set("nodes", topo->nodes);
-        row.set("seq", workload->seq).set("micro_batch_size", workload->micro_batch_size);
-        row.set("micro_batches", workload->micro_batches).set("tokens", workload->global_batch_tokens);
-        row.set("recompute", workload->recompute ? 1 : 0).set("overlap", overlap_name(*overlap)).set("step", timed);
+        set_run_columns(row, "measured", strategy, plan, *workload, *topo, "cpu", *overlap);
+        row.set("step", timed);
         row.set("step_time_s", step_max).set("step_time_min_s", step_min).set("step_time_mean_s", step_mean);
         row.set("forward_s", fwd).set("backward_s", bwd).set("optimizer_s", opt).set("exposed_comm_s", exposed);
         row.set("all_gather_bytes", kind[0]).set("reduce_scatter_bytes", kind[1]);
         row.set("all_reduce_bytes", kind[2]).set("broadcast_bytes", kind[3]);
         row.set("intra_bytes", axis[0]).set("inter_bytes", axis[1]);
-        row.set("pred_all_gather_bytes", pred_kind[0]).set("pred_reduce_scatter_bytes", pred_kind[1]);
-        row.set("pred_all_reduce_bytes", pred_kind[2]).set("pred_broadcast_bytes", pred_kind[3]);
-        row.set("pred_intra_bytes", pred_axis[0]).set("pred_inter_bytes", pred_axis[1]);
-        row.set("pred_comm_s", pred_comm_s).set("pred_comm_param_s", pred_terms[0]);
-        row.set("pred_comm_grad_s", pred_terms[1]).set("pred_comm_os_sync_s", pred_terms[2]);
-        row.set("pred_comm_os_bcast_s", pred_terms[3]);
+        set_predicted_columns(row, pred);
         row.set("peak_mem_bytes", peak).set("state_bytes", states);
         row.set("model_mem_bytes", model_mem).set("model_state_bytes", model_states);
         row.set("loss", loss).set("tgs", tgs).set("mfu", mfu).set("peak_tflops", peak_tflops).set("feasible", 1);
-        if (writer->has_row(kResumeKey, resume_key(strategy, timed))) {
+        if (writer->has_row(kResumeKey, resume_key(strategy, plan, timed))) {
           // kept from the interrupted run
         } else if (auto w = writer->write_row(row.ordered()); !w) {
           std::fprintf(stderr, "lins step: %s\n", w.error().c_str());
@@ -539,7 +477,7 @@ int run_step(const Args& args) {
   std::vector<std::string> words = {"lins", "step"};
   words.insert(words.end(), args.begin(), args.end());
   if (auto p = write_provenance(MPI_COMM_WORLD, provenance_path_for(csv_path), words, run); !p) return fail(p.error());
-  return finish(0);
+  return finish_mpi(0);
 }
 
 }  // namespace lins

@@ -1,0 +1,66 @@
+// MPI start-up, agreement and shutdown shared by the MPI subcommands; see mpi_app.h.
+#include "apps/mpi_app.h"
+
+#include <mpi.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "comm/watchdog.h"
+
+namespace lins {
+
+MpiRun init_mpi() {
+  int initialized = 0, provided = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+  MpiRun run;
+  MPI_Comm_rank(MPI_COMM_WORLD, &run.rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &run.world);
+  return run;
+}
+
+int finish_mpi(int code) {
+  stop_watchdog();
+  MPI_Finalize();
+  return code;
+}
+
+void start_rank_watchdog(double timeout_s, int rank) {
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  start_watchdog(timeout_s, rank, host);
+}
+
+namespace {
+
+std::string broadcast_text(std::string text, int root) {
+  int len = static_cast<int>(text.size());
+  MPI_Bcast(&len, 1, MPI_INT, root, MPI_COMM_WORLD);
+  text.resize(len);
+  if (len) MPI_Bcast(text.data(), len, MPI_CHAR, root, MPI_COMM_WORLD);
+  return text;
+}
+
+}  // namespace
+
+Status agree(const Status& rank0_status, int rank) {
+  WatchdogScope watched("MPI_Bcast of rank 0's verdict");
+  const std::string e = broadcast_text(rank == 0 && !rank0_status ? rank0_status.error() : "", 0);
+  if (!e.empty()) return make_error(e);
+  return Status::ok_status();
+}
+
+Status agree_any(const Status& mine) {
+  WatchdogScope watched("MPI_Allreduce agreeing on every rank's status");
+  int rank = 0, world = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  int first = mine ? world : rank, lowest = world;
+  MPI_Allreduce(&first, &lowest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (lowest == world) return Status::ok_status();
+  const std::string e = broadcast_text(rank == lowest ? mine.error() : "", lowest);
+  return make_error("rank " + std::to_string(lowest) + ": " + e);
+}
+
+}  // namespace lins

@@ -1,0 +1,25 @@
+// What every MPI subcommand of `lins` (comm, step) does the same way: start MPI with thread support, agree on one
+// verdict across ranks (so every rank takes the same branch and only rank 0 speaks), start the watchdog, finish.
+#pragma once
+
+#include "core/result.h"
+
+namespace lins {
+
+struct MpiRun {
+  int rank = 0;
+  int world = 1;
+};
+
+// MPI_Init_thread(MPI_THREAD_MULTIPLE) unless MPI is up already; this rank and the world size.
+MpiRun init_mpi();
+// Stops the watchdog and finalizes MPI; returns `code` (the process exit code).
+int finish_mpi(int code);
+// The watchdog of comm/watchdog.h for this rank, named by its host (timeout_s <= 0: off).
+void start_rank_watchdog(double timeout_s, int rank);
+// Rank 0's status, given to every rank.
+Status agree(const Status& rank0_status, int rank);
+// Any rank's failure, given to every rank (the lowest failing rank's message, prefixed with its rank).
+Status agree_any(const Status& mine);
+
+}  // namespace lins
