@@ -25,5 +25,5 @@ echo "== 2/3 lins simulate: the paper's cluster, 8..1024 A800 GPUs (cost model, 
 echo
 echo "== 3/3 figures =="
 python=${LINS_PYTHON:-/usr/bin/python3}
-"$python" analysis/make_figures.py --data "$results" --out "$results/figures"
+"$python" analysis/make_figures.py --data "$results" --data data/profiles --out "$results/figures"
 echo "results: $results/step (measured), $results/simulate (projected), $results/figures"

@@ -8,6 +8,14 @@ from . import schema
 from . import style
 
 
+def _size_label(nbytes):
+    """1024 -> '1K', 4194304 -> '4M': short tick labels that never overlap on a log axis."""
+    for unit, scale in (("G", 2 ** 30), ("M", 2 ** 20), ("K", 2 ** 10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:g}{unit}"
+    return f"{nbytes:g}"
+
+
 def draw(data, out_dir, formats=("png", "pdf")):
     prof = data.profiles
     if prof.empty:
@@ -26,10 +34,10 @@ def draw(data, out_dir, formats=("png", "pdf")):
             if g.empty:
                 continue
             g = g.groupby("message_bytes")["eff_gbit_s"].median()
-            ax.plot(g.index / 2 ** 20, g.values, marker=".", color=cmap(i), label=f"{intra}x{inter}")
-        ax.set_xscale("log", base=2)
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
-        ax.set_xlabel("Message size (MiB)")
+            ax.plot(g.index, g.values, marker=".", color=cmap(i), label=f"{intra}x{inter}")
+        ax.set_xscale("log", base=4)
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: _size_label(x)))
+        ax.set_xlabel("Message size")
         ax.set_ylabel("Effective bandwidth (Gb/s)")
         ax.set_title(schema.OP_LABELS[op])
         ax.set_ylim(bottom=0)
