@@ -2,6 +2,8 @@
 // softmax, so no seq x seq matrix ever reaches device memory. Tensor-core path (head_dim 32, 64, 128): 64x64 tiles,
 // 4 warps, bf16 WMMA 16x16x16 with fp32 accumulation, scores and probabilities staged in shared memory. Other head
 // dims: one warp per row on CUDA cores, same online softmax. Layout q, k, v, out, d* = [batch, seq, heads, head_dim].
+// The fp32 entry points (fp32 storage) round q, k, v (and dout, out) to bf16 in a workspace, run the same kernels
+// and widen the results: bf16 tensor-core attention on fp32 tensors.
 #include <mma.h>
 
 #include <cmath>
@@ -609,6 +611,77 @@ cudaError_t attention_backward(const bf16* dout, const bf16* q, const bf16* k, c
   dq_cast_kernel<<<detail::grid_size(static_cast<int64_t>(n), 256), 256, 0, stream>>>(dq_acc, dq,
                                                                                        static_cast<int64_t>(n));
   return cudaGetLastError();
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// fp32 storage: bf16 copies in the workspace, carved in 256-byte aligned regions.
+namespace {
+
+size_t round256(size_t b) { return (b + 255) / 256 * 256; }
+
+struct Carver {
+  char* p;
+  template <class T>
+  T* take(size_t elems) {
+    T* r = reinterpret_cast<T*>(p);
+    p += round256(elems * sizeof(T));
+    return r;
+  }
+};
+
+}  // namespace
+
+size_t attention_forward_fp32_workspace_bytes(int batch, int seq, int heads, int head_dim) {
+  const size_t n = static_cast<size_t>(batch) * seq * heads * head_dim;
+  return 4 * round256(n * sizeof(bf16));  // q, k, v, out
+}
+
+cudaError_t attention_forward(const float* q, const float* k, const float* v, float* out, float* lse, int batch,
+                              int seq, int heads, int head_dim, void* workspace, size_t workspace_bytes,
+                              cudaStream_t stream) {
+  if (batch <= 0 || seq <= 0 || heads <= 0) return cudaSuccess;
+  if (workspace == nullptr || workspace_bytes < attention_forward_fp32_workspace_bytes(batch, seq, heads, head_dim))
+    return cudaErrorInvalidValue;
+  const int64_t n = static_cast<int64_t>(batch) * seq * heads * head_dim;
+  Carver c{static_cast<char*>(workspace)};
+  bf16 *q16 = c.take<bf16>(n), *k16 = c.take<bf16>(n), *v16 = c.take<bf16>(n), *o16 = c.take<bf16>(n);
+  cudaError_t e = cudaSuccess;
+  if ((e = cast_fp32_to_bf16(q, q16, n, stream)) != cudaSuccess) return e;
+  if ((e = cast_fp32_to_bf16(k, k16, n, stream)) != cudaSuccess) return e;
+  if ((e = cast_fp32_to_bf16(v, v16, n, stream)) != cudaSuccess) return e;
+  if ((e = attention_forward(q16, k16, v16, o16, lse, batch, seq, heads, head_dim, stream)) != cudaSuccess) return e;
+  return cast_bf16_to_fp32(o16, out, n, stream);
+}
+
+size_t attention_backward_fp32_workspace_bytes(int batch, int seq, int heads, int head_dim) {
+  const size_t n = static_cast<size_t>(batch) * seq * heads * head_dim;
+  // dout, q, k, v, out, dq, dk, dv in bf16, then the bf16 backward's own workspace.
+  return 8 * round256(n * sizeof(bf16)) + attention_backward_workspace_bytes(batch, seq, heads, head_dim);
+}
+
+cudaError_t attention_backward(const float* dout, const float* q, const float* k, const float* v, const float* out,
+                               const float* lse, float* dq, float* dk, float* dv, int batch, int seq, int heads,
+                               int head_dim, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+  if (batch <= 0 || seq <= 0 || heads <= 0) return cudaSuccess;
+  if (workspace == nullptr || workspace_bytes < attention_backward_fp32_workspace_bytes(batch, seq, heads, head_dim))
+    return cudaErrorInvalidValue;
+  const int64_t n = static_cast<int64_t>(batch) * seq * heads * head_dim;
+  Carver c{static_cast<char*>(workspace)};
+  bf16 *do16 = c.take<bf16>(n), *q16 = c.take<bf16>(n), *k16 = c.take<bf16>(n), *v16 = c.take<bf16>(n);
+  bf16 *o16 = c.take<bf16>(n), *dq16 = c.take<bf16>(n), *dk16 = c.take<bf16>(n), *dv16 = c.take<bf16>(n);
+  void* inner = c.p;
+  const size_t inner_bytes = attention_backward_workspace_bytes(batch, seq, heads, head_dim);
+  cudaError_t e = cudaSuccess;
+  const float* ins[5] = {dout, q, k, v, out};
+  bf16* outs16[5] = {do16, q16, k16, v16, o16};
+  for (int i = 0; i < 5; ++i)
+    if ((e = cast_fp32_to_bf16(ins[i], outs16[i], n, stream)) != cudaSuccess) return e;
+  e = attention_backward(do16, q16, k16, v16, o16, lse, dq16, dk16, dv16, batch, seq, heads, head_dim, inner,
+                         inner_bytes, stream);
+  if (e != cudaSuccess) return e;
+  if ((e = cast_bf16_to_fp32(dq16, dq, n, stream)) != cudaSuccess) return e;
+  if ((e = cast_bf16_to_fp32(dk16, dk, n, stream)) != cudaSuccess) return e;
+  return cast_bf16_to_fp32(dv16, dv, n, stream);
 }
 
 }  // namespace lins::kernels::cuda

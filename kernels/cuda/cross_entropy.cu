@@ -1,5 +1,5 @@
-// Cross-entropy over logits[rows, vocab] (one block per row: online max/sum in one pass, gradient in a second pass
-// that re-reads the row from L2) and the token embedding gather/scatter.
+// Cross-entropy over logits[rows, vocab] in bf16 or fp32 (one block per row: online max/sum in one pass, gradient
+// in a second pass that re-reads the row from L2) and the token embedding gather/scatter.
 #include <cmath>
 
 #include "kernels/cuda/device_utils.cuh"
@@ -22,17 +22,17 @@ __device__ __forceinline__ void merge(float& m, float& s, float m2, float s2) {
 }
 
 // logits and dlogits may alias: no __restrict__, and every element is read before this thread overwrites it.
-template <int N>
-__global__ void __launch_bounds__(kThreads) cross_entropy_kernel(const bf16* logits, const int32_t* targets,
-                                                                 bf16* dlogits, float* loss_rows, int64_t rows,
-                                                                 int64_t vocab, float grad_scale) {
+template <class T, int N>
+__global__ void __launch_bounds__(kThreads) cross_entropy_kernel(const T* logits, const int32_t* targets, T* dlogits,
+                                                                 float* loss_rows, int64_t rows, int64_t vocab,
+                                                                 float grad_scale) {
   __shared__ float sm[32], ss[32];
   __shared__ float row_lse, target_logit;
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-    const bf16* lr = logits + row * vocab;  // [vocab]
-    bf16* dr = dlogits + row * vocab;       // [vocab]
+    const T* lr = logits + row * vocab;  // [vocab]
+    T* dr = dlogits + row * vocab;       // [vocab]
     const int32_t target = targets[row];
-    if (threadIdx.x == 0) target_logit = __bfloat162float(lr[target]);
+    if (threadIdx.x == 0) target_logit = static_cast<float>(lr[target]);
     float m = -INFINITY, s = 0.f;
     for (int64_t c = static_cast<int64_t>(threadIdx.x) * N; c < vocab; c += static_cast<int64_t>(blockDim.x) * N) {
       float v[N];
@@ -83,10 +83,10 @@ __global__ void __launch_bounds__(kThreads) cross_entropy_kernel(const bf16* log
   }
 }
 
-template <int N>
-__global__ void __launch_bounds__(kThreads) embedding_forward_kernel(const bf16* __restrict__ table,
+template <class T, int N>
+__global__ void __launch_bounds__(kThreads) embedding_forward_kernel(const T* __restrict__ table,
                                                                      const int32_t* __restrict__ ids,
-                                                                     bf16* __restrict__ out, int64_t n, int64_t dim) {
+                                                                     T* __restrict__ out, int64_t n, int64_t dim) {
   const int64_t per_row = dim / N;
   const int64_t total = n * per_row;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -98,7 +98,8 @@ __global__ void __launch_bounds__(kThreads) embedding_forward_kernel(const bf16*
   }
 }
 
-__global__ void __launch_bounds__(kThreads) embedding_backward_kernel(const bf16* __restrict__ dout,
+template <class T>
+__global__ void __launch_bounds__(kThreads) embedding_backward_kernel(const T* __restrict__ dout,
                                                                       const int32_t* __restrict__ ids,
                                                                       float* __restrict__ dtable, int64_t n,
                                                                       int64_t dim) {
@@ -106,44 +107,78 @@ __global__ void __launch_bounds__(kThreads) embedding_backward_kernel(const bf16
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += stride) {
     const int64_t i = e / dim, col = e % dim;
-    atomicAdd(dtable + static_cast<int64_t>(ids[i]) * dim + col, __bfloat162float(dout[e]));
+    atomicAdd(dtable + static_cast<int64_t>(ids[i]) * dim + col, static_cast<float>(dout[e]));
   }
+}
+
+template <class T>
+cudaError_t cross_entropy_impl(const T* logits, const int32_t* targets, T* dlogits, float* loss_rows, int64_t rows,
+                               int64_t vocab, float grad_scale, cudaStream_t stream) {
+  if (rows <= 0 || vocab <= 0) return cudaSuccess;
+  const int blocks = static_cast<int>(rows < 65535 * 8 ? rows : 65535 * 8);
+  if (vocab % 8 == 0 && detail::aligned16(logits) && detail::aligned16(dlogits)) {
+    cross_entropy_kernel<T, 8><<<blocks, kThreads, 0, stream>>>(logits, targets, dlogits, loss_rows, rows, vocab,
+                                                                grad_scale);
+  } else {
+    cross_entropy_kernel<T, 1><<<blocks, kThreads, 0, stream>>>(logits, targets, dlogits, loss_rows, rows, vocab,
+                                                                grad_scale);
+  }
+  return cudaGetLastError();
+}
+
+template <class T>
+cudaError_t embedding_forward_impl(const T* table, const int32_t* ids, T* out, int64_t n, int64_t dim,
+                                   cudaStream_t stream) {
+  if (n <= 0 || dim <= 0) return cudaSuccess;
+  if (dim % 8 == 0 && detail::aligned16(table) && detail::aligned16(out)) {
+    embedding_forward_kernel<T, 8><<<detail::grid_size(n * dim / 8, kThreads), kThreads, 0, stream>>>(table, ids,
+                                                                                                      out, n, dim);
+  } else {
+    embedding_forward_kernel<T, 1><<<detail::grid_size(n * dim, kThreads), kThreads, 0, stream>>>(table, ids, out, n,
+                                                                                                  dim);
+  }
+  return cudaGetLastError();
+}
+
+template <class T>
+cudaError_t embedding_backward_impl(const T* dout, const int32_t* ids, float* dtable, int64_t n, int64_t dim,
+                                    cudaStream_t stream) {
+  if (n <= 0 || dim <= 0) return cudaSuccess;
+  embedding_backward_kernel<T><<<detail::grid_size(n * dim, kThreads), kThreads, 0, stream>>>(dout, ids, dtable, n,
+                                                                                              dim);
+  return cudaGetLastError();
 }
 
 }  // namespace
 
 cudaError_t cross_entropy(const bf16* logits, const int32_t* targets, bf16* dlogits, float* loss_rows, int64_t rows,
                           int64_t vocab, float grad_scale, cudaStream_t stream) {
-  if (rows <= 0 || vocab <= 0) return cudaSuccess;
-  const int blocks = static_cast<int>(rows < 65535 * 8 ? rows : 65535 * 8);
-  if (vocab % 8 == 0 && detail::aligned16(logits) && detail::aligned16(dlogits)) {
-    cross_entropy_kernel<8><<<blocks, kThreads, 0, stream>>>(logits, targets, dlogits, loss_rows, rows, vocab,
-                                                             grad_scale);
-  } else {
-    cross_entropy_kernel<1><<<blocks, kThreads, 0, stream>>>(logits, targets, dlogits, loss_rows, rows, vocab,
-                                                             grad_scale);
-  }
-  return cudaGetLastError();
+  return cross_entropy_impl(logits, targets, dlogits, loss_rows, rows, vocab, grad_scale, stream);
+}
+
+cudaError_t cross_entropy(const float* logits, const int32_t* targets, float* dlogits, float* loss_rows, int64_t rows,
+                          int64_t vocab, float grad_scale, cudaStream_t stream) {
+  return cross_entropy_impl(logits, targets, dlogits, loss_rows, rows, vocab, grad_scale, stream);
 }
 
 cudaError_t embedding_forward(const bf16* table, const int32_t* ids, bf16* out, int64_t n, int64_t dim,
                               cudaStream_t stream) {
-  if (n <= 0 || dim <= 0) return cudaSuccess;
-  if (dim % 8 == 0 && detail::aligned16(table) && detail::aligned16(out)) {
-    embedding_forward_kernel<8><<<detail::grid_size(n * dim / 8, kThreads), kThreads, 0, stream>>>(table, ids, out,
-                                                                                                   n, dim);
-  } else {
-    embedding_forward_kernel<1><<<detail::grid_size(n * dim, kThreads), kThreads, 0, stream>>>(table, ids, out, n,
-                                                                                               dim);
-  }
-  return cudaGetLastError();
+  return embedding_forward_impl(table, ids, out, n, dim, stream);
+}
+
+cudaError_t embedding_forward(const float* table, const int32_t* ids, float* out, int64_t n, int64_t dim,
+                              cudaStream_t stream) {
+  return embedding_forward_impl(table, ids, out, n, dim, stream);
 }
 
 cudaError_t embedding_backward(const bf16* dout, const int32_t* ids, float* dtable, int64_t n, int64_t dim,
                                cudaStream_t stream) {
-  if (n <= 0 || dim <= 0) return cudaSuccess;
-  embedding_backward_kernel<<<detail::grid_size(n * dim, kThreads), kThreads, 0, stream>>>(dout, ids, dtable, n, dim);
-  return cudaGetLastError();
+  return embedding_backward_impl(dout, ids, dtable, n, dim, stream);
+}
+
+cudaError_t embedding_backward(const float* dout, const int32_t* ids, float* dtable, int64_t n, int64_t dim,
+                               cudaStream_t stream) {
+  return embedding_backward_impl(dout, ids, dtable, n, dim, stream);
 }
 
 }  // namespace lins::kernels::cuda

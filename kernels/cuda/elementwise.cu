@@ -1,6 +1,6 @@
-// Memory-bound element-wise kernels: casts, fills, residual add, SwiGLU forward/backward and AdamW. Each thread moves
-// 8 elements per grid-stride iteration with 128-bit accesses when every pointer is 16-byte aligned; the ragged tail
-// (and unaligned pointers) take the same functor one element at a time.
+// Memory-bound element-wise kernels: casts, fills, residual add, SwiGLU forward/backward, AdamW and the CPU backend's
+// normal initialiser. Each thread moves 8 elements per grid-stride iteration with 128-bit accesses when every pointer
+// is 16-byte aligned; the ragged tail (and unaligned pointers) take the same functor one element at a time.
 #include <cmath>
 
 #include "kernels/cuda/device_utils.cuh"
@@ -91,10 +91,42 @@ struct FillUniformOp {
   }
 };
 
+// The CPU backend's init_normal, bit for bit in its integer part: h = splitmix64(seed ^ splitmix64(first + i)),
+// Box-Muller in fp64 on the two 32-bit halves, rounded once to fp32. CUDA's fp64 log/cos are within 1-2 ulp of
+// glibc's, so an element can differ from the CPU value (by one fp32 ulp) only when the fp64 result lies that close to
+// an fp32 rounding boundary.
+__device__ __forceinline__ uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+struct NormalOp {
+  float* x;
+  uint64_t seed;
+  int64_t first;
+  double std_dev;
+  template <int N>
+  __device__ void apply(int64_t i) const {
+    float v[N];
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+      const uint64_t h = splitmix64(seed ^ splitmix64(static_cast<uint64_t>(first + i + j)));
+      const double u1 = (static_cast<double>((h >> 32) & 0xffffffffu) + 1.0) / 4294967297.0;  // (0, 1)
+      const double u2 = static_cast<double>(h & 0xffffffffu) / 4294967296.0;                  // [0, 1)
+      const double r = __dmul_rn(std_dev, sqrt(__dmul_rn(-2.0, log(u1))));
+      v[j] = static_cast<float>(__dmul_rn(r, cos(__dmul_rn(2.0 * 3.14159265358979323846, u2))));
+    }
+    store<N>(x + i, v);
+  }
+};
+
+template <class T>
 struct AddOp {
-  const bf16* a;
-  const bf16* b;
-  bf16* out;
+  const T* a;
+  const T* b;
+  T* out;
   template <int N>
   __device__ void apply(int64_t i) const {
     float x[N], y[N];
@@ -108,10 +140,11 @@ struct AddOp {
 
 __device__ __forceinline__ float sigmoid(float x) { return 1.f / (1.f + __expf(-x)); }
 
+template <class T>
 struct SwigluForwardOp {
-  const bf16* gate;
-  const bf16* up;
-  bf16* out;
+  const T* gate;
+  const T* up;
+  T* out;
   template <int N>
   __device__ void apply(int64_t i) const {
     float g[N], u[N];
@@ -123,12 +156,13 @@ struct SwigluForwardOp {
   }
 };
 
+template <class T>
 struct SwigluBackwardOp {
-  const bf16* dout;
-  const bf16* gate;
-  const bf16* up;
-  bf16* dgate;
-  bf16* dup;
+  const T* dout;
+  const T* gate;
+  const T* up;
+  T* dgate;
+  T* dup;
   template <int N>
   __device__ void apply(int64_t i) const {
     float d[N], g[N], u[N];
@@ -193,6 +227,7 @@ cudaError_t adamw_impl(float* master, const TGrad* grad, float* m, float* v, bf1
   return launch_elementwise(op, n, vec, stream);
 }
 
+template <bool kAccumulate>
 __global__ void __launch_bounds__(1024) sum_kernel(const float* x, int64_t n, double* out) {
   __shared__ double partial[32];
   double acc = 0.0;
@@ -205,7 +240,7 @@ __global__ void __launch_bounds__(1024) sum_kernel(const float* x, int64_t n, do
     acc = threadIdx.x < (blockDim.x >> 5) ? partial[threadIdx.x] : 0.0;
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-    if (threadIdx.x == 0) *out = acc;
+    if (threadIdx.x == 0) *out = kAccumulate ? *out + acc : acc;
   }
 }
 
@@ -248,24 +283,59 @@ cudaError_t fill_uniform(bf16* x, int64_t n, uint64_t seed, float lo, float hi, 
   return launch_elementwise(detail::FillUniformOp<bf16>{x, seed, lo, hi - lo}, n, aligned16(x), stream);
 }
 
+cudaError_t init_normal(float* x, int64_t n, uint64_t seed, int64_t first, float std_dev, cudaStream_t stream) {
+  return launch_elementwise(detail::NormalOp{x, seed, first, static_cast<double>(std_dev)}, n, aligned16(x), stream);
+}
+
 cudaError_t add(const bf16* a, const bf16* b, bf16* out, int64_t n, cudaStream_t stream) {
-  return launch_elementwise(detail::AddOp{a, b, out}, n, aligned16(a) && aligned16(b) && aligned16(out), stream);
+  return launch_elementwise(detail::AddOp<bf16>{a, b, out}, n, aligned16(a) && aligned16(b) && aligned16(out),
+                            stream);
+}
+
+cudaError_t add(const float* a, const float* b, float* out, int64_t n, cudaStream_t stream) {
+  return launch_elementwise(detail::AddOp<float>{a, b, out}, n, aligned16(a) && aligned16(b) && aligned16(out),
+                            stream);
 }
 
 cudaError_t sum(const float* x, int64_t n, double* out, cudaStream_t stream) {
-  detail::sum_kernel<<<1, 1024, 0, stream>>>(x, n, out);
+  detail::sum_kernel<false><<<1, 1024, 0, stream>>>(x, n, out);
   return cudaGetLastError();
 }
 
-cudaError_t swiglu_forward(const bf16* gate, const bf16* up, bf16* out, int64_t n, cudaStream_t stream) {
-  return launch_elementwise(detail::SwigluForwardOp{gate, up, out}, n,
+cudaError_t sum_accumulate(const float* x, int64_t n, double* out, cudaStream_t stream) {
+  detail::sum_kernel<true><<<1, 1024, 0, stream>>>(x, n, out);
+  return cudaGetLastError();
+}
+
+template <class T>
+static cudaError_t swiglu_forward_impl(const T* gate, const T* up, T* out, int64_t n, cudaStream_t stream) {
+  return launch_elementwise(detail::SwigluForwardOp<T>{gate, up, out}, n,
                             aligned16(gate) && aligned16(up) && aligned16(out), stream);
+}
+
+template <class T>
+static cudaError_t swiglu_backward_impl(const T* dout, const T* gate, const T* up, T* dgate, T* dup, int64_t n,
+                                        cudaStream_t stream) {
+  const bool vec = aligned16(dout) && aligned16(gate) && aligned16(up) && aligned16(dgate) && aligned16(dup);
+  return launch_elementwise(detail::SwigluBackwardOp<T>{dout, gate, up, dgate, dup}, n, vec, stream);
+}
+
+cudaError_t swiglu_forward(const bf16* gate, const bf16* up, bf16* out, int64_t n, cudaStream_t stream) {
+  return swiglu_forward_impl(gate, up, out, n, stream);
+}
+
+cudaError_t swiglu_forward(const float* gate, const float* up, float* out, int64_t n, cudaStream_t stream) {
+  return swiglu_forward_impl(gate, up, out, n, stream);
 }
 
 cudaError_t swiglu_backward(const bf16* dout, const bf16* gate, const bf16* up, bf16* dgate, bf16* dup, int64_t n,
                             cudaStream_t stream) {
-  const bool vec = aligned16(dout) && aligned16(gate) && aligned16(up) && aligned16(dgate) && aligned16(dup);
-  return launch_elementwise(detail::SwigluBackwardOp{dout, gate, up, dgate, dup}, n, vec, stream);
+  return swiglu_backward_impl(dout, gate, up, dgate, dup, n, stream);
+}
+
+cudaError_t swiglu_backward(const float* dout, const float* gate, const float* up, float* dgate, float* dup,
+                            int64_t n, cudaStream_t stream) {
+  return swiglu_backward_impl(dout, gate, up, dgate, dup, n, stream);
 }
 
 cudaError_t adamw(float* master, const bf16* grad, float* m, float* v, bf16* param_out, int64_t n,

@@ -450,6 +450,143 @@ bool test_gemm() {
   return ok;
 }
 
+// The fp32 overloads the GPU backend's fp32-storage step uses, on bf16-representable inputs. Element-wise and row-wise
+// kernels compute in fp32 as the CPU does (fp32 tolerances: summation order, __expf and sincosf); the GEMM rounds its
+// inputs to bf16 inside cuBLAS (exact here) and accumulates in fp32; attention runs the bf16 kernels on rounded
+// copies, so it keeps the bf16 attention case's tolerances.
+bool test_fp32_storage() {
+  bool ok = true;
+  {  // gemm, CUBLAS_COMPUTE_32F_FAST_16BF
+    gpu::BlasHandle blas;
+    CUBLAS_CHECK(gpu::blas_create(&blas));
+    const int64_t m = 65, n = 47, k = 130;
+    for (int t = 0; t < 4; ++t) {
+      const bool ta = t & 1, tb = t & 2;
+      auto a = random_vec(m * k, -1, 1, 60 + t), b = random_vec(k * n, -1, 1, 70 + t);
+      auto c0 = random_vec(m * n, -1, 1, 80);
+      DeviceBuffer<float> da(m * k), db(k * n), dc(m * n);
+      da.upload(a);
+      db.upload(b);
+      dc.upload(c0);
+      CUBLAS_CHECK(gpu::gemm(blas, ta, tb, m, n, k, 0.5f, da.get(), db.get(), 1.0f, dc.get(), kStream));
+      std::vector<float> ref = c0;
+      cpu::gemm(ta, tb, m, n, k, 0.5f, a.data(), b.data(), 1.0f, ref.data());
+      ok &= close("gemm fp32 (bf16 multiplies)", dc.download(), ref, 1e-4 * max_abs(ref), 1e-4);
+    }
+    gpu::blas_destroy(&blas);
+  }
+  {  // rmsnorm, swiglu, add
+    const int64_t rows = 37, dim = 264, n = rows * dim;
+    auto x = random_vec(n, -2, 2, 90), w = random_vec(dim, 0.5f, 1.5f, 91), dy = random_vec(n, -1, 1, 92);
+    DeviceBuffer<float> dx_in(n), dw(dim), y(n), rstd(rows), ddy(n), dx(n), dwg(dim);
+    dx_in.upload(x);
+    dw.upload(w);
+    ddy.upload(dy);
+    dwg.upload(std::vector<float>(dim, 0.f));
+    CUDA_CHECK(gpu::rmsnorm_forward(dx_in.get(), dw.get(), y.get(), rstd.get(), rows, dim, 1e-5f, kStream));
+    CUDA_CHECK(gpu::rmsnorm_backward(ddy.get(), dx_in.get(), dw.get(), rstd.get(), dx.get(), dwg.get(), rows, dim,
+                                     kStream));
+    std::vector<float> ry(n), rr(rows), rdx(n), rdw(dim, 0.f);
+    cpu::rmsnorm_forward(x.data(), w.data(), ry.data(), rr.data(), rows, dim, 1e-5f);
+    cpu::rmsnorm_backward(dy.data(), x.data(), w.data(), rr.data(), rdx.data(), rdw.data(), rows, dim);
+    ok &= close("rmsnorm fp32 y", y.download(), ry, 1e-5, 1e-5);
+    ok &= close("rmsnorm fp32 dx", dx.download(), rdx, 1e-5 * max_abs(rdx), 1e-4);
+    ok &= close("rmsnorm fp32 dweight", dwg.download(), rdw, 1e-5 * max_abs(rdw), 1e-4);
+    DeviceBuffer<float> out(n), dg(n), du(n);
+    CUDA_CHECK(gpu::swiglu_forward(dx_in.get(), ddy.get(), out.get(), n, kStream));
+    CUDA_CHECK(gpu::swiglu_backward(ddy.get(), dx_in.get(), ddy.get(), dg.get(), du.get(), n, kStream));
+    std::vector<float> ro(n), rg(n), ru(n);
+    cpu::swiglu_forward(x.data(), dy.data(), ro.data(), n);
+    cpu::swiglu_backward(dy.data(), x.data(), dy.data(), rg.data(), ru.data(), n);
+    ok &= close("swiglu fp32 out", out.download(), ro, 1e-5, 1e-4);  // __expf against exp_poly
+    ok &= close("swiglu fp32 dgate", dg.download(), rg, 1e-5, 1e-4);
+    ok &= close("swiglu fp32 dup", du.download(), ru, 1e-5, 1e-4);
+    CUDA_CHECK(gpu::add(dx_in.get(), ddy.get(), dx_in.get(), n, kStream));
+    std::vector<float> rs(n);
+    for (int64_t i = 0; i < n; ++i) rs[i] = x[i] + dy[i];
+    ok &= close("add fp32", dx_in.download(), rs, 0, 0);
+  }
+  {  // rope (fp32 angles on the GPU, fp64 tables on the CPU: positions up to 300 rad lose ~3e-5 rad)
+    const int b = 2, sq = 300, h = 2, hd = 16;
+    const int64_t n = int64_t(b) * sq * h * hd;
+    auto x = random_vec(n, -1, 1, 93);
+    DeviceBuffer<float> dx(n);
+    dx.upload(x);
+    CUDA_CHECK(gpu::rope(dx.get(), b, sq, h, hd, 10000.f, false, kStream));
+    std::vector<float> r = x;
+    cpu::rope(r.data(), b, sq, h, hd, 10000.f, false);
+    ok &= close("rope fp32", dx.download(), r, 2e-4, 1e-4);
+  }
+  {  // cross-entropy and embedding
+    const int64_t rows = 19, vocab = 1003, dim = 40;
+    auto logits = random_vec(rows * vocab, -4, 4, 94);
+    std::vector<int32_t> targets(rows);
+    for (int64_t r = 0; r < rows; ++r) targets[r] = int32_t((r * 131) % vocab);
+    DeviceBuffer<float> dl(rows * vocab), loss_rows(rows);
+    DeviceBuffer<int32_t> dt(rows);
+    DeviceBuffer<double> total(1);
+    dl.upload(logits);
+    dt.upload_raw(targets);
+    CUDA_CHECK(cudaMemset(total.get(), 0, sizeof(double)));
+    CUDA_CHECK(gpu::cross_entropy(dl.get(), dt.get(), dl.get(), loss_rows.get(), rows, vocab, 0.5f, kStream));
+    CUDA_CHECK(gpu::sum_accumulate(loss_rows.get(), rows, total.get(), kStream));
+    CUDA_CHECK(gpu::sum_accumulate(loss_rows.get(), rows, total.get(), kStream));  // accumulates: twice the sum
+    std::vector<float> rd(rows * vocab);
+    const double rloss = cpu::cross_entropy(logits.data(), targets.data(), rd.data(), rows, vocab, 0.5f);
+    ok &= close("cross_entropy fp32 dlogits", dl.download(), rd, 1e-6, 1e-4);
+    double got = 0;
+    CUDA_CHECK(cudaMemcpy(&got, total.get(), sizeof(double), cudaMemcpyDeviceToHost));
+    ok &= close("cross_entropy fp32 2x loss", {float(got)}, {float(2 * rloss)}, 1e-4, 1e-5);
+    auto table = random_vec(vocab * dim, -1, 1, 95), dout = random_vec(rows * dim, -1, 1, 96);
+    DeviceBuffer<float> dtab(vocab * dim), out(rows * dim), ddo(rows * dim), dgrad(vocab * dim);
+    dtab.upload(table);
+    ddo.upload(dout);
+    dgrad.upload(std::vector<float>(vocab * dim, 0.f));
+    CUDA_CHECK(gpu::embedding_forward(dtab.get(), dt.get(), out.get(), rows, dim, kStream));
+    CUDA_CHECK(gpu::embedding_backward(ddo.get(), dt.get(), dgrad.get(), rows, dim, kStream));
+    std::vector<float> ro(rows * dim), rg(vocab * dim, 0.f);
+    cpu::embedding_forward(table.data(), targets.data(), ro.data(), rows, dim);
+    cpu::embedding_backward(dout.data(), targets.data(), rg.data(), rows, dim);
+    ok &= close("embedding fp32 out", out.download(), ro, 0, 0);
+    ok &= close("embedding fp32 dtable", dgrad.download(), rg, 1e-6, 1e-6);
+  }
+  {  // attention through the fp32 entry points (tensor-core head_dim 64 and the per-row path)
+    struct Shape {
+      int batch, seq, heads, head_dim;
+    };
+    for (Shape s : {Shape{1, 130, 2, 64}, Shape{2, 50, 2, 8}}) {
+      const size_t n = size_t(s.batch) * s.seq * s.heads * s.head_dim, nl = size_t(s.batch) * s.heads * s.seq;
+      auto q = random_vec(n, -1.5f, 1.5f, 97), k = random_vec(n, -1.5f, 1.5f, 98), v = random_vec(n, -1, 1, 99);
+      auto dout = random_vec(n, -1, 1, 100);
+      DeviceBuffer<float> dq_in(n), dk_in(n), dv_in(n), dd(n), out(n), lse(nl), dq(n), dk(n), dv(n);
+      dq_in.upload(q);
+      dk_in.upload(k);
+      dv_in.upload(v);
+      dd.upload(dout);
+      const size_t fw = gpu::attention_forward_fp32_workspace_bytes(s.batch, s.seq, s.heads, s.head_dim);
+      const size_t bw = gpu::attention_backward_fp32_workspace_bytes(s.batch, s.seq, s.heads, s.head_dim);
+      DeviceBuffer<unsigned char> wsf(fw), wsb(bw);
+      CUDA_CHECK(gpu::attention_forward(dq_in.get(), dk_in.get(), dv_in.get(), out.get(), lse.get(), s.batch, s.seq,
+                                        s.heads, s.head_dim, wsf.get(), fw, kStream));
+      CUDA_CHECK(gpu::attention_backward(dd.get(), dq_in.get(), dk_in.get(), dv_in.get(), out.get(), lse.get(),
+                                         dq.get(), dk.get(), dv.get(), s.batch, s.seq, s.heads, s.head_dim, wsb.get(),
+                                         bw, kStream));
+      std::vector<float> rout(n), rlse(nl), rdq(n), rdk(n), rdv(n);
+      cpu::attention_forward(q.data(), k.data(), v.data(), rout.data(), rlse.data(), s.batch, s.seq, s.heads,
+                             s.head_dim);
+      cpu::attention_backward(dout.data(), q.data(), k.data(), v.data(), rout.data(), rlse.data(), rdq.data(),
+                              rdk.data(), rdv.data(), s.batch, s.seq, s.heads, s.head_dim);
+      printf("  attention fp32 shape batch=%d seq=%d heads=%d head_dim=%d\n", s.batch, s.seq, s.heads, s.head_dim);
+      ok &= close("attention fp32 out", out.download(), rout, 1e-2 * max_abs(rout), 2e-2);
+      ok &= close("attention fp32 lse", lse.download(), rlse, 1e-3, 1e-4);
+      ok &= close("attention fp32 dq", dq.download(), rdq, 3e-2 * max_abs(rdq), 3e-2);
+      ok &= close("attention fp32 dk", dk.download(), rdk, 3e-2 * max_abs(rdk), 3e-2);
+      ok &= close("attention fp32 dv", dv.download(), rdv, 3e-2 * max_abs(rdv), 3e-2);
+    }
+  }
+  return ok;
+}
+
 struct Case {
   const char* name;
   std::function<bool()> run;
@@ -461,6 +598,7 @@ const std::vector<Case>& cases() {
       {"swiglu", test_swiglu},       {"rmsnorm", test_rmsnorm}, {"rope", test_rope},
       {"attention", test_attention}, {"cross_entropy", test_cross_entropy},
       {"embedding", test_embedding}, {"adamw", test_adamw},     {"gemm", test_gemm},
+      {"fp32_storage", test_fp32_storage},
   };
   return all;
 }

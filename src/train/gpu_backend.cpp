@@ -1,0 +1,252 @@
+// The GPU compute backend: fp32 storage, bf16 tensor-core GEMMs; bf16 P/G storage not yet (see gpu_backend.h).
+// Host code over the launchers of kernels/cuda (C++17 device code) and cuBLAS; every call is enqueued on one compute
+// stream and nothing blocks the host except download(), elapsed_s() and synchronize().
+#include "train/gpu_backend.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/ops_cuda.h"
+
+namespace lins {
+
+int gpu_device_count() { return kernels::cuda::device_count(); }
+
+namespace {
+
+namespace kc = kernels::cuda;
+
+// Blocks are rounded to 512 bytes (16-byte vector access and cuBLAS alignment hold for every block) and kept by
+// rounded size when freed. Reuse is safe without events because every user is ordered after the compute stream: the
+// model's kernels run on it, and the NCCL communicators order each collective after it at issue time (a block freed
+// while kernels that read it are still queued is only handed to work queued behind them).
+constexpr int64_t kBlockAlign = 512;
+
+class GpuBackend final : public ComputeBackend {
+ public:
+  static Result<std::unique_ptr<ComputeBackend>> create(int device) {
+    const int n = kc::device_count();
+    if (n == 0) return make_error("gpu backend: no CUDA device is visible (cudaGetDeviceCount found none)");
+    if (device < 0 || device >= n)
+      return make_error("gpu backend: device " + std::to_string(device) + " requested but " + std::to_string(n) +
+                        " visible (0.." + std::to_string(n - 1) + ")");
+    if (cudaError_t e = cudaSetDevice(device); e != cudaSuccess)
+      return make_error(std::string("gpu backend: cudaSetDevice(") + std::to_string(device) +
+                        ") failed: " + cudaGetErrorString(e));
+    std::unique_ptr<GpuBackend> b(new GpuBackend());
+    b->device_ = device;
+    if (cudaError_t e = cudaStreamCreateWithFlags(&b->stream_, cudaStreamNonBlocking); e != cudaSuccess)
+      return make_error(std::string("gpu backend: cudaStreamCreate failed: ") + cudaGetErrorString(e));
+    if (cublasStatus_t st = kc::blas_create(&b->blas_); st != CUBLAS_STATUS_SUCCESS)
+      return make_error(std::string("gpu backend: cuBLAS could not start: ") + cublasGetStatusString(st));
+    return std::unique_ptr<ComputeBackend>(std::move(b));
+  }
+
+  ~GpuBackend() override {
+    cudaSetDevice(device_);
+    if (stream_) cudaStreamSynchronize(stream_);
+    kc::blas_destroy(&blas_);
+    for (auto& [size, blocks] : cache_)
+      for (void* p : blocks) cudaFree(p);
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+
+  const char* name() const override { return "gpu"; }
+
+  Result<DeviceBuffer> allocate(int64_t bytes, MemCategory category, bool zero) override {
+    if (bytes < 0) return make_error("gpu backend: negative allocation of " + std::to_string(bytes) + " bytes");
+    if (bytes == 0) return DeviceBuffer(this, nullptr, 0, category);
+    const int64_t rounded = (bytes + kBlockAlign - 1) / kBlockAlign * kBlockAlign;
+    void* p = nullptr;
+    if (auto it = cache_.find(rounded); it != cache_.end() && !it->second.empty()) {
+      p = it->second.back();
+      it->second.pop_back();
+    } else {
+      cudaError_t e = cudaMalloc(&p, size_t(rounded));
+      if (e != cudaSuccess) {
+        // Out of memory with free blocks of other sizes cached: return them to the driver and try once more.
+        (void)cudaGetLastError();
+        trim();
+        e = cudaMalloc(&p, size_t(rounded));
+      }
+      if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return make_error("gpu backend: out of device memory allocating " + std::to_string(bytes) + " bytes (" +
+                          std::to_string(mem_.total_current_bytes) + " bytes live, " + std::to_string(reserved_) +
+                          " reserved): " + cudaGetErrorString(e));
+      }
+      reserved_ += rounded;
+      peak_reserved_ = std::max(peak_reserved_, reserved_);
+    }
+    if (zero) CUDA_CHECK(cudaMemsetAsync(p, 0, size_t(rounded), stream_));
+    track_alloc(bytes, category);
+    return DeviceBuffer(this, p, bytes, category);
+  }
+
+  void upload(void* dst, const void* src, int64_t bytes) override {
+    // From pageable memory the copy is staged before the call returns, so the caller may reuse `src` at once.
+    if (bytes > 0) CUDA_CHECK(cudaMemcpyAsync(dst, src, size_t(bytes), cudaMemcpyHostToDevice, stream_));
+  }
+  void download(void* dst, const void* src, int64_t bytes) override {
+    if (bytes <= 0) return;
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, size_t(bytes), cudaMemcpyDeviceToHost, stream_));
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+  void copy(void* dst, const void* src, int64_t bytes) override {
+    if (dst != src && bytes > 0)
+      CUDA_CHECK(cudaMemcpyAsync(dst, src, size_t(bytes), cudaMemcpyDeviceToDevice, stream_));
+  }
+  void zero(void* dst, int64_t bytes) override {
+    if (bytes > 0) CUDA_CHECK(cudaMemsetAsync(dst, 0, size_t(bytes), stream_));
+  }
+  void fill(float* dst, int64_t n, float value) override { CUDA_CHECK(kc::fill(dst, value, n, stream_)); }
+  void init_normal(float* dst, int64_t n, uint64_t seed, int64_t first, float std_dev) override {
+    CUDA_CHECK(kc::init_normal(dst, n, seed, first, std_dev, stream_));
+  }
+
+  Event record_event() override {
+    Event e;
+    e.host_s = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    cudaEvent_t ev = nullptr;
+    CUDA_CHECK(cudaEventCreate(&ev));
+    CUDA_CHECK(cudaEventRecord(ev, stream_));
+    e.native = std::shared_ptr<void>(ev, [](void* p) { cudaEventDestroy(static_cast<cudaEvent_t>(p)); });
+    return e;
+  }
+  double elapsed_s(const Event& start, const Event& end) override {
+    if (!start.native || !end.native) return end.host_s - start.host_s;
+    auto a = static_cast<cudaEvent_t>(start.native.get()), b = static_cast<cudaEvent_t>(end.native.get());
+    CUDA_CHECK(cudaEventSynchronize(b));
+    float ms = 0.f;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    return double(ms) * 1e-3;
+  }
+  void synchronize() override { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+  void* native_stream() override { return stream_; }
+
+  void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, const float* b, float beta,
+            float* c) override {
+    if (m <= 0 || n <= 0) return;
+    if (k <= 0) {  // the CPU contract: C = beta * C (cuBLAS would do nothing)
+      if (beta == 0.f) zero(c, m * n * 4);
+      // beta != 0 with k == 0 keeps C scaled by beta; the step never asks for it.
+      return;
+    }
+    CUBLAS_CHECK(kc::gemm(blas_, ta, tb, m, n, k, alpha, a, b, beta, c, stream_));
+  }
+  void rmsnorm_forward(const float* x, const float* w, float* y, float* rstd, int64_t rows, int64_t dim,
+                       float eps) override {
+    CUDA_CHECK(kc::rmsnorm_forward(x, w, y, rstd, rows, dim, eps, stream_));
+  }
+  void rmsnorm_backward(const float* dy, const float* x, const float* w, const float* rstd, float* dx, float* dw,
+                        int64_t rows, int64_t dim) override {
+    CUDA_CHECK(kc::rmsnorm_backward(dy, x, w, rstd, dx, dw, rows, dim, stream_));
+  }
+  void swiglu_forward(const float* gate, const float* up, float* out, int64_t n) override {
+    CUDA_CHECK(kc::swiglu_forward(gate, up, out, n, stream_));
+  }
+  void swiglu_backward(const float* dout, const float* gate, const float* up, float* dgate, float* dup,
+                       int64_t n) override {
+    CUDA_CHECK(kc::swiglu_backward(dout, gate, up, dgate, dup, n, stream_));
+  }
+  void rope(float* x, int batch, int seq, int heads, int head_dim, float theta, bool inverse) override {
+    CUDA_CHECK(kc::rope(x, batch, seq, heads, head_dim, theta, inverse, stream_));
+  }
+  void attention_forward(const float* q, const float* k, const float* v, float* out, float* lse, int batch, int seq,
+                         int heads, int head_dim) override {
+    DeviceBuffer ws = scratch(kc::attention_forward_fp32_workspace_bytes(batch, seq, heads, head_dim));
+    CUDA_CHECK(
+        kc::attention_forward(q, k, v, out, lse, batch, seq, heads, head_dim, ws.data(), size_t(ws.bytes()), stream_));
+  }  // ws returns to the pool; later users are queued behind the kernels that read it
+  void attention_backward(const float* dout, const float* q, const float* k, const float* v, const float* out,
+                          const float* lse, float* dq, float* dk, float* dv, int batch, int seq, int heads,
+                          int head_dim) override {
+    DeviceBuffer ws = scratch(kc::attention_backward_fp32_workspace_bytes(batch, seq, heads, head_dim));
+    CUDA_CHECK(kc::attention_backward(dout, q, k, v, out, lse, dq, dk, dv, batch, seq, heads, head_dim, ws.data(),
+                                      size_t(ws.bytes()), stream_));
+  }
+  void cross_entropy(const float* logits, const int32_t* targets, float* dlogits, int64_t rows, int64_t vocab,
+                     float grad_scale, double* loss_sum) override {
+    DeviceBuffer loss_rows = scratch(rows * 4);  // [rows] fp32
+    CUDA_CHECK(kc::cross_entropy(logits, targets, dlogits, loss_rows.f32(), rows, vocab, grad_scale, stream_));
+    CUDA_CHECK(kc::sum_accumulate(loss_rows.f32(), rows, loss_sum, stream_));
+  }
+  void embedding_forward(const float* table, const int32_t* ids, float* out, int64_t n, int64_t dim) override {
+    CUDA_CHECK(kc::embedding_forward(table, ids, out, n, dim, stream_));
+  }
+  void embedding_backward(const float* dout, const int32_t* ids, float* dtable, int64_t n, int64_t dim) override {
+    CUDA_CHECK(kc::embedding_backward(dout, ids, dtable, n, dim, stream_));
+  }
+  void adamw(float* master, const float* grad, float* m, float* v, int64_t n, const kernels::cpu::AdamWConfig& cfg,
+             int step) override {
+    CUDA_CHECK(kc::adamw(master, grad, m, v, /*param_out=*/static_cast<kc::bf16*>(nullptr), n, cfg, step,
+                         /*grad_scale=*/1.f, stream_));
+  }
+  void add(float* y, const float* x, int64_t n) override { CUDA_CHECK(kc::add(y, x, y, n, stream_)); }
+
+  GpuMemoryInfo info() const {
+    GpuMemoryInfo i;
+    i.reserved_bytes = reserved_;
+    i.peak_reserved_bytes = peak_reserved_;
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) {
+      i.device_used_bytes = int64_t(total_b - free_b);
+      i.device_total_bytes = int64_t(total_b);
+    } else {
+      (void)cudaGetLastError();
+    }
+    return i;
+  }
+
+ protected:
+  void release(void* ptr, int64_t bytes, MemCategory category) override {
+    cache_[(bytes + kBlockAlign - 1) / kBlockAlign * kBlockAlign].push_back(ptr);
+    track_free(bytes, category);
+  }
+
+ private:
+  GpuBackend() = default;
+
+  // Kernel workspace from the pool, tracked as a buffer while the call that uses it runs.
+  DeviceBuffer scratch(int64_t bytes) {
+    auto b = allocate(std::max<int64_t>(bytes, 1), MemCategory::buffer, /*zero=*/false);
+    if (!b) {
+      std::fprintf(stderr, "[%s] lins gpu backend: %s\n", kc::detail::host_name(), b.error().c_str());
+      std::abort();  // the interface's kernels have no error path
+    }
+    return std::move(*b);
+  }
+
+  // Returns every cached free block to the driver (after the queued work that may still use them).
+  void trim() {
+    cudaStreamSynchronize(stream_);
+    for (auto& [size, blocks] : cache_) {
+      for (void* p : blocks) cudaFree(p);
+      reserved_ -= size * int64_t(blocks.size());
+      blocks.clear();
+    }
+  }
+
+  int device_ = 0;
+  cudaStream_t stream_ = nullptr;
+  kc::BlasHandle blas_{};
+  std::unordered_map<int64_t, std::vector<void*>> cache_;  // rounded size -> free blocks
+  int64_t reserved_ = 0, peak_reserved_ = 0;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<ComputeBackend>> make_gpu_backend(int device) { return GpuBackend::create(device); }
+
+GpuMemoryInfo gpu_memory_info(ComputeBackend& backend) {
+  if (auto* g = dynamic_cast<GpuBackend*>(&backend)) return g->info();
+  return {};
+}
+
+}  // namespace lins
