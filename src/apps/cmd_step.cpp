@@ -1,4 +1,5 @@
-// `lins step`: the synthetic LLaMA training step under each strategy on the CPU backend (MPI, fp32): warm-up plus
+// `lins step`: the synthetic LLaMA training step under each strategy on the CPU backend (MPI, fp32) or, with
+// --backend gpu, on one CUDA device per rank with NCCL (fp32 storage, bf16 tensor-core GEMMs): warm-up plus
 // timed steps per strategy, one CSV row per (strategy, timed step) with the columns of core/results_schema.h, a JSON
 // provenance file beside it, a table on stdout, and optionally a Chrome trace of the last step per rank.
 #include <mpi.h>
@@ -10,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <string>
@@ -33,6 +35,9 @@
 #include "core/workload.h"
 #include "kernels/ops.h"
 #include "train/executor.h"
+#if LINS_TRAIN_GPU
+#include "train/gpu_backend.h"
+#endif
 
 namespace lins {
 namespace {
@@ -62,7 +67,10 @@ CommandSpec step_spec() {
           {"lr", 0, "RATE", "0.001", "AdamW learning rate"},
           {"out", 0, "DIR", "results/step", "output folder: step.csv, step.provenance.json, traces"},
           {"overlap", 0, "MODE", "all", "all, no_bcast, no_allreduce or none (the paper's Table V)"},
-          {"bucket", 0, "SIZE", "1M", "gradient all-reduce bucket U in bytes (fp32 on the CPU backend)"},
+          {"backend", 0, "NAME", "cpu",
+           "compute backend: cpu (host memory, MPI collectives) or gpu (CUDA device of the local rank, NCCL; fp32 "
+           "storage with bf16 tensor-core GEMMs, bf16 P/G storage not yet)"},
+          {"bucket", 0, "SIZE", "1M", "gradient all-reduce bucket U in bytes (fp32 on both backends)"},
           {"trace", 0, "", "", "write a Chrome trace of the last timed step of every strategy per rank"},
           {"gpu-mem", 0, "SIZE", "1TiB", "memory per rank the planner may use for 'lins'"},
           {"peak-tflops", 0, "RATE", "",
@@ -123,6 +131,37 @@ double measure_sgemm_gflops(int64_t m, int64_t n, int64_t k) {
   } while (elapsed < 0.3);
   return 2.0 * double(m) * double(n) * double(k) * iters / elapsed / 1e9;
 }
+
+// The backend's GEMM rate on the step's largest GEMM shape (T x F x H, as the MLP's w1), timed with its events;
+// the GPU backend's MFU peak when --peak-tflops is not given. TFLOP/s.
+Result<double> measure_backend_gemm_tflops(ComputeBackend& be, int64_t m, int64_t n, int64_t k) {
+  auto a = be.allocate(m * k * 4, MemCategory::buffer), b = be.allocate(n * k * 4, MemCategory::buffer);
+  auto c = be.allocate(m * n * 4, MemCategory::buffer);
+  if (!a || !b || !c) return make_error("cannot allocate the GEMM rate probe of " + std::to_string(m) + "x" +
+                                        std::to_string(n) + "x" + std::to_string(k));
+  be.fill(a->f32(), m * k, 0.5f);
+  be.fill(b->f32(), n * k, 0.25f);
+  for (int i = 0; i < 3; ++i) be.gemm(false, true, m, n, k, 1.0f, a->f32(), b->f32(), 0.0f, c->f32());  // warm-up
+  const int iters = 20;
+  Event e0 = be.record_event();
+  for (int i = 0; i < iters; ++i) be.gemm(false, true, m, n, k, 1.0f, a->f32(), b->f32(), 0.0f, c->f32());
+  Event e1 = be.record_event();
+  const double s = be.elapsed_s(e0, e1);
+  if (s <= 0) return make_error("the GEMM rate probe took no measurable time");
+  return 2.0 * double(m) * double(n) * double(k) * iters / s / 1e12;
+}
+
+#if LINS_TRAIN_GPU
+// This rank's index among the ranks of its node (MPI_COMM_TYPE_SHARED), which picks its CUDA device.
+int local_rank() {
+  MPI_Comm local;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
+  int r = 0;
+  MPI_Comm_rank(local, &r);
+  MPI_Comm_free(&local);
+  return r;
+}
+#endif
 
 std::string group_summary(const Plan& plan, const Topology& topo) {
   std::string s;
@@ -200,6 +239,27 @@ int run_step(const Args& args) {
   else if (a.get("mpi-progress") != "thread")
     return fail("--mpi-progress: unknown mode '" + a.get("mpi-progress") + "'; valid modes: thread, nonblocking");
 
+  const std::string backend_name = a.get("backend");
+  if (backend_name != "cpu" && backend_name != "gpu")
+    return fail("--backend: unknown backend '" + backend_name + "'; valid backends: cpu, gpu");
+  const bool gpu = backend_name == "gpu";
+  // Each rank's backend for one strategy; the GPU one runs on device (local rank % devices), as NCCL's bootstrap.
+  std::function<Result<std::unique_ptr<ComputeBackend>>()> make_backend = [] {
+    return Result<std::unique_ptr<ComputeBackend>>(make_cpu_backend());
+  };
+  if (gpu) {
+#if LINS_TRAIN_GPU
+    const int devices = gpu_device_count();
+    const Status seen = devices > 0 ? Status() : Status(make_error("no CUDA device is visible to this rank"));
+    if (auto s = agree_any(seen); !s) return fail("--backend gpu: " + s.error() + " (use --backend cpu)");
+    const int device = local_rank() % devices;
+    make_backend = [device] { return make_gpu_backend(device); };
+#else
+    return fail("--backend gpu: this lins was built without CUDA support (configure with a CUDA toolkit and NCCL, "
+                "LINS_CUDA=ON); use --backend cpu");
+#endif
+  }
+
   auto cost = parse_cost_model(a);
   if (!cost) return fail(cost.error());
   auto timeout = a.get_double("timeout");
@@ -260,6 +320,16 @@ int run_step(const Args& args) {
     if (*v <= 0) return fail("--peak-tflops must be positive");
     peak_tflops = *v;
     peak_source = "given (--peak-tflops)";
+  } else if (gpu) {
+    const int64_t T = int64_t(workload->seq) * workload->micro_batch_size;
+    auto be = make_backend();
+    Result<double> rate = be ? measure_backend_gemm_tflops(**be, T, model->dims.ffn, model->dims.hidden)
+                             : Result<double>(make_error(be.error()));
+    if (auto s = agree_any(rate ? Status() : Status(make_error(rate.error()))); !s) return fail(s.error());
+    peak_tflops = all_sum(*rate) / world;
+    peak_source = "GPU backend GEMM (fp32 storage, bf16 tensor cores) " + std::to_string(T) + "x" +
+                  std::to_string(model->dims.ffn) + "x" + std::to_string(model->dims.hidden) +
+                  " measured on every rank, mean (give --peak-tflops for the device's datasheet peak)";
   } else {
     const int64_t T = int64_t(workload->seq) * workload->micro_batch_size;
     const double gflops = measure_sgemm_gflops(T, model->dims.ffn, model->dims.hidden);
@@ -295,7 +365,7 @@ int run_step(const Args& args) {
   // The key of a timed step's row, formatted exactly as the row writes it.
   auto resume_key = [&](const std::string& strategy, const Plan& plan, int step) {
     StepRow r;
-    set_run_columns(r, "measured", strategy, plan, *workload, *topo, "cpu", *overlap);
+    set_run_columns(r, "measured", strategy, plan, *workload, *topo, backend_name, *overlap);
     r.set("step", step);
     std::vector<std::string> key;
     for (const auto& c : kResumeKey) key.push_back(r.get(c));
@@ -321,13 +391,17 @@ int run_step(const Args& args) {
                   plan.tuple_string().c_str(), engine_name(plan.engine), group_summary(plan, *topo).c_str());
       std::fflush(stdout);
     }
+    // The backend first: it outlives the communicators, whose NCCL streams are ordered after its compute stream.
+    auto made = make_backend();
+    if (auto s = agree_any(made ? Status() : Status(make_error(made.error()))); !s) return fail(s.error());
+    std::unique_ptr<ComputeBackend> backend = std::move(*made);
     CommOptions co;
     co.mpi.progress = progress;
-    auto mesh = make_mesh_comms(Backend::mpi, MPI_COMM_WORLD, plan, *topo, co);
+    co.compute_stream = backend->native_stream();
+    auto mesh = make_mesh_comms(gpu ? Backend::nccl : Backend::mpi, MPI_COMM_WORLD, plan, *topo, co);
     if (auto s = agree_any(mesh ? Status() : Status(make_error(mesh.error()))); !s) return fail(s.error());
     RoleComms comms{};
     for (int r = 0; r < kGroupRoleCount; ++r) comms[r] = &(*mesh)->get(static_cast<GroupRole>(r));
-    auto backend = make_cpu_backend();
     ExecutorOptions eo;
     eo.seq = workload->seq;
     eo.micro_batch_size = workload->micro_batch_size;
@@ -381,7 +455,7 @@ int run_step(const Args& args) {
       const double mfu = flops_per_token * tgs / (peak_tflops * 1e12);
       if (rank == 0) {
         StepRow row;
-        set_run_columns(row, "measured", strategy, plan, *workload, *topo, "cpu", *overlap);
+        set_run_columns(row, "measured", strategy, plan, *workload, *topo, backend_name, *overlap);
         row.set("step", timed);
         row.set("step_time_s", step_max).set("step_time_min_s", step_min).set("step_time_mean_s", step_mean);
         row.set("forward_s", fwd).set("backward_s", bwd).set("optimizer_s", opt).set("exposed_comm_s", exposed);
@@ -409,6 +483,18 @@ int run_step(const Args& args) {
       ++tr.steps;
     }
     if (auto ok = agree_any(e.finish()); !ok) return fail(ok.error());
+#if LINS_TRAIN_GPU
+    if (gpu) {  // the pool and the device beyond the tracked allocations (cuBLAS workspace, NCCL, CUDA context)
+      const GpuMemoryInfo gm = gpu_memory_info(*backend);
+      const double reserved = all_max(double(gm.peak_reserved_bytes)), used = all_max(double(gm.device_used_bytes));
+      if (rank == 0)
+        std::printf("      %s: device memory: peak allocated %s (memory model %s, ratio %.3f), pool peak %s, device in "
+                    "use %s of %s\n",
+                    strategy.c_str(), format_bytes(tr.peak_bytes).c_str(), format_bytes(model_mem).c_str(),
+                    model_mem > 0 ? tr.peak_bytes / model_mem : 0.0, format_bytes(reserved).c_str(),
+                    format_bytes(used).c_str(), format_bytes(double(gm.device_total_bytes)).c_str());
+    }
+#endif
     if (a.flag("trace")) {
       std::string stem;  // the strategy as a file name: "p=4x1,g=4x1,os=4x2" -> "p4x1_g4x1_os4x2"
       for (char c : strategy)
@@ -456,7 +542,9 @@ int run_step(const Args& args) {
   }
 
   JsonObject run;
-  run.set("command", "step").set("backend", "cpu").set("dtype", "fp32").set("model", model->name);
+  run.set("command", "step").set("backend", backend_name);
+  run.set("dtype", gpu ? "fp32 storage, bf16 tensor-core GEMMs and attention (bf16 P/G storage not yet)" : "fp32");
+  run.set("model", model->name);
   run.set("params", (long long)model->param_count()).set("topology", topo->to_string());
   run.set("gpus_per_node", topo->gpus_per_node).set("nodes", topo->nodes).set("seq", workload->seq);
   run.set("micro_batch_size", workload->micro_batch_size).set("micro_batches", workload->micro_batches);

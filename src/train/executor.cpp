@@ -174,6 +174,12 @@ struct Executor::Impl {
     std::string name;
   };
   std::vector<Span> spans;
+  // Compute-stream events around each wait: on a backend whose waits only order streams (GPU) the host returns at
+  // once, and the time the compute stream stalls between these two events is the exposed communication.
+  struct WaitSpan {
+    Event start, end;
+  };
+  std::vector<WaitSpan> wait_spans;
   Event step_event;
   void compute_span(Event start, Section section, std::string name) {
     spans.push_back(Span{std::move(start), be->record_event(), section, std::move(name)});
@@ -321,7 +327,9 @@ struct Executor::Impl {
                         ") before it was issued");
     if (f.done) return {};
     const double t0 = now();
+    Event w0 = be->record_event();
     f.req.wait();
+    wait_spans.push_back(WaitSpan{std::move(w0), be->record_event()});
     const double t1 = now();
     wait_s += t1 - t0;
     add_trace(std::string("wait ") + op_class_name(cls[i]) + " " + sched->ops[i].label, "wait", t0, t1, 1);
@@ -344,7 +352,9 @@ struct Executor::Impl {
       Inflight& f = carried[i];
       if (!f.issued || f.done) continue;
       const double t0 = now();
+      Event w0 = be->record_event();
       f.req.wait();
+      wait_spans.push_back(WaitSpan{std::move(w0), be->record_event()});
       const double t1 = now();
       wait_s += t1 - t0;
       add_trace("wait broadcast " + sched->ops[i].label + " (previous step)", "wait", t0, t1, 1);
@@ -610,6 +620,7 @@ struct Executor::Impl {
     if (opt.trace) trace->clear();
     wait_s = 0;
     spans.clear();
+    wait_spans.clear();
     inflight.clear();
     inflight.resize(sched->ops.size());
     cursor = 0;
@@ -664,7 +675,11 @@ struct Executor::Impl {
         add_trace(sp.name, "compute", t0, t0 + dt, 0);
       }
     }
-    st.exposed_comm_s = wait_s;
+    if (be->native_stream() == nullptr) {
+      st.exposed_comm_s = wait_s;  // synchronous backend: the host waited
+    } else {
+      for (const auto& w : wait_spans) st.exposed_comm_s += be->elapsed_s(w.start, w.end);
+    }
     st.tokens = int64_t(M) * opt.micro_batch_size * opt.seq;
     for (auto* c : distinct) {
       const auto& k = c->counters();

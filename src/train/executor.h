@@ -55,8 +55,9 @@ struct StepStats {
   double step_s = 0;  // wall time of the step on the host (after the compute stream drained)
   // Compute of each section, summed from backend events around each module's kernels (and the optimizer's).
   double forward_s = 0, backward_s = 0, optimizer_s = 0;
-  // Time the host was blocked waiting for collectives. On the CPU backend this is the exposed communication; a
-  // backend whose waits only order streams needs event-based accounting instead.
+  // Exposed communication. On a synchronous backend (CPU), the time the host was blocked waiting for collectives; on
+  // an asynchronous one (GPU: a wait only makes the compute stream wait), the compute stream's time between events
+  // recorded just before and just after each wait.
   double exposed_comm_s = 0;
   double loss_sum = 0;  // summed token loss of this rank's micro-batches
   int64_t tokens = 0;   // this rank's tokens
