@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # The GPU checks in one go, for a machine with a CUDA device (budget: 8 minutes): builds for sm_90 (CUDA_ARCH to
-# change), runs the ctest label gpu and the GPU kernel benchmarks, and writes CSV, provenance and logs to OUTDIR.
+# change), runs the ctest label gpu and the GPU kernel benchmarks, then (last, so a slow step cannot starve the tests)
+# one rank of `lins step --backend gpu` on llama-7b layer shapes cut to 2 layers, and writes CSV, provenance and logs
+# to OUTDIR.
 # Without MPI, GoogleTest, Google Benchmark or OpenBLAS it builds the kernels, their tests and benchmarks with nvcc.
 #
 #   scripts/gpu-check.sh OUTDIR
 # Environment: CUDA_ARCH (90), BUILD_DIR (build-gpu), JOBS (nproc), BENCH_ARGS (extra bench_kernels_gpu flags, e.g.
-# --quick), GPU_CHECK_STANDALONE=1 (skip CMake, build with nvcc directly).
+# --quick), GPU_CHECK_STANDALONE=1 (skip CMake, build with nvcc directly), STEP_RESERVE_S (120: seconds kept for the
+# step run), STEP_ARGS (extra lins step flags).
 #
 # OUTDIR gets few files on purpose: summary.txt, provenance.json, build.log, tests.log, bench_kernels_gpu.csv,
-# bench_kernels_gpu.json, bench_kernels_gpu.log.
+# bench_kernels_gpu.json, bench_kernels_gpu.log, and step/ (step.csv, step.provenance.json; its log goes to
+# summary.txt).
 set -uo pipefail
 OUT=${1:?usage: scripts/gpu-check.sh OUTDIR}
 mkdir -p "$OUT"
@@ -89,7 +93,7 @@ for t in json.load(sys.stdin).get("tests", []):
         if os.path.realpath(arg).startswith(build + os.sep):
             names.add(os.path.basename(arg))
 print(" ".join(sorted(names)))' "$BUILD_DIR" 2>>"$BUILD_LOG")
-    targets="$targets bench_kernels_gpu"
+    targets="$targets bench_kernels_gpu lins"
     log "build (ninja -j$JOBS): $targets"
     # shellcheck disable=SC2086  # one word per target
     if timeout "$(left 200)" ninja -C "$BUILD_DIR" -j "$JOBS" $targets >>"$BUILD_LOG" 2>&1; then
@@ -189,7 +193,7 @@ log "tests: rc=$TEST_RC"
 # --- benchmarks ------------------------------------------------------------------------------------------------------
 BENCH_RC=1
 if [ -n "$BENCH_BIN" ] && [ -x "$BENCH_BIN" ]; then
-  budget=$((470 - $(elapsed)))
+  budget=$((470 - $(elapsed) - ${STEP_RESERVE_S:-120}))
   if [ "$budget" -gt 30 ]; then
     log "bench_kernels_gpu (timeout ${budget}s) ${BENCH_ARGS:-}"
     # shellcheck disable=SC2086
@@ -202,5 +206,48 @@ if [ -n "$BENCH_BIN" ] && [ -x "$BENCH_BIN" ]; then
   fi
 fi
 log "benchmarks: rc=$BENCH_RC"
-log "done in $(elapsed)s: build=$MODE tests_rc=$TEST_RC bench_rc=$BENCH_RC"
-[ "$MODE" != none ] && [ "$TEST_RC" = 0 ] && [ "$BENCH_RC" = 0 ]
+
+# --- the training step on the GPU backend (last) ---------------------------------------------------------------------
+# One rank, llama-7b layer shapes cut to 2 layers, seq 4096, micro-batch 1, M 1; MFU against the H200's 989 TFLOP/s
+# dense bf16 peak. The backend is the first step of the GPU path: fp32 storage, bf16 tensor-core GEMMs (bf16 P/G
+# storage not yet), so the figures measure that, not the issue's target configuration.
+STEP_RC=1
+if [ "$MODE" = cmake ] && [ -x "$BUILD_DIR/lins" ]; then
+  budget=$((470 - $(elapsed)))
+  if [ "$budget" -gt 45 ]; then
+    mkdir -p "$OUT/step"
+    log "lins step --backend gpu, llama-7b shapes x 2 layers, one rank (timeout ${budget}s)"
+    # shellcheck disable=SC2086  # STEP_ARGS is a list of flags
+    timeout "$budget" "$BUILD_DIR/lins" step --backend gpu --model llama-7b --layers 2 --seq 4096 --micro-batch 1 \
+      --micro-batches 1 --strategies ddp,zero3,lins --warmup 1 --steps 3 --peak-tflops 989 \
+      --timeout $((budget - 10)) --out "$OUT/step" ${STEP_ARGS:-} >>"$SUMMARY" 2>&1
+    STEP_RC=$?
+    if [ -s "$OUT/step/step.csv" ]; then
+      # Where the time goes: the step CSV's compute sections and exposed communication, means over the timed steps.
+      python3 - "$OUT/step/step.csv" <<'PY' 2>&1 | tee -a "$SUMMARY"
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+by = {}
+for r in rows:
+    by.setdefault(r["strategy"], []).append(r)
+cols = ["step_time_s", "forward_s", "backward_s", "optimizer_s", "exposed_comm_s", "mfu", "peak_mem_bytes",
+        "model_mem_bytes"]
+print("breakdown (means over timed steps): strategy " + " ".join(cols) + " other_s")
+for s, rs in by.items():
+    m = {c: sum(float(r[c]) for r in rs) / len(rs) for c in cols}
+    other = m["step_time_s"] - m["forward_s"] - m["backward_s"] - m["optimizer_s"] - m["exposed_comm_s"]
+    print("  %-8s step %.4f s = forward %.4f + backward %.4f + optimizer %.4f + exposed comm %.4f + other %.4f; "
+          "MFU %.1f%%; peak mem %.2f GiB (memory model %.2f GiB)" % (s, m["step_time_s"], m["forward_s"],
+          m["backward_s"], m["optimizer_s"], m["exposed_comm_s"], other, 100 * m["mfu"],
+          m["peak_mem_bytes"] / 2**30, m["model_mem_bytes"] / 2**30))
+PY
+    fi
+  else
+    log "no time left for the step run"
+  fi
+else
+  log "step run skipped: needs the CMake build (lins with MPI)"
+fi
+log "step: rc=$STEP_RC"
+log "done in $(elapsed)s: build=$MODE tests_rc=$TEST_RC bench_rc=$BENCH_RC step_rc=$STEP_RC"
+[ "$MODE" != none ] && [ "$TEST_RC" = 0 ] && [ "$BENCH_RC" = 0 ] && [ "$STEP_RC" = 0 ]
