@@ -353,10 +353,7 @@ int run_comm(const Args& args) {
   const MpiRun mpi = init_mpi();
   const int rank = mpi.rank, world = mpi.world;
   // Every rank parses the same argv, so every rank reaches the same verdict; only rank 0 speaks.
-  auto fail = [&](const std::string& msg) {
-    if (rank == 0) std::fprintf(stderr, "lins comm: %s\n", msg.c_str());
-    return finish_mpi(2);
-  };
+  auto fail = [&](const std::string& msg) { return fail_mpi(rank, "lins comm", msg); };
 
   const CommandSpec& spec = comm_spec();
   auto parsed = parse_args(spec, args);

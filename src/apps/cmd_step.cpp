@@ -194,10 +194,7 @@ int run_step(const Args& args) {
   const MpiRun mpi = init_mpi();
   const int rank = mpi.rank, world = mpi.world;
   // Every rank parses the same argv and reaches the same verdict; only rank 0 speaks.
-  auto fail = [&](const std::string& msg) {
-    if (rank == 0) std::fprintf(stderr, "lins step: %s\n", msg.c_str());
-    return finish_mpi(2);
-  };
+  auto fail = [&](const std::string& msg) { return fail_mpi(rank, "lins step", msg); };
 
   const CommandSpec spec = step_spec();
   auto parsed = parse_args(spec, args);

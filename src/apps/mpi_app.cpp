@@ -4,6 +4,7 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <string>
 
 #include "comm/watchdog.h"
@@ -24,6 +25,11 @@ int finish_mpi(int code) {
   stop_watchdog();
   MPI_Finalize();
   return code;
+}
+
+int fail_mpi(int rank, const char* command, const std::string& message) {
+  if (rank == 0) std::fprintf(stderr, "%s: %s\n", command, message.c_str());
+  return finish_mpi(2);
 }
 
 void start_rank_watchdog(double timeout_s, int rank) {

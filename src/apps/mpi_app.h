@@ -2,6 +2,8 @@
 // verdict across ranks (so every rank takes the same branch and only rank 0 speaks), start the watchdog, finish.
 #pragma once
 
+#include <string>
+
 #include "core/result.h"
 
 namespace lins {
@@ -15,6 +17,8 @@ struct MpiRun {
 MpiRun init_mpi();
 // Stops the watchdog and finalizes MPI; returns `code` (the process exit code).
 int finish_mpi(int code);
+// Bad input or setup, seen alike by every rank: rank 0 prints "<command>: <message>", every rank finishes with 2.
+int fail_mpi(int rank, const char* command, const std::string& message);
 // The watchdog of comm/watchdog.h for this rank, named by its host (timeout_s <= 0: off).
 void start_rank_watchdog(double timeout_s, int rank);
 // Rank 0's status, given to every rank.
