@@ -27,7 +27,7 @@ for src in tests/fuzz/fuzz_*.cpp; do
   mkdir -p "$work/corpus-$name" "$work/crash-$name"
   cp -r "tests/fuzz/corpus/$name/." "$work/corpus-$name/" 2>/dev/null || true
   echo "fuzz: $name for ${seconds}s"
-  if ! "$bin" -max_total_time="$seconds" -max_len=512 -timeout=10 -rss_limit_mb=2048 \
+  if ! "$bin" -max_total_time="$seconds" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
       -artifact_prefix="$work/crash-$name/" "$work/corpus-$name" >"$work/$name.log" 2>&1; then
     mkdir -p "tests/fuzz/regressions/$name"
     cp "$work/crash-$name/"* "tests/fuzz/regressions/$name/" 2>/dev/null || true

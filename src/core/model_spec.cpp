@@ -31,10 +31,21 @@ double ModelSpec::flops_per_token(int seq) const {
 Result<ModelSpec> make_model(const ModelDims& d, std::string name) {
   auto positive = [](int v) { return v >= 1; };
   if (!positive(d.hidden) || !positive(d.layers) || !positive(d.heads) || !positive(d.ffn) || !positive(d.vocab))
-    return make_error("model: hidden, layers, heads, ffn and vocab must all be at least 1 (got hidden=" +
-                      std::to_string(d.hidden) + " layers=" + std::to_string(d.layers) + " heads=" +
-                      std::to_string(d.heads) + " ffn=" + std::to_string(d.ffn) + " vocab=" +
-                      std::to_string(d.vocab) + ")");
+    return make_error(
+        "model: hidden, layers, heads, ffn and vocab must all be at least 1 (got hidden=" + std::to_string(d.hidden) +
+        " layers=" + std::to_string(d.layers) + " heads=" + std::to_string(d.heads) + " ffn=" + std::to_string(d.ffn) +
+        " vocab=" + std::to_string(d.vocab) + ")");
+  // Bounds far beyond any real model keep a mistyped flag from building hundreds of millions of tensors.
+  struct Bound {
+    const char* name;
+    int value, max;
+  };
+  for (const Bound& b :
+       {Bound{"layers", d.layers, 10'000}, Bound{"hidden", d.hidden, 1 << 20}, Bound{"heads", d.heads, 1 << 16},
+        Bound{"ffn", d.ffn, 1 << 22}, Bound{"vocab", d.vocab, 1 << 24}})
+    if (b.value > b.max)
+      return make_error("model: " + std::string(b.name) + " " + std::to_string(b.value) +
+                        " is beyond what lins models (at most " + std::to_string(b.max) + ")");
   if (d.hidden % d.heads != 0)
     return make_error("model: hidden " + std::to_string(d.hidden) + " must be divisible by heads " +
                       std::to_string(d.heads));
