@@ -355,19 +355,12 @@ int run_comm(const Args& args) {
   // Every rank parses the same argv, so every rank reaches the same verdict; only rank 0 speaks.
   auto fail = [&](const std::string& msg) { return fail_mpi(rank, "lins comm", msg); };
 
-  const CommandSpec& spec = comm_spec();
-  auto parsed = parse_args(spec, args);
-  if (!parsed) return fail(parsed.error());
-  if (parsed->flag("help")) {
-    if (rank == 0) std::printf("%s", help_text(spec).c_str());
-    return finish_mpi(0);
-  }
-  if (!parsed->positional().empty())
-    return fail("unexpected argument '" + parsed->positional().front() + "' (see lins comm --help)");
-  auto settings = read_settings(*parsed);
+  ParsedArgs parsed;
+  if (auto code = parse_mpi_args(comm_spec(), args, rank, &parsed)) return *code;
+  auto settings = read_settings(parsed);
   if (!settings) return fail(settings.error());
   Settings s = *settings;
-  auto timeout = parsed->get_double("timeout");
+  auto timeout = parsed.get_double("timeout");
   if (!timeout) return fail(timeout.error());
   start_rank_watchdog(*timeout, rank);
 

@@ -96,24 +96,16 @@ CommandSpec step_spec() {
   return spec;
 }
 
-double all_max(double v) {
+// One value reduced over every rank (the step's results); guarded, since a rank that never arrives would hang it.
+double all_reduce_value(double v, MPI_Op op) {
   WatchdogScope watched("MPI_Allreduce of the step's results");
   double r = v;
-  MPI_Allreduce(&v, &r, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Allreduce(&v, &r, 1, MPI_DOUBLE, op, MPI_COMM_WORLD);
   return r;
 }
-double all_min(double v) {
-  WatchdogScope watched("MPI_Allreduce of the step's results");
-  double r = v;
-  MPI_Allreduce(&v, &r, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
-  return r;
-}
-double all_sum(double v) {
-  WatchdogScope watched("MPI_Allreduce of the step's results");
-  double r = v;
-  MPI_Allreduce(&v, &r, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-  return r;
-}
+double all_max(double v) { return all_reduce_value(v, MPI_MAX); }
+double all_min(double v) { return all_reduce_value(v, MPI_MIN); }
+double all_sum(double v) { return all_reduce_value(v, MPI_SUM); }
 
 // sgemm rate of this rank on the step's largest GEMM shape (T x F x H), while every rank measures at once: what
 // a rank can reach on a shared machine. GFLOP/s.
@@ -196,16 +188,8 @@ int run_step(const Args& args) {
   // Every rank parses the same argv and reaches the same verdict; only rank 0 speaks.
   auto fail = [&](const std::string& msg) { return fail_mpi(rank, "lins step", msg); };
 
-  const CommandSpec spec = step_spec();
-  auto parsed = parse_args(spec, args);
-  if (!parsed) return fail(parsed.error());
-  if (parsed->flag("help")) {
-    if (rank == 0) std::printf("%s", help_text(spec).c_str());
-    return finish_mpi(0);
-  }
-  if (!parsed->positional().empty())
-    return fail("unexpected argument '" + parsed->positional().front() + "' (see lins step --help)");
-  const ParsedArgs& a = *parsed;
+  ParsedArgs a;
+  if (auto code = parse_mpi_args(step_spec(), args, rank, &a)) return *code;
 
   auto model = parse_model(a);
   if (!model) return fail(model.error());

@@ -32,6 +32,22 @@ int fail_mpi(int rank, const char* command, const std::string& message) {
   return finish_mpi(2);
 }
 
+std::optional<int> parse_mpi_args(const CommandSpec& spec, const std::vector<std::string>& args, int rank,
+                                  ParsedArgs* out) {
+  const std::string command = "lins " + spec.name;
+  auto parsed = parse_args(spec, args);
+  if (!parsed) return fail_mpi(rank, command.c_str(), parsed.error());
+  if (parsed->flag("help")) {
+    if (rank == 0) std::printf("%s", help_text(spec).c_str());
+    return finish_mpi(0);
+  }
+  if (!parsed->positional().empty())
+    return fail_mpi(rank, command.c_str(),
+                    "unexpected argument '" + parsed->positional().front() + "' (see " + command + " --help)");
+  *out = std::move(*parsed);
+  return std::nullopt;
+}
+
 void start_rank_watchdog(double timeout_s, int rank) {
   char host[256] = {0};
   gethostname(host, sizeof host - 1);

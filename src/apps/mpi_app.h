@@ -2,8 +2,11 @@
 // verdict across ranks (so every rank takes the same branch and only rank 0 speaks), start the watchdog, finish.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <vector>
 
+#include "core/cli.h"
 #include "core/result.h"
 
 namespace lins {
@@ -19,6 +22,11 @@ MpiRun init_mpi();
 int finish_mpi(int code);
 // Bad input or setup, seen alike by every rank: rank 0 prints "<command>: <message>", every rank finishes with 2.
 int fail_mpi(int rank, const char* command, const std::string& message);
+// Parses `args` against `spec` on every rank (every rank reaches the same verdict). Returns the exit code when the
+// command ends here (--help printed by rank 0: 0; bad options or a stray argument: 2, said once by rank 0), else
+// nullopt with *out set.
+std::optional<int> parse_mpi_args(const CommandSpec& spec, const std::vector<std::string>& args, int rank,
+                                  ParsedArgs* out);
 // The watchdog of comm/watchdog.h for this rank, named by its host (timeout_s <= 0: off).
 void start_rank_watchdog(double timeout_s, int rank);
 // Rank 0's status, given to every rank.
