@@ -24,6 +24,7 @@
 #if LINS_COMM_NCCL
 #include "comm/nccl_communicator.h"
 #endif
+#include "lins_git_commit.h"  // generated at build time
 
 namespace lins {
 namespace {

@@ -19,6 +19,7 @@
 #include "core/step_columns.h"
 #include "core/units.h"
 #include "core/workload.h"
+#include "lins_git_commit.h"  // generated at build time
 
 namespace lins {
 namespace {

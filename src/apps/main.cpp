@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "apps/commands.h"
+#include "lins_git_commit.h"  // generated at build time
 
 namespace lins {
 

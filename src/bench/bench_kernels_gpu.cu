@@ -17,6 +17,9 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/ops_cuda.h"
 
+#if __has_include("lins_git_commit.h")
+#include "lins_git_commit.h"
+#endif
 #ifndef LINS_GIT_COMMIT
 #define LINS_GIT_COMMIT "unknown"
 #endif

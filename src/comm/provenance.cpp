@@ -9,6 +9,7 @@
 #include <map>
 
 #include "comm/check.h"
+#include "lins_git_commit.h"  // generated at build time
 #if LINS_COMM_NCCL
 #include "comm/nccl_communicator.h"
 #endif
