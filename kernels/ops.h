@@ -37,8 +37,7 @@ void rope(float* x, int batch, int seq, int heads, int head_dim, float theta, bo
 void attention_forward(const float* q, const float* k, const float* v, float* out, float* lse, int batch, int seq,
                        int heads, int head_dim);
 void attention_backward(const float* dout, const float* q, const float* k, const float* v, const float* out,
-                        const float* lse, float* dq, float* dk, float* dv, int batch, int seq, int heads,
-                        int head_dim);
+                        const float* lse, float* dq, float* dk, float* dv, int batch, int seq, int heads, int head_dim);
 
 // Cross-entropy over logits[rows, vocab]; returns the summed loss (fp64) and writes
 // dlogits = grad_scale * (softmax - onehot(target)).
@@ -55,8 +54,8 @@ void adamw(float* master, const float* grad, float* m, float* v, int64_t n, cons
 // --- Additions used by the training step (same conventions) ---
 
 // gemm with explicit leading dimensions (row-major), for views such as one head of a [T, H] buffer.
-void gemm_strided(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-                  int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+void gemm_strided(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+                  const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 // y[n] += x[n].
 void add(float* y, const float* x, int64_t n);
 

@@ -71,22 +71,20 @@ using FragC = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
 
 // grid (ceil(seq/64), batch*heads); the longest query tiles (most key tiles under the mask) start first.
 template <int kD>
-__global__ void __launch_bounds__(kThreads) flash_forward_kernel(const bf16* __restrict__ q,
-                                                                 const bf16* __restrict__ k,
-                                                                 const bf16* __restrict__ v, bf16* __restrict__ out,
-                                                                 float* __restrict__ lse, int seq, int heads,
-                                                                 float scale_log2) {
+__global__ void __launch_bounds__(kThreads)
+    flash_forward_kernel(const bf16* __restrict__ q, const bf16* __restrict__ k, const bf16* __restrict__ v,
+                         bf16* __restrict__ out, float* __restrict__ lse, int seq, int heads, float scale_log2) {
   using L = Smem<kD>;
   extern __shared__ __align__(128) unsigned char smem[];
-  bf16* sq = reinterpret_cast<bf16*>(smem);            // [64][kLdX]
-  bf16* sk = sq + kTile * L::kLdX;                     // [64][kLdX]
-  bf16* sv = sk + kTile * L::kLdX;                     // [64][kLdX]
+  bf16* sq = reinterpret_cast<bf16*>(smem);                    // [64][kLdX]
+  bf16* sk = sq + kTile * L::kLdX;                             // [64][kLdX]
+  bf16* sv = sk + kTile * L::kLdX;                             // [64][kLdX]
   float* ss = reinterpret_cast<float*>(sv + kTile * L::kLdX);  // [64][kLdS] scores, log2 units
   bf16* sp = reinterpret_cast<bf16*>(ss + kTile * L::kLdS);    // [64][kLdP] probabilities
   float* so = reinterpret_cast<float*>(sp + kTile * L::kLdP);  // [64][kLdO] unnormalised output
-  float* sm = so + kTile * L::kLdO;                             // [64] running max (log2 units)
-  float* sl = sm + kTile;                                       // [64] running sum
-  float* salpha = sl + kTile;                                   // [64] rescale factor of this step
+  float* sm = so + kTile * L::kLdO;                            // [64] running max (log2 units)
+  float* sl = sm + kTile;                                      // [64] running sum
+  float* salpha = sl + kTile;                                  // [64] rescale factor of this step
 
   const int q_tile = gridDim.x - 1 - blockIdx.x;
   const int q0 = q_tile * kTile;
@@ -222,21 +220,21 @@ __global__ void attention_delta_kernel(const bf16* __restrict__ dout, const bf16
 // i >= j. Warp w owns keys 16w..16w+15: S^T, P^T, dP^T, dS^T rows and the dK, dV accumulators (registers) are
 // warp-private; dQ += dS K needs every warp's dS^T and goes to an fp32 accumulator with atomics.
 template <int kD>
-__global__ void __launch_bounds__(kThreads, 1) flash_backward_kernel(
-    const bf16* __restrict__ dout, const bf16* __restrict__ q, const bf16* __restrict__ k,
-    const bf16* __restrict__ v, const float* __restrict__ lse, const float* __restrict__ delta,
-    float* __restrict__ dq_acc, bf16* __restrict__ dk, bf16* __restrict__ dv, int seq, int heads, float scale,
-    float scale_log2) {
+__global__ void __launch_bounds__(kThreads, 1)
+    flash_backward_kernel(const bf16* __restrict__ dout, const bf16* __restrict__ q, const bf16* __restrict__ k,
+                          const bf16* __restrict__ v, const float* __restrict__ lse, const float* __restrict__ delta,
+                          float* __restrict__ dq_acc, bf16* __restrict__ dk, bf16* __restrict__ dv, int seq, int heads,
+                          float scale, float scale_log2) {
   using L = Smem<kD>;
   extern __shared__ __align__(128) unsigned char smem[];
-  bf16* sk = reinterpret_cast<bf16*>(smem);                      // [64 keys][kLdX]
-  bf16* sv = sk + kTile * L::kLdX;                               // [64 keys][kLdX]
-  bf16* sq = sv + kTile * L::kLdX;                               // [64 queries][kLdX]
-  bf16* sdo = sq + kTile * L::kLdX;                              // [64 queries][kLdX]
-  float* ss = reinterpret_cast<float*>(sdo + kTile * L::kLdX);   // [64 keys][kLdS] S^T, then P^T (fp32)
-  float* sdp = ss + kTile * L::kLdS;                             // [64 keys][kLdS] dP^T
-  bf16* sp = reinterpret_cast<bf16*>(sdp + kTile * L::kLdS);     // [64 keys][kLdP] P^T
-  bf16* sds = sp + kTile * L::kLdP;                              // [64 keys][kLdP] dS^T
+  bf16* sk = reinterpret_cast<bf16*>(smem);                       // [64 keys][kLdX]
+  bf16* sv = sk + kTile * L::kLdX;                                // [64 keys][kLdX]
+  bf16* sq = sv + kTile * L::kLdX;                                // [64 queries][kLdX]
+  bf16* sdo = sq + kTile * L::kLdX;                               // [64 queries][kLdX]
+  float* ss = reinterpret_cast<float*>(sdo + kTile * L::kLdX);    // [64 keys][kLdS] S^T, then P^T (fp32)
+  float* sdp = ss + kTile * L::kLdS;                              // [64 keys][kLdS] dP^T
+  bf16* sp = reinterpret_cast<bf16*>(sdp + kTile * L::kLdS);      // [64 keys][kLdP] P^T
+  bf16* sds = sp + kTile * L::kLdP;                               // [64 keys][kLdP] dS^T
   float* slse = reinterpret_cast<float*>(sds + kTile * L::kLdP);  // [64 queries] lse in log2 units
   float* sdelta = slse + kTile;                                   // [64 queries]
   float* sscratch = sdelta + kTile;                               // [warps][16][kLdScratch]
@@ -421,12 +419,10 @@ __device__ __forceinline__ int64_t row_base(int64_t bh, int pos, int seq, int he
   return ((b * seq + pos) * heads + h) * head_dim;
 }
 
-__global__ void __launch_bounds__(kRowThreads) rowwise_forward_kernel(const bf16* __restrict__ q,
-                                                                      const bf16* __restrict__ k,
-                                                                      const bf16* __restrict__ v,
-                                                                      bf16* __restrict__ out, float* __restrict__ lse,
-                                                                      int batch, int seq, int heads, int head_dim,
-                                                                      float scale_log2) {
+__global__ void __launch_bounds__(kRowThreads)
+    rowwise_forward_kernel(const bf16* __restrict__ q, const bf16* __restrict__ k, const bf16* __restrict__ v,
+                           bf16* __restrict__ out, float* __restrict__ lse, int batch, int seq, int heads, int head_dim,
+                           float scale_log2) {
   const int64_t rows = static_cast<int64_t>(batch) * heads * seq;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / 32);
   for (int64_t w = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + (threadIdx.x >> 5); w < rows; w += warps) {
@@ -453,11 +449,11 @@ __global__ void __launch_bounds__(kRowThreads) rowwise_forward_kernel(const bf16
 }
 
 // dq (one warp per query row) and dk, dv (one warp per key row), probabilities recomputed from lse.
-__global__ void __launch_bounds__(kRowThreads) rowwise_backward_kernel(
-    const bf16* __restrict__ dout, const bf16* __restrict__ q, const bf16* __restrict__ k,
-    const bf16* __restrict__ v, const float* __restrict__ lse, const float* __restrict__ delta, bf16* __restrict__ dq,
-    bf16* __restrict__ dk, bf16* __restrict__ dv, int batch, int seq, int heads, int head_dim, float scale,
-    float scale_log2) {
+__global__ void __launch_bounds__(kRowThreads)
+    rowwise_backward_kernel(const bf16* __restrict__ dout, const bf16* __restrict__ q, const bf16* __restrict__ k,
+                            const bf16* __restrict__ v, const float* __restrict__ lse, const float* __restrict__ delta,
+                            bf16* __restrict__ dq, bf16* __restrict__ dk, bf16* __restrict__ dv, int batch, int seq,
+                            int heads, int head_dim, float scale, float scale_log2) {
   const int64_t rows = static_cast<int64_t>(batch) * heads * seq;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / 32);
   for (int64_t w = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + (threadIdx.x >> 5); w < 2 * rows;
@@ -541,8 +537,8 @@ cudaError_t launch_backward(const bf16* dout, const bf16* q, const bf16* k, cons
                                        static_cast<int>(smem));
   if (e != cudaSuccess) return e;
   const dim3 grid((seq + kTile - 1) / kTile, batch * heads);
-  flash_backward_kernel<kD><<<grid, kThreads, smem, stream>>>(dout, q, k, v, lse, delta, dq_acc, dk, dv, seq, heads,
-                                                             scale, scale_log2);
+  flash_backward_kernel<kD>
+      <<<grid, kThreads, smem, stream>>>(dout, q, k, v, lse, delta, dq_acc, dk, dv, seq, heads, scale, scale_log2);
   return cudaGetLastError();
 }
 
@@ -555,9 +551,12 @@ cudaError_t attention_forward(const bf16* q, const bf16* k, const bf16* v, bf16*
   const float scale_log2 = kLog2e / std::sqrt(static_cast<float>(head_dim));
   if (tensor_core_head_dim(head_dim) && aligned_all({q, k, v, out})) {
     switch (head_dim) {
-      case 32: return launch_forward<32>(q, k, v, out, lse, batch, seq, heads, scale_log2, stream);
-      case 64: return launch_forward<64>(q, k, v, out, lse, batch, seq, heads, scale_log2, stream);
-      default: return launch_forward<128>(q, k, v, out, lse, batch, seq, heads, scale_log2, stream);
+      case 32:
+        return launch_forward<32>(q, k, v, out, lse, batch, seq, heads, scale_log2, stream);
+      case 64:
+        return launch_forward<64>(q, k, v, out, lse, batch, seq, heads, scale_log2, stream);
+      default:
+        return launch_forward<128>(q, k, v, out, lse, batch, seq, heads, scale_log2, stream);
     }
   }
   const int64_t rows = static_cast<int64_t>(batch) * heads * seq;
@@ -597,19 +596,19 @@ cudaError_t attention_backward(const bf16* dout, const bf16* q, const bf16* k, c
     return cudaGetLastError();
   }
   switch (head_dim) {
-    case 32: e = launch_backward<32>(dout, q, k, v, lse, delta, dq_acc, dk, dv, batch, seq, heads, scale, scale_log2,
-                                     stream);
+    case 32:
+      e = launch_backward<32>(dout, q, k, v, lse, delta, dq_acc, dk, dv, batch, seq, heads, scale, scale_log2, stream);
       break;
-    case 64: e = launch_backward<64>(dout, q, k, v, lse, delta, dq_acc, dk, dv, batch, seq, heads, scale, scale_log2,
-                                     stream);
+    case 64:
+      e = launch_backward<64>(dout, q, k, v, lse, delta, dq_acc, dk, dv, batch, seq, heads, scale, scale_log2, stream);
       break;
-    default: e = launch_backward<128>(dout, q, k, v, lse, delta, dq_acc, dk, dv, batch, seq, heads, scale, scale_log2,
-                                      stream);
+    default:
+      e = launch_backward<128>(dout, q, k, v, lse, delta, dq_acc, dk, dv, batch, seq, heads, scale, scale_log2, stream);
       break;
   }
   if (e != cudaSuccess) return e;
   dq_cast_kernel<<<detail::grid_size(static_cast<int64_t>(n), 256), 256, 0, stream>>>(dq_acc, dq,
-                                                                                       static_cast<int64_t>(n));
+                                                                                      static_cast<int64_t>(n));
   return cudaGetLastError();
 }
 

@@ -23,9 +23,9 @@ __device__ __forceinline__ void merge(float& m, float& s, float m2, float s2) {
 
 // logits and dlogits may alias: no __restrict__, and every element is read before this thread overwrites it.
 template <class T, int N>
-__global__ void __launch_bounds__(kThreads) cross_entropy_kernel(const T* logits, const int32_t* targets, T* dlogits,
-                                                                 float* loss_rows, int64_t rows, int64_t vocab,
-                                                                 float grad_scale) {
+__global__ void __launch_bounds__(kThreads)
+    cross_entropy_kernel(const T* logits, const int32_t* targets, T* dlogits, float* loss_rows, int64_t rows,
+                         int64_t vocab, float grad_scale) {
   __shared__ float sm[32], ss[32];
   __shared__ float row_lse, target_logit;
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
@@ -84,9 +84,9 @@ __global__ void __launch_bounds__(kThreads) cross_entropy_kernel(const T* logits
 }
 
 template <class T, int N>
-__global__ void __launch_bounds__(kThreads) embedding_forward_kernel(const T* __restrict__ table,
-                                                                     const int32_t* __restrict__ ids,
-                                                                     T* __restrict__ out, int64_t n, int64_t dim) {
+__global__ void __launch_bounds__(kThreads)
+    embedding_forward_kernel(const T* __restrict__ table, const int32_t* __restrict__ ids, T* __restrict__ out,
+                             int64_t n, int64_t dim) {
   const int64_t per_row = dim / N;
   const int64_t total = n * per_row;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -99,10 +99,9 @@ __global__ void __launch_bounds__(kThreads) embedding_forward_kernel(const T* __
 }
 
 template <class T>
-__global__ void __launch_bounds__(kThreads) embedding_backward_kernel(const T* __restrict__ dout,
-                                                                      const int32_t* __restrict__ ids,
-                                                                      float* __restrict__ dtable, int64_t n,
-                                                                      int64_t dim) {
+__global__ void __launch_bounds__(kThreads)
+    embedding_backward_kernel(const T* __restrict__ dout, const int32_t* __restrict__ ids, float* __restrict__ dtable,
+                              int64_t n, int64_t dim) {
   const int64_t total = n * dim;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += stride) {
@@ -117,11 +116,11 @@ cudaError_t cross_entropy_impl(const T* logits, const int32_t* targets, T* dlogi
   if (rows <= 0 || vocab <= 0) return cudaSuccess;
   const int blocks = static_cast<int>(rows < 65535 * 8 ? rows : 65535 * 8);
   if (vocab % 8 == 0 && detail::aligned16(logits) && detail::aligned16(dlogits)) {
-    cross_entropy_kernel<T, 8><<<blocks, kThreads, 0, stream>>>(logits, targets, dlogits, loss_rows, rows, vocab,
-                                                                grad_scale);
+    cross_entropy_kernel<T, 8>
+        <<<blocks, kThreads, 0, stream>>>(logits, targets, dlogits, loss_rows, rows, vocab, grad_scale);
   } else {
-    cross_entropy_kernel<T, 1><<<blocks, kThreads, 0, stream>>>(logits, targets, dlogits, loss_rows, rows, vocab,
-                                                                grad_scale);
+    cross_entropy_kernel<T, 1>
+        <<<blocks, kThreads, 0, stream>>>(logits, targets, dlogits, loss_rows, rows, vocab, grad_scale);
   }
   return cudaGetLastError();
 }
@@ -131,11 +130,11 @@ cudaError_t embedding_forward_impl(const T* table, const int32_t* ids, T* out, i
                                    cudaStream_t stream) {
   if (n <= 0 || dim <= 0) return cudaSuccess;
   if (dim % 8 == 0 && detail::aligned16(table) && detail::aligned16(out)) {
-    embedding_forward_kernel<T, 8><<<detail::grid_size(n * dim / 8, kThreads), kThreads, 0, stream>>>(table, ids,
-                                                                                                      out, n, dim);
+    embedding_forward_kernel<T, 8>
+        <<<detail::grid_size(n * dim / 8, kThreads), kThreads, 0, stream>>>(table, ids, out, n, dim);
   } else {
-    embedding_forward_kernel<T, 1><<<detail::grid_size(n * dim, kThreads), kThreads, 0, stream>>>(table, ids, out, n,
-                                                                                                  dim);
+    embedding_forward_kernel<T, 1>
+        <<<detail::grid_size(n * dim, kThreads), kThreads, 0, stream>>>(table, ids, out, n, dim);
   }
   return cudaGetLastError();
 }
@@ -144,8 +143,8 @@ template <class T>
 cudaError_t embedding_backward_impl(const T* dout, const int32_t* ids, float* dtable, int64_t n, int64_t dim,
                                     cudaStream_t stream) {
   if (n <= 0 || dim <= 0) return cudaSuccess;
-  embedding_backward_kernel<T><<<detail::grid_size(n * dim, kThreads), kThreads, 0, stream>>>(dout, ids, dtable, n,
-                                                                                              dim);
+  embedding_backward_kernel<T>
+      <<<detail::grid_size(n * dim, kThreads), kThreads, 0, stream>>>(dout, ids, dtable, n, dim);
   return cudaGetLastError();
 }
 

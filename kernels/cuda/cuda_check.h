@@ -26,18 +26,18 @@ inline const char* host_name() {
 
 }  // namespace lins::kernels::cuda::detail
 
-#define CUDA_CHECK(call)                                                                                    \
-  do {                                                                                                      \
-    cudaError_t lins_err_ = (call);                                                                         \
-    if (lins_err_ != cudaSuccess)                                                                           \
-      ::lins::kernels::cuda::detail::fail("CUDA", cudaGetErrorString(lins_err_), static_cast<int>(lins_err_), \
-                                          #call, __FILE__, __LINE__);                                       \
+#define CUDA_CHECK(call)                                                                                             \
+  do {                                                                                                               \
+    cudaError_t lins_err_ = (call);                                                                                  \
+    if (lins_err_ != cudaSuccess)                                                                                    \
+      ::lins::kernels::cuda::detail::fail("CUDA", cudaGetErrorString(lins_err_), static_cast<int>(lins_err_), #call, \
+                                          __FILE__, __LINE__);                                                       \
   } while (0)
 
-#define CUBLAS_CHECK(call)                                                                                  \
-  do {                                                                                                      \
-    cublasStatus_t lins_st_ = (call);                                                                       \
-    if (lins_st_ != CUBLAS_STATUS_SUCCESS)                                                                  \
+#define CUBLAS_CHECK(call)                                                                                       \
+  do {                                                                                                           \
+    cublasStatus_t lins_st_ = (call);                                                                            \
+    if (lins_st_ != CUBLAS_STATUS_SUCCESS)                                                                       \
       ::lins::kernels::cuda::detail::fail("cuBLAS", cublasGetStatusString(lins_st_), static_cast<int>(lins_st_), \
-                                          #call, __FILE__, __LINE__);                                       \
+                                          #call, __FILE__, __LINE__);                                            \
   } while (0)

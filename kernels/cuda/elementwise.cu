@@ -174,8 +174,8 @@ struct SwigluBackwardOp {
       const float s = sigmoid(g[j]);
       const float silu = g[j] * s;
       const float dsilu = s * (1.f + g[j] * (1.f - s));  // d/dg [g * sigmoid(g)]
-      g[j] = d[j] * u[j] * dsilu;                         // dgate
-      u[j] = d[j] * silu;                                 // dup
+      g[j] = d[j] * u[j] * dsilu;                        // dgate
+      u[j] = d[j] * silu;                                // dup
     }
     store<N>(dgate + i, g);
     store<N>(dup + i, u);
@@ -218,8 +218,8 @@ template <class TGrad>
 cudaError_t adamw_impl(float* master, const TGrad* grad, float* m, float* v, bf16* param_out, int64_t n,
                        const AdamWConfig& cfg, int step, float grad_scale, cudaStream_t stream) {
   if (step < 1) return cudaErrorInvalidValue;
-  AdamWOp<TGrad> op{master, grad, m, v, param_out, cfg.lr, cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay,
-                    0.f, 0.f, grad_scale};
+  AdamWOp<TGrad> op{master,           grad, m,   v,         param_out, cfg.lr, cfg.beta1, cfg.beta2, cfg.eps,
+                    cfg.weight_decay, 0.f,  0.f, grad_scale};
   op.inv_bc1 = static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(cfg.beta1), step)));
   op.inv_bc2 = static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(cfg.beta2), step)));
   const bool vec = aligned16(master) && aligned16(grad) && aligned16(m) && aligned16(v) &&
@@ -288,13 +288,11 @@ cudaError_t init_normal(float* x, int64_t n, uint64_t seed, int64_t first, float
 }
 
 cudaError_t add(const bf16* a, const bf16* b, bf16* out, int64_t n, cudaStream_t stream) {
-  return launch_elementwise(detail::AddOp<bf16>{a, b, out}, n, aligned16(a) && aligned16(b) && aligned16(out),
-                            stream);
+  return launch_elementwise(detail::AddOp<bf16>{a, b, out}, n, aligned16(a) && aligned16(b) && aligned16(out), stream);
 }
 
 cudaError_t add(const float* a, const float* b, float* out, int64_t n, cudaStream_t stream) {
-  return launch_elementwise(detail::AddOp<float>{a, b, out}, n, aligned16(a) && aligned16(b) && aligned16(out),
-                            stream);
+  return launch_elementwise(detail::AddOp<float>{a, b, out}, n, aligned16(a) && aligned16(b) && aligned16(out), stream);
 }
 
 cudaError_t sum(const float* x, int64_t n, double* out, cudaStream_t stream) {
@@ -333,8 +331,8 @@ cudaError_t swiglu_backward(const bf16* dout, const bf16* gate, const bf16* up, 
   return swiglu_backward_impl(dout, gate, up, dgate, dup, n, stream);
 }
 
-cudaError_t swiglu_backward(const float* dout, const float* gate, const float* up, float* dgate, float* dup,
-                            int64_t n, cudaStream_t stream) {
+cudaError_t swiglu_backward(const float* dout, const float* gate, const float* up, float* dgate, float* dup, int64_t n,
+                            cudaStream_t stream) {
   return swiglu_backward_impl(dout, gate, up, dgate, dup, n, stream);
 }
 

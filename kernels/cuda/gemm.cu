@@ -22,8 +22,8 @@ cublasStatus_t gemm_impl(BlasHandle& blas, bool trans_a, bool trans_b, int64_t m
   const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const int lda = static_cast<int>(trans_a ? m : k);
   const int ldb = static_cast<int>(trans_b ? k : n);
-  return cublasGemmEx(blas.handle, op_b, op_a, static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha,
-                      b, ab_type, ldb, a, ab_type, lda, &beta, c, c_type, static_cast<int>(n), compute,
+  return cublasGemmEx(blas.handle, op_b, op_a, static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, b,
+                      ab_type, ldb, a, ab_type, lda, &beta, c, c_type, static_cast<int>(n), compute,
                       CUBLAS_GEMM_DEFAULT);
 }
 

@@ -81,15 +81,13 @@ cudaError_t swiglu_forward(const bf16* gate, const bf16* up, bf16* out, int64_t 
 cudaError_t swiglu_backward(const bf16* dout, const bf16* gate, const bf16* up, bf16* dgate, bf16* dup, int64_t n,
                             cudaStream_t stream);
 cudaError_t swiglu_forward(const float* gate, const float* up, float* out, int64_t n, cudaStream_t stream);
-cudaError_t swiglu_backward(const float* dout, const float* gate, const float* up, float* dgate, float* dup,
-                            int64_t n, cudaStream_t stream);
+cudaError_t swiglu_backward(const float* dout, const float* gate, const float* up, float* dgate, float* dup, int64_t n,
+                            cudaStream_t stream);
 
 // Rotary position embedding in place on x[batch, seq, heads, head_dim] (the same pairing as cpu::rope); inverse =
 // true rotates back (the backward). head_dim must be even.
-cudaError_t rope(bf16* x, int batch, int seq, int heads, int head_dim, float theta, bool inverse,
-                 cudaStream_t stream);
-cudaError_t rope(float* x, int batch, int seq, int heads, int head_dim, float theta, bool inverse,
-                 cudaStream_t stream);
+cudaError_t rope(bf16* x, int batch, int seq, int heads, int head_dim, float theta, bool inverse, cudaStream_t stream);
+cudaError_t rope(float* x, int batch, int seq, int heads, int head_dim, float theta, bool inverse, cudaStream_t stream);
 
 // Causal multi-head attention on q, k, v, out [batch, seq, heads, head_dim] = [T, H]; lse[batch, heads, seq] is the
 // natural-log log-sum-exp of each row of scaled scores (scale 1/sqrt(head_dim)), kept for the backward.

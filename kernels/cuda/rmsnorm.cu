@@ -21,10 +21,9 @@ int row_threads(int64_t dim, int vec) {
 }
 
 template <class T, int N>
-__global__ void __launch_bounds__(kMaxThreads) rmsnorm_forward_kernel(const T* __restrict__ x,
-                                                                     const T* __restrict__ weight, T* __restrict__ y,
-                                                                     float* __restrict__ rstd, int64_t rows,
-                                                                     int64_t dim, float eps) {
+__global__ void __launch_bounds__(kMaxThreads)
+    rmsnorm_forward_kernel(const T* __restrict__ x, const T* __restrict__ weight, T* __restrict__ y,
+                           float* __restrict__ rstd, int64_t rows, int64_t dim, float eps) {
   __shared__ float scratch[33];
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const T* xr = x + row * dim;  // [dim]
@@ -55,9 +54,10 @@ __global__ void __launch_bounds__(kMaxThreads) rmsnorm_forward_kernel(const T* _
 // Each thread owns the same columns in every row, so its dweight partials live in shared memory without races and
 // are flushed once per block with atomics.
 template <class T, int N>
-__global__ void __launch_bounds__(kMaxThreads) rmsnorm_backward_kernel(
-    const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ weight, const float* __restrict__ rstd,
-    T* __restrict__ dx, float* __restrict__ dweight, int64_t rows, int64_t dim) {
+__global__ void __launch_bounds__(kMaxThreads)
+    rmsnorm_backward_kernel(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ weight,
+                            const float* __restrict__ rstd, T* __restrict__ dx, float* __restrict__ dweight,
+                            int64_t rows, int64_t dim) {
   __shared__ float scratch[33];
   extern __shared__ float dw_partial[];  // [dim]
   for (int64_t c = threadIdx.x; c < dim; c += blockDim.x) dw_partial[c] = 0.f;
@@ -116,8 +116,8 @@ cudaError_t launch_backward(const T* dy, const T* x, const T* weight, const floa
                                                cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
     if (e != cudaSuccess) return e;
   }
-  rmsnorm_backward_kernel<T, N><<<blocks, row_threads(dim, N), smem, stream>>>(dy, x, weight, rstd, dx, dweight, rows,
-                                                                               dim);
+  rmsnorm_backward_kernel<T, N>
+      <<<blocks, row_threads(dim, N), smem, stream>>>(dy, x, weight, rstd, dx, dweight, rows, dim);
   return cudaGetLastError();
 }
 

@@ -47,19 +47,18 @@ cudaError_t rope_impl(T* x, int batch, int seq, int heads, int head_dim, float t
   const float k = -std::log2(theta) / static_cast<float>(head_dim / 2);
   const float sign = inverse ? -1.f : 1.f;
   if (head_dim % 8 == 0 && detail::aligned16(x)) {
-    rope_kernel<T, 8><<<detail::grid_size(n / 8, kThreads), kThreads, 0, stream>>>(x, n / 8, seq, heads, head_dim, k,
-                                                                               sign);
+    rope_kernel<T, 8>
+        <<<detail::grid_size(n / 8, kThreads), kThreads, 0, stream>>>(x, n / 8, seq, heads, head_dim, k, sign);
   } else {
-    rope_kernel<T, 2><<<detail::grid_size(n / 2, kThreads), kThreads, 0, stream>>>(x, n / 2, seq, heads, head_dim, k,
-                                                                               sign);
+    rope_kernel<T, 2>
+        <<<detail::grid_size(n / 2, kThreads), kThreads, 0, stream>>>(x, n / 2, seq, heads, head_dim, k, sign);
   }
   return cudaGetLastError();
 }
 
 }  // namespace
 
-cudaError_t rope(bf16* x, int batch, int seq, int heads, int head_dim, float theta, bool inverse,
-                 cudaStream_t stream) {
+cudaError_t rope(bf16* x, int batch, int seq, int heads, int head_dim, float theta, bool inverse, cudaStream_t stream) {
   return rope_impl(x, batch, seq, heads, head_dim, theta, inverse, stream);
 }
 

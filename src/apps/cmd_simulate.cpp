@@ -37,8 +37,9 @@ CommandSpec simulate_spec() {
       {"calibrate", 0, "FILE", "", "take the sustained rate from the measured rows of a `lins step` CSV"},
       {"hbm-gbps", 0, "X", "1600", "memory rate of the optimizer update, GB/s (A800 80GB: 2039 peak)"},
       {"bucket", 0, "SIZE", "25M", "gradient bucket size U"},
-      {"paper-recompute", 0, "", "", "recompute activations for llama-30b only, as the paper does (also with "
-                                     "--recompute: every model)"},
+      {"paper-recompute", 0, "", "",
+       "recompute activations for llama-30b only, as the paper does (also with "
+       "--recompute: every model)"},
       {"out", 'o', "FILE", "results/simulate/projection.csv", "CSV to write (a .json provenance file beside it)"},
   };
   auto opts = concat_options(model_options("llama-7b"), topology_options("8", ""));
@@ -147,8 +148,7 @@ int run_simulate(const Args& argv) {
   for (const auto& g : split_list(args->get("gpus"))) {
     auto v = parse_positive_int(g, "--gpus");
     if (!v) return fail(v.error());
-    if (*v % *R != 0)
-      return fail("--gpus " + g + " is not a multiple of --gpus-per-node " + std::to_string(*R));
+    if (*v % *R != 0) return fail("--gpus " + g + " is not a multiple of --gpus-per-node " + std::to_string(*R));
     gpu_counts.push_back(*v);
   }
   if (args->has("nodes")) return fail("--nodes is set by --gpus here; give the GPU counts with --gpus");
@@ -244,9 +244,9 @@ int run_simulate(const Args& argv) {
         const auto mem = estimate_memory(*sched, *workload, StateBytes{});
         const PredictedComm predicted = predict_comm(*sched, *cost, *pricing);
         for (Overlap ov : overlaps) {
-          const auto proj = project_step(*sched, model, workload->seq, workload->micro_batch_size,
-                                         workload->recompute, ov, rates,
-                                         [&](const CommOp& op) { return cost->op_time_s(op, topo, *pricing); });
+          const auto proj =
+              project_step(*sched, model, workload->seq, workload->micro_batch_size, workload->recompute, ov, rates,
+                           [&](const CommOp& op) { return cost->op_time_s(op, topo, *pricing); });
           const double tokens = double(workload->global_batch_tokens);
           const double tgs = tokens / gpus / proj.step_s;
           const double mfu = model.flops_per_token(workload->seq) * tgs / (*peak * 1e12);
@@ -282,7 +282,8 @@ int run_simulate(const Args& argv) {
   JsonObject assume;
   assume.set("sustained_tflops_per_gpu", sustained / 1e12).set("sustained_rate_from", rate_source);
   assume.set("peak_tflops_per_gpu", *peak).set("optimizer_memory_gbps", *hbm);
-  assume.set("optimizer_bytes_per_owned_param", "26: fp32 master, m, v read and written; bf16 grad read, param written");
+  assume.set("optimizer_bytes_per_owned_param",
+             "26: fp32 master, m, v read and written; bf16 grad read, param written");
   assume.set("network", cost->network().name).set("network_description", cost->network().description);
   assume.set("profile", args->get("profile").empty() ? "none (alpha-beta only)" : args->get("profile"));
   assume.set("pricing", pricing_name(*pricing));
@@ -291,8 +292,9 @@ int run_simulate(const Args& argv) {
              "forward gathers one layer ahead; backward gathers one module ahead; reduce-scatters decoupled; bucket "
              "all-reduces asynchronous unless overlap=no_allreduce/none; broadcasts of the previous update under the "
              "first forward (each module waits for its own) unless overlap=no_bcast/no_allreduce/none");
-  assume.set("compute", "module FLOPs (2 per weight per token, attention 4*seq*h per token, backward 2x forward, "
-                        "recomputation +1 forward) at the sustained rate");
+  assume.set("compute",
+             "module FLOPs (2 per weight per token, attention 4*seq*h per token, backward 2x forward, "
+             "recomputation +1 forward) at the sustained rate");
   assume.set("memory_limit_bytes", double(*gpu_mem));
   assume.set("mfu_formula", "72*L*h^2*(1 + s/(6h) + V/(12*L*h)) per token (Megatron-LM), no recomputation credit");
   prov.set("assumptions", assume);

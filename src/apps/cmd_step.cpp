@@ -129,8 +129,9 @@ double measure_sgemm_gflops(int64_t m, int64_t n, int64_t k) {
 Result<double> measure_backend_gemm_tflops(ComputeBackend& be, int64_t m, int64_t n, int64_t k) {
   auto a = be.allocate(m * k * 4, MemCategory::buffer), b = be.allocate(n * k * 4, MemCategory::buffer);
   auto c = be.allocate(m * n * 4, MemCategory::buffer);
-  if (!a || !b || !c) return make_error("cannot allocate the GEMM rate probe of " + std::to_string(m) + "x" +
-                                        std::to_string(n) + "x" + std::to_string(k));
+  if (!a || !b || !c)
+    return make_error("cannot allocate the GEMM rate probe of " + std::to_string(m) + "x" + std::to_string(n) + "x" +
+                      std::to_string(k));
   be.fill(a->f32(), m * k, 0.5f);
   be.fill(b->f32(), n * k, 0.25f);
   for (int i = 0; i < 3; ++i) be.gemm(false, true, m, n, k, 1.0f, a->f32(), b->f32(), 0.0f, c->f32());  // warm-up
@@ -177,8 +178,9 @@ struct TableRow {
 };
 
 // The columns that identify a row when a sweep resumes: the same strategy, workload, overlap and step index.
-const std::vector<std::string> kResumeKey = {"strategy",         "model",         "world_size", "gpus_per_node", "seq",
-                                             "micro_batch_size", "micro_batches", "recompute",  "overlap",       "step"};
+const std::vector<std::string> kResumeKey = {
+    "strategy",         "model",         "world_size", "gpus_per_node", "seq",
+    "micro_batch_size", "micro_batches", "recompute",  "overlap",       "step"};
 
 }  // namespace
 
@@ -236,8 +238,9 @@ int run_step(const Args& args) {
     const int device = local_rank() % devices;
     make_backend = [device] { return make_gpu_backend(device); };
 #else
-    return fail("--backend gpu: this lins was built without CUDA support (configure with a CUDA toolkit and NCCL, "
-                "LINS_CUDA=ON); use --backend cpu");
+    return fail(
+        "--backend gpu: this lins was built without CUDA support (configure with a CUDA toolkit and NCCL, "
+        "LINS_CUDA=ON); use --backend cpu");
 #endif
   }
 
@@ -363,8 +366,9 @@ int run_step(const Args& args) {
       for (int t = 0; t < *steps; ++t) done = done && writer->has_row(kResumeKey, resume_key(strategy, plan, t));
     MPI_Bcast(&done, 1, MPI_INT, 0, MPI_COMM_WORLD);
     if (done) {
-      if (rank == 0) std::printf("[%zu/%zu] %s: its %d rows are kept from the earlier run\n", si + 1, plans.size(),
-                                 strategy.c_str(), *steps);
+      if (rank == 0)
+        std::printf("[%zu/%zu] %s: its %d rows are kept from the earlier run\n", si + 1, plans.size(), strategy.c_str(),
+                    *steps);
       continue;
     }
     if (rank == 0) {
@@ -402,7 +406,8 @@ int run_step(const Args& args) {
     PredictedComm pred = predict_comm(sched, *cost, *pricing);
     for (auto& b : pred.kind_bytes) b = all_max(b);
     for (auto& b : pred.axis_bytes) b = all_max(b);
-    for (Term t : {Term::param, Term::grad, Term::os_sync, Term::os_bcast}) pred.time.term_s(t) = all_max(pred.time.term_s(t));
+    for (Term t : {Term::param, Term::grad, Term::os_sync, Term::os_bcast})
+      pred.time.term_s(t) = all_max(pred.time.term_s(t));
     const double pred_comm_s = pred.time.total_s();
     const double model_mem = all_max(mem.total_bytes), model_states = all_max(mem.state_bytes);
 
@@ -469,11 +474,12 @@ int run_step(const Args& args) {
       const GpuMemoryInfo gm = gpu_memory_info(*backend);
       const double reserved = all_max(double(gm.peak_reserved_bytes)), used = all_max(double(gm.device_used_bytes));
       if (rank == 0)
-        std::printf("      %s: device memory: peak allocated %s (memory model %s, ratio %.3f), pool peak %s, device in "
-                    "use %s of %s\n",
-                    strategy.c_str(), format_bytes(tr.peak_bytes).c_str(), format_bytes(model_mem).c_str(),
-                    model_mem > 0 ? tr.peak_bytes / model_mem : 0.0, format_bytes(reserved).c_str(),
-                    format_bytes(used).c_str(), format_bytes(double(gm.device_total_bytes)).c_str());
+        std::printf(
+            "      %s: device memory: peak allocated %s (memory model %s, ratio %.3f), pool peak %s, device in "
+            "use %s of %s\n",
+            strategy.c_str(), format_bytes(tr.peak_bytes).c_str(), format_bytes(model_mem).c_str(),
+            model_mem > 0 ? tr.peak_bytes / model_mem : 0.0, format_bytes(reserved).c_str(), format_bytes(used).c_str(),
+            format_bytes(double(gm.device_total_bytes)).c_str());
     }
 #endif
     if (a.flag("trace")) {

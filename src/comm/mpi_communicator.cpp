@@ -225,13 +225,13 @@ Request MpiCommunicator::submit(std::shared_ptr<Task> task) {
   req->task = task;
   req->alive = alive_;
   if (watchdog_enabled())
-    req->label = task->type == Task::Type::barrier
-                     ? "barrier on group '" + name_ + "'"
-                     : std::string(coll_kind_name(task->kind)) + " of " + std::to_string(task->count) +
-                           (task->kind == CollKind::all_gather || task->kind == CollKind::reduce_scatter
-                                ? " elements per rank"
-                                : " elements") +
-                           " on group '" + name_ + "'";
+    req->label =
+        task->type == Task::Type::barrier
+            ? "barrier on group '" + name_ + "'"
+            : std::string(coll_kind_name(task->kind)) + " of " + std::to_string(task->count) +
+                  (task->kind == CollKind::all_gather || task->kind == CollKind::reduce_scatter ? " elements per rank"
+                                                                                                : " elements") +
+                  " on group '" + name_ + "'";
   if (task->type == Task::Type::collective) {
     const int k = static_cast<int>(task->kind);
     req->record = [this, k](double s) { counters_.seconds[k] += s; };

@@ -80,8 +80,7 @@ void watch() {
     const double open_s = std::chrono::duration<double>(Clock::now() - s.since).count();
     if (open_s > s.timeout_s) {
       char buf[128];
-      std::snprintf(buf, sizeof buf, "' has not completed after %.1f s (watchdog timeout %.1f s)", open_s,
-                    s.timeout_s);
+      std::snprintf(buf, sizeof buf, "' has not completed after %.1f s (watchdog timeout %.1f s)", open_s, s.timeout_s);
       abort_job(s, "lins: rank " + std::to_string(rank) + " on " + host + ": '" + s.what + buf +
                        "; a peer rank probably died or hangs. Aborting the job.");
     }

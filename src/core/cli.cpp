@@ -64,7 +64,8 @@ Result<ParsedArgs> parse_args(const CommandSpec& spec, const std::vector<std::st
         has_inline_value = true;
       }
       opt = find_long(spec, name);
-      if (!opt) return make_error("unknown option '--" + name + "' for '" + cmd + "'; valid options: " + valid_list(spec));
+      if (!opt)
+        return make_error("unknown option '--" + name + "' for '" + cmd + "'; valid options: " + valid_list(spec));
     } else if (a.size() == 2 && a[0] == '-' && a[1] != '-') {
       opt = find_short(spec, a[1]);
       if (!opt) return make_error("unknown option '" + a + "' for '" + cmd + "'; valid options: " + valid_list(spec));

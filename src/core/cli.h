@@ -23,7 +23,7 @@ struct CommandSpec {
   std::string summary;  // one line for `lins --help`
   std::string usage;    // "lins plan [options]"
   std::vector<OptionSpec> options;
-  std::string epilog;   // examples, shown after the options
+  std::string epilog;  // examples, shown after the options
 };
 
 class ParsedArgs {

@@ -9,8 +9,9 @@ std::vector<OptionSpec> cost_options(const std::string& default_network, const s
   for (const auto& n : network_presets()) names += (names.empty() ? "" : ", ") + n.name;
   return {
       {"network", 0, "PRESET", default_network, "alpha-beta network model: " + names},
-      {"profile", 0, "FILE", "", "bandwidth profile CSV from `lins comm --profile` (the network preset prices the meshes "
-                                 "it lacks)"},
+      {"profile", 0, "FILE", "",
+       "bandwidth profile CSV from `lins comm --profile` (the network preset prices the meshes "
+       "it lacks)"},
       {"pricing", 0, "MODE", default_pricing,
        std::string("paper (each group alone, as the paper) or shared (groups on a node share its links)") +
            (allow_both ? ", or both (ranked by paper, both shown)" : "")},

@@ -5,13 +5,20 @@ namespace lins {
 
 const char* group_role_name(GroupRole role) {
   switch (role) {
-    case GroupRole::world: return "world";
-    case GroupRole::p_shard: return "p_shard";
-    case GroupRole::os_shard: return "os_shard";
-    case GroupRole::p_replica: return "p_replica";
-    case GroupRole::g_replica: return "g_replica";
-    case GroupRole::os_replica: return "os_replica";
-    case GroupRole::hpz: return "hpz";
+    case GroupRole::world:
+      return "world";
+    case GroupRole::p_shard:
+      return "p_shard";
+    case GroupRole::os_shard:
+      return "os_shard";
+    case GroupRole::p_replica:
+      return "p_replica";
+    case GroupRole::g_replica:
+      return "g_replica";
+    case GroupRole::os_replica:
+      return "os_replica";
+    case GroupRole::hpz:
+      return "hpz";
   }
   return "?";
 }
@@ -19,13 +26,20 @@ const char* group_role_name(GroupRole role) {
 GroupSpec group_spec(GroupRole role, const Plan& plan, const Topology& topo) {
   const int world = topo.world(), sp = plan.p.total();
   switch (role) {
-    case GroupRole::world: return {world, 1};
-    case GroupRole::p_shard: return {sp, 1};
-    case GroupRole::os_shard: return {plan.os.total(), 1};
-    case GroupRole::p_replica: return {world, sp};
-    case GroupRole::g_replica: return {plan.g.total(), sp};
-    case GroupRole::os_replica: return {plan.os.total(), sp};
-    case GroupRole::hpz: return {plan.hpz_intra > 0 ? plan.hpz_intra : 1, 1};
+    case GroupRole::world:
+      return {world, 1};
+    case GroupRole::p_shard:
+      return {sp, 1};
+    case GroupRole::os_shard:
+      return {plan.os.total(), 1};
+    case GroupRole::p_replica:
+      return {world, sp};
+    case GroupRole::g_replica:
+      return {plan.g.total(), sp};
+    case GroupRole::os_replica:
+      return {plan.os.total(), sp};
+    case GroupRole::hpz:
+      return {plan.hpz_intra > 0 ? plan.hpz_intra : 1, 1};
   }
   return {1, 1};
 }

@@ -29,17 +29,17 @@ struct OwnedSlice {
   int tensor = -1;           // index into ModelSpec::tensors; -1 for padding
   int64_t local_offset = 0;  // inside the local buffer
   int64_t elems = 0;
-  int owner = 0;             // index inside the owner group
+  int owner = 0;  // index inside the owner group
 };
 
 struct ShardLayout {
-  int shard_count = 1;  // how many ranks split each module (s_p on the Lins engine)
-  int shard_index = 0;  // this rank's slice of every module
+  int shard_count = 1;               // how many ranks split each module (s_p on the Lins engine)
+  int shard_index = 0;               // this rank's slice of every module
   std::vector<ModuleShard> modules;  // forward order, one per ModelSpec module
   int64_t local_elems = 0;           // size of the local buffer
 
-  int owner_count = 1;  // ranks that split the optimizer states of the local buffer
-  int owner_index = 0;  // this rank's index among them
+  int owner_count = 1;               // ranks that split the optimizer states of the local buffer
+  int owner_index = 0;               // this rank's index among them
   std::vector<OwnedSlice> slices;    // in local-buffer order; every element of the local buffer exactly once
   std::vector<int64_t> owner_elems;  // elements owned by each owner
 

@@ -16,8 +16,8 @@ struct ModelDims {
   int hidden = 0;  // h
   int layers = 0;  // L
   int heads = 0;
-  int ffn = 0;     // SwiGLU inner size
-  int vocab = 0;   // V
+  int ffn = 0;    // SwiGLU inner size
+  int vocab = 0;  // V
 };
 
 struct TensorSpec {
@@ -29,9 +29,9 @@ struct TensorSpec {
 };
 
 struct ModuleSpec {
-  std::string name;  // "embed", "layers.3.attn", "layers.3.mlp", "head"
-  std::string kind;  // "embed", "attn", "mlp", "head"
-  int layer = -1;    // as TensorSpec::layer
+  std::string name;          // "embed", "layers.3.attn", "layers.3.mlp", "head"
+  std::string kind;          // "embed", "attn", "mlp", "head"
+  int layer = -1;            // as TensorSpec::layer
   std::vector<int> tensors;  // indices into ModelSpec::tensors, in forward order
   int64_t elems = 0;         // sum of its tensors' elements (unpadded)
 };

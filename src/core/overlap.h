@@ -18,10 +18,14 @@ enum class Overlap {
 
 inline const char* overlap_name(Overlap o) {
   switch (o) {
-    case Overlap::all: return "all";
-    case Overlap::no_bcast: return "no_bcast";
-    case Overlap::no_allreduce: return "no_allreduce";
-    case Overlap::none: return "none";
+    case Overlap::all:
+      return "all";
+    case Overlap::no_bcast:
+      return "no_bcast";
+    case Overlap::no_allreduce:
+      return "no_allreduce";
+    case Overlap::none:
+      return "none";
   }
   return "?";
 }
@@ -31,7 +35,8 @@ inline Result<Overlap> parse_overlap(std::string_view text) {
   if (text == "no_bcast") return Overlap::no_bcast;
   if (text == "no_allreduce") return Overlap::no_allreduce;
   if (text == "none") return Overlap::none;
-  return make_error("--overlap: unknown mode '" + std::string(text) + "'; valid modes: all, no_bcast, no_allreduce, none");
+  return make_error("--overlap: unknown mode '" + std::string(text) +
+                    "'; valid modes: all, no_bcast, no_allreduce, none");
 }
 
 // What each mode turns off.

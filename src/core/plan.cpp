@@ -94,11 +94,16 @@ Result<ShardFactor> group_factor(int size, const Topology& topo, const std::stri
 
 const char* engine_name(Engine e) {
   switch (e) {
-    case Engine::lins: return "lins";
-    case Engine::ddp: return "ddp";
-    case Engine::zero: return "zero";
-    case Engine::mics: return "mics";
-    case Engine::zeropp: return "zeropp";
+    case Engine::lins:
+      return "lins";
+    case Engine::ddp:
+      return "ddp";
+    case Engine::zero:
+      return "zero";
+    case Engine::mics:
+      return "mics";
+    case Engine::zeropp:
+      return "zeropp";
   }
   return "?";
 }
@@ -120,8 +125,8 @@ std::string Plan::to_string() const {
 
 std::string Plan::tuple_string() const {
   std::ostringstream os_;
-  os_ << "(" << p.intra << "," << p.inter << " | " << g.intra << "," << g.inter << " | " << os.intra << ","
-      << os.inter << ")";
+  os_ << "(" << p.intra << "," << p.inter << " | " << g.intra << "," << g.inter << " | " << os.intra << "," << os.inter
+      << ")";
   return os_.str();
 }
 
@@ -180,8 +185,9 @@ Result<Plan> parse_plan(std::string_view text_in, const Topology& topo) {
     plan = make_preset(arg.empty() ? "zeropp" : "zeropp:" + arg, Engine::zeropp, all, all, all);
     plan.hpz_intra = k;
   } else if (base == "lins") {
-    return make_error("plan 'lins' is chosen by the planner; this command needs an explicit plan (a preset or "
-                      "p=AxB,g=CxD,os=ExF)");
+    return make_error(
+        "plan 'lins' is chosen by the planner; this command needs an explicit plan (a preset or "
+        "p=AxB,g=CxD,os=ExF)");
   } else if (text.find('=') != std::string::npos) {
     plan.name = "custom";
     plan.engine = Engine::lins;
@@ -190,7 +196,8 @@ Result<Plan> parse_plan(std::string_view text_in, const Topology& topo) {
     for (const auto& item : split(text, ',')) {
       auto eq = item.find('=');
       if (eq == std::string::npos)
-        return make_error("plan: '" + item + "' is not KEY=VALUE; write p=AxB,g=CxD,os=ExF (for example "
+        return make_error("plan: '" + item +
+                          "' is not KEY=VALUE; write p=AxB,g=CxD,os=ExF (for example "
                           "p=4x1,g=4x1,os=8x1)");
       std::string key = trim(item.substr(0, eq)), value = trim(item.substr(eq + 1));
       if (key == "p" || key == "g" || key == "os") {
@@ -241,16 +248,15 @@ std::vector<std::string> split_plan_list(std::string_view text) {
 
 Status validate_plan(const Plan& plan, const Topology& topo) {
   const int R = topo.gpus_per_node, N = topo.nodes;
-  const std::string where = "plan " + plan.to_string() + " on " + std::to_string(R) + " GPUs/node x " +
-                            std::to_string(N) + " nodes";
+  const std::string where =
+      "plan " + plan.to_string() + " on " + std::to_string(R) + " GPUs/node x " + std::to_string(N) + " nodes";
   struct Named {
     const char* name;
     ShardFactor f;
   };
   const Named comps[] = {{"p", plan.p}, {"g", plan.g}, {"os", plan.os}};
   for (const auto& c : comps) {
-    if (c.f.intra < 1 || c.f.inter < 1)
-      return make_error(where + ": factor " + c.name + " must be at least 1x1");
+    if (c.f.intra < 1 || c.f.inter < 1) return make_error(where + ": factor " + c.name + " must be at least 1x1");
   }
   for (const auto& c : comps) {
     if (!divides(c.f.intra, R) || !divides(c.f.inter, N))
@@ -266,8 +272,10 @@ Status validate_plan(const Plan& plan, const Topology& topo) {
   }
   auto nested = [](ShardFactor a, ShardFactor b) { return divides(a.intra, b.intra) && divides(a.inter, b.inter); };
   if (!nested(plan.p, plan.g) || !nested(plan.g, plan.os))
-    return make_error(where + " breaks the nesting rule: s_p <= s_g <= s_os on each axis, each dividing the next "
-                      "(groups are blocks of consecutive ranks)" + nearest_legal(plan, topo));
+    return make_error(where +
+                      " breaks the nesting rule: s_p <= s_g <= s_os on each axis, each dividing the next "
+                      "(groups are blocks of consecutive ranks)" +
+                      nearest_legal(plan, topo));
   if (!(plan.g == plan.p) && !(plan.g == plan.os))
     return make_error(where + " breaks the dependency rule: s_g must equal s_p or s_os" + nearest_legal(plan, topo));
   if (plan.engine == Engine::zeropp) {

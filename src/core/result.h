@@ -17,7 +17,7 @@ inline Error make_error(std::string message) { return Error{std::move(message)};
 template <class T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor): returned by value
+  Result(T value) : v_(std::move(value)) {}      // NOLINT(google-explicit-constructor): returned by value
   Result(Error error) : v_(std::move(error)) {}  // NOLINT(google-explicit-constructor)
 
   bool ok() const { return v_.index() == 0; }

@@ -10,30 +10,42 @@ namespace lins {
 
 const char* phase_name(Phase p) {
   switch (p) {
-    case Phase::forward: return "forward";
-    case Phase::backward: return "backward";
-    case Phase::optimizer: return "optimizer";
-    case Phase::next_forward: return "next_forward";
+    case Phase::forward:
+      return "forward";
+    case Phase::backward:
+      return "backward";
+    case Phase::optimizer:
+      return "optimizer";
+    case Phase::next_forward:
+      return "next_forward";
   }
   return "?";
 }
 
 const char* coll_kind_name(CollKind k) {
   switch (k) {
-    case CollKind::all_gather: return "all_gather";
-    case CollKind::reduce_scatter: return "reduce_scatter";
-    case CollKind::all_reduce: return "all_reduce";
-    case CollKind::broadcast: return "broadcast";
+    case CollKind::all_gather:
+      return "all_gather";
+    case CollKind::reduce_scatter:
+      return "reduce_scatter";
+    case CollKind::all_reduce:
+      return "all_reduce";
+    case CollKind::broadcast:
+      return "broadcast";
   }
   return "?";
 }
 
 const char* term_name(Term t) {
   switch (t) {
-    case Term::param: return "param";
-    case Term::grad: return "grad";
-    case Term::os_sync: return "os_sync";
-    case Term::os_bcast: return "os_bcast";
+    case Term::param:
+      return "param";
+    case Term::grad:
+      return "grad";
+    case Term::os_sync:
+      return "os_sync";
+    case Term::os_bcast:
+      return "os_bcast";
   }
   return "?";
 }
@@ -45,10 +57,13 @@ int dtype_bytes(DType d) { return d == DType::fp32 ? 4 : 2; }
 double bus_factor(CollKind kind, int n) {
   if (n <= 1) return 0.0;
   switch (kind) {
-    case CollKind::all_reduce: return 2.0 * (n - 1) / n;
+    case CollKind::all_reduce:
+      return 2.0 * (n - 1) / n;
     case CollKind::all_gather:
-    case CollKind::reduce_scatter: return double(n - 1) / n;
-    case CollKind::broadcast: return 1.0;
+    case CollKind::reduce_scatter:
+      return double(n - 1) / n;
+    case CollKind::broadcast:
+      return 1.0;
   }
   return 0.0;
 }
@@ -193,8 +208,8 @@ struct Builder {
             add(Phase::backward, mb, repeat, -1, "bucket ", id, CollKind::all_reduce, Term::os_sync,
                 GroupRole::p_replica, next_bucket_end - start, start);
           else if (plan.g.total() > plan.p.total())
-            add(Phase::backward, mb, repeat, -1, "bucket ", id, CollKind::all_reduce, Term::grad,
-                GroupRole::g_replica, next_bucket_end - start, start);
+            add(Phase::backward, mb, repeat, -1, "bucket ", id, CollKind::all_reduce, Term::grad, GroupRole::g_replica,
+                next_bucket_end - start, start);
           next_bucket_end = start;
         }
       }

@@ -59,18 +59,18 @@ struct CommOp {
   int root = 0;
   DType dtype = DType::bf16;
 
-  int64_t bytes() const { return elems * dtype_bytes(dtype); }            // message bytes v (PAPER.md section 4)
+  int64_t bytes() const { return elems * dtype_bytes(dtype); }                   // message bytes v (PAPER.md section 4)
   double bus_bytes() const { return bytes() * bus_factor(kind, group.size()); }  // nccl-tests bus bytes per rank
   Axis axis() const { return mesh.inter > 1 ? Axis::inter : Axis::intra; }
 };
 constexpr int kEveryButLast = -1;
 
 struct ScheduleOptions {
-  int micro_batches = 1;                 // M
-  int64_t bucket_bytes = 25ll << 20;     // U
-  DType dtype = DType::bf16;             // P and G on the wire (bf16 on GPU, fp32 on the CPU backend)
-  int rank = 0;                          // the schedule is per rank (owners' broadcast sizes can differ)
-  bool expand_micro_batches = false;     // true: one copy per micro-batch (the executor); false: compressed
+  int micro_batches = 1;              // M
+  int64_t bucket_bytes = 25ll << 20;  // U
+  DType dtype = DType::bf16;          // P and G on the wire (bf16 on GPU, fp32 on the CPU backend)
+  int rank = 0;                       // the schedule is per rank (owners' broadcast sizes can differ)
+  bool expand_micro_batches = false;  // true: one copy per micro-batch (the executor); false: compressed
 };
 
 struct Schedule {

@@ -38,8 +38,8 @@ struct Timeline {
 
 }  // namespace
 
-StepProjection project_step(const Schedule& s, const ModelSpec& model, int seq, int micro_batch_size,
-                            bool recompute, Overlap overlap, const ComputeRates& rates,
+StepProjection project_step(const Schedule& s, const ModelSpec& model, int seq, int micro_batch_size, bool recompute,
+                            Overlap overlap, const ComputeRates& rates,
                             const std::function<double(const CommOp&)>& op_seconds) {
   StepProjection out;
   const int n_mod = static_cast<int>(model.modules.size());

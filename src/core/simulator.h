@@ -20,8 +20,8 @@ struct ComputeRates {
 
 struct StepProjection {
   double step_s = 0;
-  double forward_s = 0;       // compute only
-  double backward_s = 0;      // compute only (recomputation included)
+  double forward_s = 0;   // compute only
+  double backward_s = 0;  // compute only (recomputation included)
   double optimizer_s = 0;
   double exposed_comm_s = 0;  // step time not covered by compute
   double comm_busy_s = 0;     // sum of collective durations

@@ -8,8 +8,7 @@ namespace lins {
 std::string Topology::to_string() const { return std::to_string(gpus_per_node) + "x" + std::to_string(nodes); }
 
 Result<Topology> make_topology(long long gpus_per_node, long long nodes) {
-  if (gpus_per_node < 1)
-    return make_error("--gpus-per-node must be at least 1, got " + std::to_string(gpus_per_node));
+  if (gpus_per_node < 1) return make_error("--gpus-per-node must be at least 1, got " + std::to_string(gpus_per_node));
   if (nodes < 1) return make_error("--nodes must be at least 1, got " + std::to_string(nodes));
   if (gpus_per_node > std::numeric_limits<int>::max() / nodes)
     return make_error("topology " + std::to_string(gpus_per_node) + " GPUs per node x " + std::to_string(nodes) +
@@ -18,8 +17,7 @@ Result<Topology> make_topology(long long gpus_per_node, long long nodes) {
 }
 
 Result<Topology> topology_for_world(int world, int gpus_per_node) {
-  if (gpus_per_node < 1)
-    return make_error("--gpus-per-node must be at least 1, got " + std::to_string(gpus_per_node));
+  if (gpus_per_node < 1) return make_error("--gpus-per-node must be at least 1, got " + std::to_string(gpus_per_node));
   if (world < 1) return make_error("world size must be at least 1, got " + std::to_string(world));
   if (world % gpus_per_node != 0)
     return make_error("world size " + std::to_string(world) + " is not a multiple of --gpus-per-node " +

@@ -15,8 +15,9 @@ std::string quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
 }  // namespace
 
 Result<std::uint64_t> parse_size(std::string_view text, std::string_view what) {
-  const std::string hint = " (expected a positive whole number with an optional suffix K, M, G, T or KiB, MiB, GiB, "
-                           "TiB, all powers of 1024, for example 64M or 80GiB)";
+  const std::string hint =
+      " (expected a positive whole number with an optional suffix K, M, G, T or KiB, MiB, GiB, "
+      "TiB, all powers of 1024, for example 64M or 80GiB)";
   if (text.empty()) return make_error(std::string(what) + ": empty size" + hint);
   std::size_t digits = 0;
   while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;

@@ -8,13 +8,14 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size > 512) return 0;
-  static const lins::CommandSpec spec{
-      "fuzz", "fuzz target", "lins fuzz [options]",
-      {{"minbytes", 'b', "SIZE", "8", "smallest message"},
-       {"maxbytes", 'e', "SIZE", "64M", "largest message"},
-       {"check", 0, "", "", "a flag"},
-       {"plan", 0, "TEXT", "", "a plan"}},
-      ""};
+  static const lins::CommandSpec spec{"fuzz",
+                                      "fuzz target",
+                                      "lins fuzz [options]",
+                                      {{"minbytes", 'b', "SIZE", "8", "smallest message"},
+                                       {"maxbytes", 'e', "SIZE", "64M", "largest message"},
+                                       {"check", 0, "", "", "a flag"},
+                                       {"plan", 0, "TEXT", "", "a plan"}},
+                                      ""};
   std::vector<std::string> args(1);
   for (size_t k = 0; k < size; ++k) {
     if (data[k] == 0) {

@@ -10,11 +10,11 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size > 256) return 0;
-  static const lins::CommandSpec spec{"fuzz", "fuzz target", "lins fuzz [options]",
-                                      lins::concat_options(lins::concat_options(lins::model_options("tiny"),
-                                                                                lins::topology_options("2", "2")),
-                                                           lins::workload_options("16", "1", "")),
-                                      ""};
+  static const lins::CommandSpec spec{
+      "fuzz", "fuzz target", "lins fuzz [options]",
+      lins::concat_options(lins::concat_options(lins::model_options("tiny"), lins::topology_options("2", "2")),
+                           lins::workload_options("16", "1", "")),
+      ""};
   // NUL-separated words; the first few are read as values of the shape flags.
   std::vector<std::string> words(1);
   for (size_t k = 0; k < size; ++k) {

@@ -14,7 +14,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     auto plan = lins::parse_plan(text, topo);
     if (plan) {
       if (!lins::validate_plan(*plan, topo)) __builtin_trap();  // parse_plan must only return legal plans
-      auto again = lins::parse_plan(plan->to_string(), topo);  // and its text must parse back
+      auto again = lins::parse_plan(plan->to_string(), topo);   // and its text must parse back
       if (plan->engine == lins::Engine::lins && (!again || !again->same_factors(*plan))) __builtin_trap();
     } else if (plan.error().empty()) {
       __builtin_trap();  // every rejection says why

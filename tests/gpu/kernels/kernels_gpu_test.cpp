@@ -305,10 +305,9 @@ bool test_attention() {
                                        dq.get(), dk.get(), dv.get(), s.batch, s.seq, s.heads, s.head_dim, ws.get(),
                                        ws_bytes, kStream));
     std::vector<float> rout(n), rlse(nl), rdq(n), rdk(n), rdv(n);
-    cpu::attention_forward(q.data(), k.data(), v.data(), rout.data(), rlse.data(), s.batch, s.seq, s.heads,
-                           s.head_dim);
-    cpu::attention_backward(dout.data(), q.data(), k.data(), v.data(), rout.data(), rlse.data(), rdq.data(),
-                            rdk.data(), rdv.data(), s.batch, s.seq, s.heads, s.head_dim);
+    cpu::attention_forward(q.data(), k.data(), v.data(), rout.data(), rlse.data(), s.batch, s.seq, s.heads, s.head_dim);
+    cpu::attention_backward(dout.data(), q.data(), k.data(), v.data(), rout.data(), rlse.data(), rdq.data(), rdk.data(),
+                            rdv.data(), s.batch, s.seq, s.heads, s.head_dim);
     printf("  shape batch=%d seq=%d heads=%d head_dim=%d\n", s.batch, s.seq, s.heads, s.head_dim);
     // Probabilities are rounded to bf16 before the P V and dS products (as flash attention does): a few bf16 ulps
     // on outputs that average many terms, so tolerances scale with max|ref|.
@@ -338,8 +337,8 @@ bool test_cross_entropy() {
     DeviceBuffer<double> total(1);
     dl.upload(logits);
     dt.upload_raw(targets);
-    CUDA_CHECK(gpu::cross_entropy(dl.get(), dt.get(), dgrad.get(), loss_rows.get(), s.rows, s.vocab, grad_scale,
-                                  kStream));
+    CUDA_CHECK(
+        gpu::cross_entropy(dl.get(), dt.get(), dgrad.get(), loss_rows.get(), s.rows, s.vocab, grad_scale, kStream));
     CUDA_CHECK(gpu::sum(loss_rows.get(), s.rows, total.get(), kStream));
     std::vector<float> rgrad(n);
     const double want = cpu::cross_entropy(logits.data(), targets.data(), rgrad.data(), s.rows, s.vocab, grad_scale);
@@ -401,12 +400,12 @@ bool test_adamw() {
       for (size_t i = 0; i < n; ++i) scaled[i] = g[i] * grad_scale;
       if (variant == 0) {
         dgf.upload(g);
-        CUDA_CHECK(gpu::adamw(dmaster.get(), dgf.get(), dm.get(), dv.get(), param.get(), n, cfg, step, grad_scale,
-                              kStream));
+        CUDA_CHECK(
+            gpu::adamw(dmaster.get(), dgf.get(), dm.get(), dv.get(), param.get(), n, cfg, step, grad_scale, kStream));
       } else {
         dgb.upload(g);
-        CUDA_CHECK(gpu::adamw(dmaster.get(), dgb.get(), dm.get(), dv.get(), param.get(), n, cfg, step, grad_scale,
-                              kStream));
+        CUDA_CHECK(
+            gpu::adamw(dmaster.get(), dgb.get(), dm.get(), dv.get(), param.get(), n, cfg, step, grad_scale, kStream));
       }
       cpu::adamw(master.data(), scaled.data(), m.data(), v.data(), n, cfg, step);
     }
@@ -484,8 +483,8 @@ bool test_fp32_storage() {
     ddy.upload(dy);
     dwg.upload(std::vector<float>(dim, 0.f));
     CUDA_CHECK(gpu::rmsnorm_forward(dx_in.get(), dw.get(), y.get(), rstd.get(), rows, dim, 1e-5f, kStream));
-    CUDA_CHECK(gpu::rmsnorm_backward(ddy.get(), dx_in.get(), dw.get(), rstd.get(), dx.get(), dwg.get(), rows, dim,
-                                     kStream));
+    CUDA_CHECK(
+        gpu::rmsnorm_backward(ddy.get(), dx_in.get(), dw.get(), rstd.get(), dx.get(), dwg.get(), rows, dim, kStream));
     std::vector<float> ry(n), rr(rows), rdx(n), rdw(dim, 0.f);
     cpu::rmsnorm_forward(x.data(), w.data(), ry.data(), rr.data(), rows, dim, 1e-5f);
     cpu::rmsnorm_backward(dy.data(), x.data(), w.data(), rr.data(), rdx.data(), rdw.data(), rows, dim);
@@ -594,11 +593,12 @@ struct Case {
 
 const std::vector<Case>& cases() {
   static const std::vector<Case> all = {
-      {"cast", test_cast},           {"fill", test_fill},       {"add_sum", test_add_sum},
-      {"swiglu", test_swiglu},       {"rmsnorm", test_rmsnorm}, {"rope", test_rope},
+      {"cast", test_cast},           {"fill", test_fill},
+      {"add_sum", test_add_sum},     {"swiglu", test_swiglu},
+      {"rmsnorm", test_rmsnorm},     {"rope", test_rope},
       {"attention", test_attention}, {"cross_entropy", test_cross_entropy},
-      {"embedding", test_embedding}, {"adamw", test_adamw},     {"gemm", test_gemm},
-      {"fp32_storage", test_fp32_storage},
+      {"embedding", test_embedding}, {"adamw", test_adamw},
+      {"gemm", test_gemm},           {"fp32_storage", test_fp32_storage},
   };
   return all;
 }

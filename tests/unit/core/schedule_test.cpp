@@ -96,8 +96,12 @@ TEST(Schedule, LinsTermsMatchThePapersFormulas) {
     for (const auto& op : s->ops) {
       const double b = double(op.bytes()) * op.repeat;
       switch (op.term) {
-        case Term::param: param += b; break;
-        case Term::grad: grad += b; break;
+        case Term::param:
+          param += b;
+          break;
+        case Term::grad:
+          grad += b;
+          break;
         case Term::os_sync:
           sync += b;
           sync_ops += op.repeat;
@@ -161,7 +165,8 @@ TEST(Schedule, BroadcastsFollowForwardOrderAndCoverEachOwnersSlices) {
       sent[op.root] += op.elems;
       EXPECT_EQ(op.local_offset, s.layout.modules[op.module].local_offset);
     }
-    for (int k = 0; k < s.layout.owner_count; ++k) EXPECT_EQ(sent[k], s.layout.owner_elems[k]) << text << " owner " << k;
+    for (int k = 0; k < s.layout.owner_count; ++k)
+      EXPECT_EQ(sent[k], s.layout.owner_elems[k]) << text << " owner " << k;
   }
 }
 

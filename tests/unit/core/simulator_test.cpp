@@ -39,8 +39,8 @@ TEST(Simulator, ComputeMatchesTheMegatronFlopsOfTheModel) {
   auto p = project_step(s, c.model, 128, 2, false, Overlap::all, c.rates, [](const CommOp&) { return 0.0; });
   // Per token: 3 x forward; the Megatron formula counts the same matmuls (its LM head term is 2Vh forward per token).
   const double tokens = 256;
-  EXPECT_NEAR((p.forward_s + p.backward_s) * c.rates.sustained_flops_per_s / tokens,
-              c.model.flops_per_token(128), 0.02 * c.model.flops_per_token(128));
+  EXPECT_NEAR((p.forward_s + p.backward_s) * c.rates.sustained_flops_per_s / tokens, c.model.flops_per_token(128),
+              0.02 * c.model.flops_per_token(128));
 }
 
 TEST(Simulator, EachOverlapSwitchCanOnlyAddTime) {
