@@ -206,8 +206,8 @@ int main(int argc, char** argv) {
     for (int k = 0; k < 3; ++k) {
       const double bus = double(kBigBytes) * bus_factor(kinds[k], g_size) / 1e9;
       const double raw = interleaved[k][0], th = interleaved[k][1], nb = interleaved[k][2];
-      std::printf("%-16s %12.3f %14.3f %10.3f %18.3f %10.3f\n", coll_kind_name(kinds[k]), bus / raw, bus / th, raw / th,
-                  bus / nb, raw / nb);
+      std::printf("%-16s %12.3f %14.3f %10.3f %18.3f %10.3f\n", coll_kind_name(kinds[k]), bus / raw, bus / th,
+                  ratio[k][1], bus / nb, ratio[k][2]);
     }
     if (g_seconds.count("all_reduce/4KiB/raw_mpi") == 0) kinds_small_done = false;
     if (kinds_small_done) std::printf("\nper-call time at 4 KiB (median), overhead = ours - raw\n");

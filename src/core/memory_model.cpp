@@ -4,11 +4,6 @@
 #include <algorithm>
 
 namespace lins {
-namespace {
-
-int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
-
-}  // namespace
 
 double activation_bytes(const ModelSpec& model, int seq, int micro_batch_size, bool recompute) {
   const double s = seq, b = micro_batch_size, h = model.dims.hidden, L = model.dims.layers, V = model.dims.vocab;

@@ -126,8 +126,9 @@ void run_and_check(const ModelSpec& model, const Topology& topo, const std::stri
     double loss = 0;
     MPI_Allreduce(&st->loss_sum, &loss, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     loss /= double(e.global_tokens());
-    if (micro_batches == kMicroBatches)
+    if (micro_batches == kMicroBatches) {
       EXPECT_NEAR(loss, ref.losses[s], kLossRelTol * ref.losses[s]) << "loss of step " << s;
+    }
     for (int k = 0; k < kCollKindCount; ++k)
       for (int a = 0; a < 2; ++a)
         EXPECT_EQ(st->bytes[k][a], e.schedule().message_bytes(CollKind(k), Axis(a)))

@@ -39,7 +39,9 @@ void check_search(const PlanSearch& search, const Topology& t, const PlannerOpti
   bool seen_infeasible = false;
   double prev = -1;
   for (const auto& e : search.plans) {
-    if (!e.baseline) EXPECT_TRUE(validate_plan(e.plan, t)) << e.plan.to_string();
+    if (!e.baseline) {
+      EXPECT_TRUE(validate_plan(e.plan, t)) << e.plan.to_string();
+    }
     EXPECT_EQ(e.feasible, e.memory.total_bytes <= opt.gpu_mem_bytes);
     if (!e.feasible) {
       seen_infeasible = true;
@@ -89,7 +91,7 @@ TEST(Planner, AgreesWithBruteForceOnRandomClustersAndLimits) {
     opt.bucket_bytes = int64_t(1) << (12 + rng() % 10);
     opt.rank_by = rng() % 2 ? Pricing::paper_isolated : Pricing::shared_links;
     // A limit between the smallest and the largest need, so some plans do not fit.
-    auto all = search_plans(w, t, cost, PlannerOptions{std::numeric_limits<double>::max(), opt.bucket_bytes});
+    auto all = search_plans(w, t, cost, PlannerOptions{std::numeric_limits<double>::max(), opt.bucket_bytes, DType::bf16, StateBytes{}});
     ASSERT_TRUE(all);
     double lo = std::numeric_limits<double>::max(), hi = 0;
     for (const auto& e : all->plans) lo = std::min(lo, e.memory.total_bytes), hi = std::max(hi, e.memory.total_bytes);
@@ -135,12 +137,15 @@ TEST(Planner, ExplainsWhyEachPlanLoses) {
   ASSERT_NE(search->chosen(), nullptr);
   for (const auto& e : search->plans) {
     if (!e.feasible || &e == search->chosen()) continue;
-    if (e.comm(opt.rank_by).total_s() > search->chosen()->comm(opt.rank_by).total_s())
+    if (e.comm(opt.rank_by).total_s() > search->chosen()->comm(opt.rank_by).total_s()) {
       EXPECT_NE(e.why.find("comm vs best: more "), std::string::npos) << e.label() << ": " << e.why;
+    }
   }
   // ZeRO-3's gathers over all 128 GPUs cross nodes: its reason names inter-node traffic.
   for (const auto& e : search->plans)
-    if (e.plan.name == "zero3" && e.feasible) EXPECT_NE(e.why.find("inter-node"), std::string::npos) << e.why;
+    if (e.plan.name == "zero3" && e.feasible) {
+      EXPECT_NE(e.why.find("inter-node"), std::string::npos) << e.why;
+    }
 }
 
 TEST(Planner, EvaluatesOnePlan) {

@@ -113,14 +113,20 @@ TEST(Schedule, LinsTermsMatchThePapersFormulas) {
           EXPECT_EQ(op.mesh, (Mesh{plan.os.intra / plan.p.intra, plan.os.inter / plan.p.inter}));
           break;
       }
-      if (op.term == Term::param) EXPECT_EQ(op.mesh, (Mesh{plan.p.intra, plan.p.inter}));
-      if (op.term == Term::grad) EXPECT_EQ(op.mesh, (Mesh{plan.g.intra / plan.p.intra, plan.g.inter / plan.p.inter}));
+      if (op.term == Term::param) {
+        EXPECT_EQ(op.mesh, (Mesh{plan.p.intra, plan.p.inter}));
+      }
+      if (op.term == Term::grad) {
+        EXPECT_EQ(op.mesh, (Mesh{plan.g.intra / plan.p.intra, plan.g.inter / plan.p.inter}));
+      }
     }
     EXPECT_DOUBLE_EQ(param, sp > 1 ? M * 3 * two_phi : 0) << plan.to_string();
     EXPECT_DOUBLE_EQ(grad, sg > sp ? (M - 1) * two_phi / sp : 0) << plan.to_string();
     EXPECT_DOUBLE_EQ(sync, sdp > sp ? two_phi / sp : 0) << plan.to_string();
     EXPECT_DOUBLE_EQ(bcast, sos > sp ? two_phi / sp : 0) << plan.to_string();
-    if (sdp > sp) EXPECT_EQ(sync_ops, (int64_t(2 * phi / sp) + U - 1) / U) << plan.to_string() << " U=" << U;
+    if (sdp > sp) {
+      EXPECT_EQ(sync_ops, (int64_t(2 * phi / sp) + U - 1) / U) << plan.to_string() << " U=" << U;
+    }
     // Broadcasts go module by module: one per (module, owner owning part of it); each carries exactly that owner's
     // elements inside the module.
     if (sos > sp) {

@@ -125,7 +125,9 @@ TEST(SyntheticTask, IsDeterministicAndFollowsTheRule) {
   EXPECT_EQ(t1, t2);
   for (size_t k = 0; k < i1.size(); ++k) {
     EXPECT_EQ(t1[k], (task.multiplier() * i1[k] + task.increment()) % 24);
-    if (k % 8 != 7) EXPECT_EQ(i1[k + 1], t1[k]);
+    if (k % 8 != 7) {
+      EXPECT_EQ(i1[k + 1], t1[k]);
+    }
   }
   // Rank 1, micro-batch 2 of 4 is global micro-batch 6 of a one-rank run with 8.
   micro_batch_tokens(task, 3, 0, 6, 8, 2, &i2, &t2);
