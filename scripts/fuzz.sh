@@ -8,8 +8,7 @@ scripts/install-deps.sh
 seconds=${1:-${FUZZ_SECONDS:-20}}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-flags=(-std=c++20 -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -Isrc
-       -DLINS_VERSION='"fuzz"' -DLINS_GIT_COMMIT='"fuzz"')
+flags=(-std=c++20 -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -Isrc)
 # The pure core library once, instrumented; then one small link per target.
 objects=()
 for src in src/core/*.cpp; do

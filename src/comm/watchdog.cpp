@@ -114,12 +114,6 @@ void stop_watchdog() {
   s.thread.join();
 }
 
-double watchdog_timeout_s() {
-  auto& s = state();
-  std::lock_guard<std::mutex> lock(s.mu);
-  return s.timeout_s;
-}
-
 bool watchdog_enabled() { return g_enabled.load(std::memory_order_relaxed); }
 
 int add_watchdog_check(std::function<std::string()> check) {

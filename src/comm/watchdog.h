@@ -12,7 +12,6 @@ namespace lins {
 // Safe to call once per process; later calls change the timeout.
 void start_watchdog(double timeout_s, int rank, const std::string& host);
 void stop_watchdog();
-double watchdog_timeout_s();
 bool watchdog_enabled();  // cheap: one atomic load
 
 // Checks the watchdog runs every poll (about ten times a second) while it is on, each returning an error text or ""
