@@ -62,6 +62,18 @@ void add(float* y, const float* x, int64_t n);
 // y[n] *= alpha.
 void scale(float* y, float alpha, int64_t n);
 
+// --- Mixed precision: bf16 storage as uint16_t (the top half of an fp32), rounded to nearest even ---
+// Element conversion between the storage dtypes: y[i] = round(x[i]) or, accumulating, y[i] = round(y[i] + x[i]) with
+// the sum taken in fp32 and rounded once to y's dtype.
+void cast_fp32_to_bf16(const float* x, uint16_t* y, int64_t n);
+void cast_bf16_to_fp32(const uint16_t* x, float* y, int64_t n);
+void accumulate_fp32_into_bf16(uint16_t* y, const float* x, int64_t n);
+void accumulate_bf16_into_bf16(uint16_t* y, const uint16_t* x, int64_t n);
+void accumulate_bf16_into_fp32(float* y, const uint16_t* x, int64_t n);
+// AdamW as adamw() reading a bf16 gradient; param_out (bf16, may be null) receives the rounded updated master weights.
+void adamw_mixed(float* master, const uint16_t* grad, float* m, float* v, uint16_t* param_out, int64_t n,
+                 const AdamWConfig& cfg, int step);
+
 // GEMM accounting for the step benchmark: when timing is on, every gemm/gemm_strided call adds its FLOPs (2mnk)
 // and wall seconds, and reports its shape to the observer (if any).
 struct GemmShape {

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/bf16.h"
 #include "kernels/cpu/exp_poly.h"
 
 #if defined(__SSE2__)
@@ -228,6 +229,39 @@ void add(float* y, const float* x, int64_t n) {
 
 void scale(float* y, float alpha, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] *= alpha;
+}
+
+void cast_fp32_to_bf16(const float* x, uint16_t* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = float_to_bf16(x[i]);
+}
+
+void cast_bf16_to_fp32(const uint16_t* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = bf16_to_float(x[i]);
+}
+
+void accumulate_fp32_into_bf16(uint16_t* y, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = float_to_bf16(bf16_to_float(y[i]) + x[i]);
+}
+
+void accumulate_bf16_into_bf16(uint16_t* y, const uint16_t* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = bf16_add(y[i], x[i]);
+}
+
+void accumulate_bf16_into_fp32(float* y, const uint16_t* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += bf16_to_float(x[i]);
+}
+
+void adamw_mixed(float* master, const uint16_t* grad, float* m, float* v, uint16_t* param_out, int64_t n,
+                 const AdamWConfig& cfg, int step) {
+  // In chunks through an fp32 copy of the gradient, so the arithmetic is exactly adamw()'s.
+  constexpr int64_t kChunk = 4096;
+  float g[kChunk];
+  for (int64_t i = 0; i < n; i += kChunk) {
+    const int64_t c = std::min(kChunk, n - i);
+    cast_bf16_to_fp32(grad + i, g, c);
+    adamw(master + i, g, m + i, v + i, c, cfg, step);
+    if (param_out) cast_fp32_to_bf16(master + i, param_out + i, c);
+  }
 }
 
 }  // namespace lins::kernels::cpu

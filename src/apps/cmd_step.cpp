@@ -1,5 +1,6 @@
-// `lins step`: the synthetic LLaMA training step under each strategy on the CPU backend (MPI, fp32) or, with
-// --backend gpu, on one CUDA device per rank with NCCL (fp32 storage, bf16 tensor-core GEMMs): warm-up plus
+// `lins step`: the synthetic LLaMA training step under each strategy on the CPU backend (MPI) or, with --backend gpu,
+// on one CUDA device per rank with NCCL (bf16 tensor-core GEMMs and attention); P and G stored in fp32 or, with
+// --precision bf16 (the GPU's default), in the paper's mixed precision with fp32 master weights: warm-up plus
 // timed steps per strategy, one CSV row per (strategy, timed step) with the columns of core/results_schema.h, a JSON
 // provenance file beside it, a table on stdout, and optionally a Chrome trace of the last step per rank.
 #include <mpi.h>
@@ -68,9 +69,13 @@ CommandSpec step_spec() {
           {"out", 0, "DIR", "results/step", "output folder: step.csv, step.provenance.json, traces"},
           {"overlap", 0, "MODE", "all", "all, no_bcast, no_allreduce or none (the paper's Table V)"},
           {"backend", 0, "NAME", "cpu",
-           "compute backend: cpu (host memory, MPI collectives) or gpu (CUDA device of the local rank, NCCL; fp32 "
-           "storage with bf16 tensor-core GEMMs, bf16 P/G storage not yet)"},
-          {"bucket", 0, "SIZE", "1M", "gradient all-reduce bucket U in bytes (fp32 on both backends)"},
+           "compute backend: cpu (host memory, MPI collectives) or gpu (CUDA device of the local rank, NCCL; "
+           "bf16 tensor-core GEMMs and attention)"},
+          {"precision", 0, "DTYPE", "",
+           "storage of parameters and gradients, and so of every collective: fp32, or bf16 = the paper's mixed "
+           "precision (fp32 master weights and Adam moments, 16 bytes of states per parameter); compute is fp32 "
+           "either way (default: fp32 with --backend cpu, bf16 with --backend gpu)"},
+          {"bucket", 0, "SIZE", "1M", "gradient all-reduce bucket U in bytes (of --precision elements)"},
           {"trace", 0, "", "", "write a Chrome trace of the last timed step of every strategy per rank"},
           {"gpu-mem", 0, "SIZE", "1TiB", "memory per rank the planner may use for 'lins'"},
           {"peak-tflops", 0, "RATE", "",
@@ -177,10 +182,11 @@ struct TableRow {
   int steps = 0;
 };
 
-// The columns that identify a row when a sweep resumes: the same strategy, workload, overlap and step index.
+// The columns that identify a row when a sweep resumes: the same strategy, backend, precision, workload, overlap and
+// step index.
 const std::vector<std::string> kResumeKey = {
-    "strategy",         "model",         "world_size", "gpus_per_node", "seq",
-    "micro_batch_size", "micro_batches", "recompute",  "overlap",       "step"};
+    "strategy", "model",         "backend",   "precision", "world_size", "gpus_per_node", "seq",
+    "micro_batch_size", "micro_batches", "recompute", "overlap",   "step"};
 
 }  // namespace
 
@@ -244,6 +250,16 @@ int run_step(const Args& args) {
 #endif
   }
 
+  DType precision = gpu ? DType::bf16 : DType::fp32;
+  if (const std::string p = a.get("precision"); p == "bf16") {
+    precision = DType::bf16;
+  } else if (p == "fp32") {
+    precision = DType::fp32;
+  } else if (!p.empty()) {
+    return fail("--precision: unknown precision '" + p + "'; valid: fp32, bf16");
+  }
+  const StateBytes state_bytes = precision == DType::bf16 ? StateBytes{2, 2, 12} : StateBytes{4, 4, 12};
+
   auto cost = parse_cost_model(a);
   if (!cost) return fail(cost.error());
   auto timeout = a.get_double("timeout");
@@ -259,8 +275,8 @@ int run_step(const Args& args) {
       PlannerOptions po;
       po.gpu_mem_bytes = double(*gpu_mem);
       po.bucket_bytes = int64_t(*bucket);
-      po.dtype = DType::fp32;
-      po.state_bytes = StateBytes{4, 4, 12};
+      po.dtype = precision;
+      po.state_bytes = state_bytes;
       po.rank_by = *pricing;
       po.include_baselines = false;
       auto search = search_plans(*workload, *topo, *cost, po);
@@ -311,7 +327,7 @@ int run_step(const Args& args) {
                              : Result<double>(make_error(be.error()));
     if (auto s = agree_any(rate ? Status() : Status(make_error(rate.error()))); !s) return fail(s.error());
     peak_tflops = all_sum(*rate) / world;
-    peak_source = "GPU backend GEMM (fp32 storage, bf16 tensor cores) " + std::to_string(T) + "x" +
+    peak_source = "GPU backend GEMM (fp32 tensors, bf16 tensor cores) " + std::to_string(T) + "x" +
                   std::to_string(model->dims.ffn) + "x" + std::to_string(model->dims.hidden) +
                   " measured on every rank, mean (give --peak-tflops for the device's datasheet peak)";
   } else {
@@ -349,7 +365,7 @@ int run_step(const Args& args) {
   // The key of a timed step's row, formatted exactly as the row writes it.
   auto resume_key = [&](const std::string& strategy, const Plan& plan, int step) {
     StepRow r;
-    set_run_columns(r, "measured", strategy, plan, *workload, *topo, backend_name, *overlap);
+    set_run_columns(r, "measured", strategy, plan, *workload, *topo, backend_name, precision, *overlap);
     r.set("step", step);
     std::vector<std::string> key;
     for (const auto& c : kResumeKey) key.push_back(r.get(c));
@@ -397,11 +413,12 @@ int run_step(const Args& args) {
     eo.seed = *seed;
     eo.adamw.lr = float(*lr);
     eo.trace = a.flag("trace");
+    eo.state_dtype = precision;
     auto ex = Executor::create(*model, plan, *topo, rank, comms, *backend, eo);
     if (auto s = agree_any(ex ? Status() : Status(make_error(ex.error()))); !s) return fail(s.error());
     Executor& e = **ex;
     const Schedule& sched = e.schedule();
-    const MemoryEstimate mem = estimate_memory(sched, *workload, StateBytes{4, 4, 12}, MemoryOf::schedule_rank);
+    const MemoryEstimate mem = estimate_memory(sched, *workload, state_bytes, MemoryOf::schedule_rank);
     // Per-rank predictions of the schedule and the cost model; the CSV keeps the largest rank's of each.
     PredictedComm pred = predict_comm(sched, *cost, *pricing);
     for (auto& b : pred.kind_bytes) b = all_max(b);
@@ -441,7 +458,7 @@ int run_step(const Args& args) {
       const double mfu = flops_per_token * tgs / (peak_tflops * 1e12);
       if (rank == 0) {
         StepRow row;
-        set_run_columns(row, "measured", strategy, plan, *workload, *topo, backend_name, *overlap);
+        set_run_columns(row, "measured", strategy, plan, *workload, *topo, backend_name, precision, *overlap);
         row.set("step", timed);
         row.set("step_time_s", step_max).set("step_time_min_s", step_min).set("step_time_mean_s", step_mean);
         row.set("forward_s", fwd).set("backward_s", bwd).set("optimizer_s", opt).set("exposed_comm_s", exposed);
@@ -530,7 +547,10 @@ int run_step(const Args& args) {
 
   JsonObject run;
   run.set("command", "step").set("backend", backend_name);
-  run.set("dtype", gpu ? "fp32 storage, bf16 tensor-core GEMMs and attention (bf16 P/G storage not yet)" : "fp32");
+  run.set("precision", dtype_name(precision));
+  run.set("dtype", std::string(precision == DType::bf16 ? "bf16 P and G, fp32 master weights and Adam moments"
+                                                        : "fp32 P, G and optimizer states") +
+                       (gpu ? "; fp32 tensors, GEMMs and attention on bf16 tensor cores" : "; fp32 compute"));
   run.set("model", model->name);
   run.set("params", (long long)model->param_count()).set("topology", topo->to_string());
   run.set("gpus_per_node", topo->gpus_per_node).set("nodes", topo->nodes).set("seq", workload->seq);

@@ -13,7 +13,7 @@
 #include <optional>
 #include <thread>
 
-#include "comm/bf16.h"
+#include "core/bf16.h"
 #include "comm/check.h"
 #include "comm/watchdog.h"
 

@@ -1,7 +1,8 @@
 // The compute backend of the training step: device memory (tracked per category, with a high-water mark), one
 // compute stream with events, host<->device copies, and the kernels of kernels/ops.h on device pointers. The CPU
-// backend runs them on host memory with OpenBLAS; the GPU backend (CUDA kernels, cuBLAS, bf16 P and G) implements
-// the same interface. The model and the executor use only this interface: they never dereference device memory.
+// backend runs them on host memory with OpenBLAS; the GPU backend (CUDA kernels, cuBLAS) implements the same
+// interface. Compute tensors are fp32; the executor keeps P and G in its storage dtype (fp32, or bf16 for the paper's
+// mixed precision) and moves between the two with convert() and adamw()'s dtypes. The model and the executor use only this interface: they never dereference device memory.
 #pragma once
 
 #include <array>
@@ -10,6 +11,7 @@
 #include <string>
 
 #include "core/result.h"
+#include "core/schedule.h"  // DType
 #include "kernels/ops.h"
 
 namespace lins {
@@ -117,9 +119,14 @@ class ComputeBackend {
                              float grad_scale, double* loss_sum) = 0;
   virtual void embedding_forward(const float* table, const int32_t* ids, float* out, int64_t n, int64_t dim) = 0;
   virtual void embedding_backward(const float* dout, const int32_t* ids, float* dtable, int64_t n, int64_t dim) = 0;
-  virtual void adamw(float* master, const float* grad, float* m, float* v, int64_t n,
-                     const kernels::cpu::AdamWConfig& cfg, int step) = 0;
+  // AdamW on n owned elements: master, m, v (fp32) updated in place from grad (fp32 or bf16); param_out (may be
+  // null) receives the updated master weights in param_dtype (rounded to nearest even for bf16).
+  virtual void adamw(float* master, const void* grad, DType grad_dtype, float* m, float* v, void* param_out,
+                     DType param_dtype, int64_t n, const kernels::cpu::AdamWConfig& cfg, int step) = 0;
   virtual void add(float* y, const float* x, int64_t n) = 0;  // y += x
+  // Mixed precision: dst[i] = src[i] in dst's dtype or, with accumulate, dst[i] + src[i] (summed in fp32, rounded
+  // once to dst's dtype). Any pair of fp32 and bf16; fp32 into fp32 with accumulate is add().
+  virtual void convert(const void* src, DType src_dtype, void* dst, DType dst_dtype, int64_t n, bool accumulate) = 0;
 
  protected:
   friend class DeviceBuffer;

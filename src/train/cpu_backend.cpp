@@ -180,11 +180,40 @@ class CpuBackend final : public ComputeBackend {
   void embedding_backward(const float* dout, const int32_t* ids, float* dtable, int64_t n, int64_t dim) override {
     kernels::cpu::embedding_backward(dout, ids, dtable, n, dim);
   }
-  void adamw(float* master, const float* grad, float* m, float* v, int64_t n, const kernels::cpu::AdamWConfig& cfg,
-             int step) override {
-    kernels::cpu::adamw(master, grad, m, v, n, cfg, step);
+  void adamw(float* master, const void* grad, DType grad_dtype, float* m, float* v, void* param_out, DType param_dtype,
+             int64_t n, const kernels::cpu::AdamWConfig& cfg, int step) override {
+    if (grad_dtype == DType::fp32) {
+      kernels::cpu::adamw(master, static_cast<const float*>(grad), m, v, n, cfg, step);
+      if (param_out) convert(master, DType::fp32, param_out, param_dtype, n, false);
+    } else if (param_dtype == DType::bf16 || !param_out) {
+      kernels::cpu::adamw_mixed(master, static_cast<const uint16_t*>(grad), m, v, static_cast<uint16_t*>(param_out), n,
+                                cfg, step);
+    } else {
+      kernels::cpu::adamw_mixed(master, static_cast<const uint16_t*>(grad), m, v, nullptr, n, cfg, step);
+      convert(master, DType::fp32, param_out, param_dtype, n, false);
+    }
   }
   void add(float* y, const float* x, int64_t n) override { kernels::cpu::add(y, x, n); }
+  void convert(const void* src, DType src_dtype, void* dst, DType dst_dtype, int64_t n, bool accumulate) override {
+    namespace k = kernels::cpu;
+    const bool from16 = src_dtype == DType::bf16, to16 = dst_dtype == DType::bf16;
+    const auto* s16 = static_cast<const uint16_t*>(src);
+    const auto* s32 = static_cast<const float*>(src);
+    auto* d16 = static_cast<uint16_t*>(dst);
+    auto* d32 = static_cast<float*>(dst);
+    if (!accumulate) {
+      if (from16 == to16)
+        copy(dst, src, n * dtype_bytes(dst_dtype));
+      else if (to16)
+        k::cast_fp32_to_bf16(s32, d16, n);
+      else
+        k::cast_bf16_to_fp32(s16, d32, n);
+    } else if (to16) {
+      from16 ? k::accumulate_bf16_into_bf16(d16, s16, n) : k::accumulate_fp32_into_bf16(d16, s32, n);
+    } else {
+      from16 ? k::accumulate_bf16_into_fp32(d32, s16, n) : k::add(d32, s32, n);
+    }
+  }
 
  protected:
   void release(void* ptr, int64_t bytes, MemCategory category) override {

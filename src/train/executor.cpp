@@ -7,6 +7,8 @@
 #include <set>
 #include <sstream>
 
+#include "core/bf16.h"
+
 namespace lins {
 namespace {
 
@@ -94,6 +96,8 @@ struct Executor::Impl {
 
   int n_mod = 0;
   int shard_index = 0;
+  DType sd = DType::fp32;  // storage dtype of P, G and every collective's payload (ExecutorOptions::state_dtype)
+  int64_t esize = 4;       // its bytes per element
   bool p_sharded = false;         // shard_count > 1
   bool g_owned = false;           // G kept only for the owned elements (s_g > s_p)
   bool t_g = false;               // Lins T_g: the micro-batch gradient is transient and synced every micro-batch
@@ -112,6 +116,7 @@ struct Executor::Impl {
   // Per-module working buffers.
   std::vector<DeviceBuffer> gathered;   // [padded] parameters of modules being computed
   std::vector<DeviceBuffer> grad_full;  // [padded] gradient of one micro-batch for a module (sharded P, ZeRO-2)
+  std::vector<DeviceBuffer> params_f32;  // mixed precision: fp32 working copy of a module's parameters while computed
 
   // The schedule, classified and indexed.
   std::vector<OpClass> cls;
@@ -187,9 +192,32 @@ struct Executor::Impl {
 
   Communicator* comm(GroupRole r) const { return comms[int(r)]; }
 
-  Result<DeviceBuffer> alloc(int64_t elems, MemCategory c, bool zero = true) {
+  // Buffers in the storage dtype (P, G, gathered parameters, gradients to reduce, payloads) and in fp32 (optimizer
+  // states, compute copies).
+  Result<DeviceBuffer> alloc_state(int64_t elems, MemCategory c, bool zero = true) {
+    return be->allocate(elems * esize, c, zero);
+  }
+  Result<DeviceBuffer> alloc_f32(int64_t elems, MemCategory c, bool zero = true) {
     return be->allocate(elems * 4, c, zero);
   }
+  bool mixed() const { return sd != DType::fp32; }
+  // Element i of a storage-dtype buffer.
+  void* at(const DeviceBuffer& b, int64_t i) const { return static_cast<char*>(b.data()) + i * esize; }
+  // dst += src over n storage-dtype elements (fp32 sums rounded once to the storage dtype).
+  void accumulate(void* dst, const void* src, int64_t n) { be->convert(src, sd, dst, sd, n, /*accumulate=*/true); }
+  void copy_elems(void* dst, const void* src, int64_t n) { be->copy(dst, src, n * esize); }
+
+  // The fp32 parameters module m computes with: `src` itself with fp32 storage; with bf16, a working copy widened
+  // from it (released by release_params).
+  Result<const float*> compute_params(int m, const void* src, int64_t elems) {
+    if (!mixed()) return static_cast<const float*>(src);
+    auto b = alloc_f32(elems, MemCategory::buffer, /*zero=*/false);
+    if (!b) return make_error(b.error());
+    params_f32[m] = std::move(*b);
+    be->convert(src, sd, params_f32[m].data(), DType::fp32, elems, false);
+    return static_cast<const float*>(params_f32[m].f32());
+  }
+  void release_params(int m) { params_f32[m].reset(); }
 
   // ---- set-up ---------------------------------------------------------------------------------------------------
   Status init() {
@@ -197,6 +225,8 @@ struct Executor::Impl {
     n_mod = int(spec->modules.size());
     shard_index = L.shard_index;
     p_sharded = L.shard_count > 1;
+    sd = opt.state_dtype;
+    esize = dtype_bytes(sd);
     zero_stage = plan.engine == Engine::zero ? lins::zero_stage(plan) : 0;  // 0 on every other engine
     const bool lins_like = plan.engine == Engine::lins || plan.engine == Engine::ddp;
     g_owned = plan.g.total() > plan.p.total();
@@ -274,38 +304,53 @@ struct Executor::Impl {
     // that is ready earlier than its predecessor simply waits for it (order is the contract).
 
     // Persistent state.
-    auto p = alloc(L.local_elems, MemCategory::param);
-    auto g = alloc(g_owned ? owned_elems : L.local_elems, MemCategory::grad);
-    auto ms = alloc(owned_elems, MemCategory::optimizer);
-    auto mm = alloc(owned_elems, MemCategory::optimizer);
-    auto vv = alloc(owned_elems, MemCategory::optimizer);
+    auto p = alloc_state(L.local_elems, MemCategory::param);
+    auto g = alloc_state(g_owned ? owned_elems : L.local_elems, MemCategory::grad);
+    auto ms = alloc_f32(owned_elems, MemCategory::optimizer);
+    auto mm = alloc_f32(owned_elems, MemCategory::optimizer);
+    auto vv = alloc_f32(owned_elems, MemCategory::optimizer);
     if (!p || !g || !ms || !mm || !vv) return make_error("executor: out of memory for the model states");
     p_local = std::move(*p), g_acc = std::move(*g), master = std::move(*ms), mom = std::move(*mm);
     var = std::move(*vv);
     if (t_g) {
-      auto b = alloc(L.local_elems, MemCategory::buffer);
+      auto b = alloc_state(L.local_elems, MemCategory::buffer);
       if (!b) return make_error(b.error());
       g_mb = std::move(*b);
     }
     gathered.resize(n_mod);
     grad_full.resize(n_mod);
+    params_f32.resize(n_mod);
     if (plan.engine == Engine::zeropp && p_sharded) {
       const int k = std::max(1, plan.hpz_intra);
       for (const auto& msh : L.modules) {
         if (msh.padded_elems % k != 0)
           return make_error("executor: module padded to " + std::to_string(msh.padded_elems) +
                             " elements does not split over the hpZ group of " + std::to_string(k));
-        auto s = alloc(msh.padded_elems / k, MemCategory::param);
+        auto s = alloc_state(msh.padded_elems / k, MemCategory::param);
         if (!s) return make_error(s.error());
         hpz_secondary.push_back(std::move(*s));
       }
     }
-    // Initial weights: this rank's slice of every module, then the owned master copy.
-    for (const auto& msh : L.modules)
-      model->init_module_range(msh.module, msh.module_offset, msh.shard_elems, p_local.f32() + msh.local_offset,
-                               opt.seed);
-    for (const auto& r : owned) be->copy(master.f32() + r.owned_offset, p_local.f32() + r.local_offset, r.elems * 4);
+    // Initial weights: this rank's slice of every module (drawn in fp32, rounded into bf16 storage through a
+    // scratch of one module's slice), then the owned master copy widened from P, so P = round(master) from the start.
+    DeviceBuffer init_scratch;
+    if (mixed()) {
+      int64_t most = 0;
+      for (const auto& msh : L.modules) most = std::max(most, msh.shard_elems);
+      auto b = alloc_f32(most, MemCategory::buffer, /*zero=*/false);
+      if (!b) return make_error(b.error());
+      init_scratch = std::move(*b);
+    }
+    for (const auto& msh : L.modules) {
+      float* dst = mixed() ? init_scratch.f32() : p_local.f32() + msh.local_offset;
+      model->init_module_range(msh.module, msh.module_offset, msh.shard_elems, dst, opt.seed);
+      if (mixed()) be->convert(dst, DType::fp32, at(p_local, msh.local_offset), sd, msh.shard_elems, false);
+    }
+    init_scratch.reset();
+    for (const auto& r : owned)
+      be->convert(at(p_local, r.local_offset), sd, master.f32() + r.owned_offset, DType::fp32, r.elems, false);
     carried.resize(sched->ops.size());
+    be->reset_peak_memory();  // the steps' high-water mark, not the set-up's scratch
     return {};
   }
 
@@ -372,7 +417,7 @@ struct Executor::Impl {
     return {};
   }
 
-  float* local(int64_t offset) { return p_local.f32() + offset; }
+  void* local(int64_t offset) const { return at(p_local, offset); }
 
   Status issue(int i) {
     const CommOp& op = sched->ops[i];
@@ -390,37 +435,37 @@ struct Executor::Impl {
         if (!gathered[m].empty()) return make_error("executor: " + op.label + " gathered twice");
         if (cls[i] == OpClass::fwd_gather)
           if (auto s = wait_carried_broadcasts(m); !s) return s;
-        auto buf = alloc(op.elems, MemCategory::buffer, /*zero=*/false);  // the gather writes all of it
+        auto buf = alloc_state(op.elems, MemCategory::buffer, /*zero=*/false);  // the gather writes all of it
         if (!buf) return make_error(buf.error());
         gathered[m] = std::move(*buf);
         const int64_t count = op.elems / c->size();
-        const float* send = op.role == GroupRole::hpz ? hpz_secondary[m].f32() : local(msh->local_offset);
+        const void* send = op.role == GroupRole::hpz ? hpz_secondary[m].data() : local(msh->local_offset);
         if (op.role != GroupRole::hpz && count != msh->shard_elems)
           return make_error("executor: gather of " + op.label + " over a group that is not the P shard group");
-        f.req = c->all_gather(send, gathered[m].data(), count, DType::fp32);
+        f.req = c->all_gather(send, gathered[m].data(), count, sd);
         break;
       }
       case OpClass::param_rs: {
         if (grad_full[m].empty()) return make_error("executor: reduce-scatter of " + op.label + " before its backward");
         const int64_t count = op.elems / c->size();
-        f.req =
-            c->reduce_scatter(grad_full[m].f32(), grad_full[m].f32() + int64_t(c->rank()) * count, count, DType::fp32);
+        f.req = c->reduce_scatter(grad_full[m].data(), at(grad_full[m], int64_t(c->rank()) * count), count, sd);
         break;
       }
       case OpClass::zero_rs: {
         // ZeRO-2: the micro-batch's module gradient (transient); ZeRO-1: the accumulated local gradient. In place.
-        float* g = zero_stage == 2 ? grad_full[m].f32() : g_acc.f32() + msh->local_offset;
         if (zero_stage == 2 && grad_full[m].empty())
           return make_error("executor: reduce-scatter of " + op.label + " before its backward");
+        const DeviceBuffer& buf = zero_stage == 2 ? grad_full[m] : g_acc;
+        const int64_t first = zero_stage == 2 ? 0 : msh->local_offset;
         const int64_t count = op.elems / c->size();
-        f.req = c->reduce_scatter(g, g + int64_t(c->rank()) * count, count, DType::fp32);
+        f.req = c->reduce_scatter(at(buf, first), at(buf, first + int64_t(c->rank()) * count), count, sd);
         break;
       }
       case OpClass::module_ar: {
         // MiCS: the accumulated shard of this module, in place, once its reduce-scatter has landed.
         if (auto s = wait_op(p_rs[op.micro_batch][m]); !s) return s;
-        float* g = g_acc.f32() + msh->local_offset;
-        f.req = c->all_reduce(g, g, op.elems, DType::fp32);
+        void* g = at(g_acc, msh->local_offset);
+        f.req = c->all_reduce(g, g, op.elems, sd);
         break;
       }
       case OpClass::bucket_ar: {
@@ -428,34 +473,34 @@ struct Executor::Impl {
         for (const auto& s : L.modules)  // the reduce-scatters that write into the bucket must have landed
           if (s.local_offset < hi && lo < s.local_offset + s.shard_elems)
             if (auto st = wait_op(p_rs[op.micro_batch][s.module]); !st) return st;
-        float* base = t_g ? g_mb.f32() : g_acc.f32();
+        const DeviceBuffer& base = t_g ? g_mb : g_acc;
         if (t_g && op.term == Term::os_sync) {
           // Last micro-batch: the owned parts accumulated by T_g join this micro-batch's gradient before the sync.
           for (const auto& r : owned) {
             const int64_t a = std::max(lo, r.local_offset), b = std::min(hi, r.local_offset + r.elems);
-            if (a < b) be->add(base + a, g_acc.f32() + r.owned_offset + (a - r.local_offset), b - a);
+            if (a < b) accumulate(at(base, a), at(g_acc, r.owned_offset + (a - r.local_offset)), b - a);
           }
         }
-        f.req = c->all_reduce(base + lo, base + lo, op.elems, DType::fp32);
+        f.req = c->all_reduce(at(base, lo), at(base, lo), op.elems, sd);
         break;
       }
       case OpClass::zero_opt_gather: {
         const int64_t count = op.elems / c->size();
-        float* dst = local(msh->local_offset);
-        f.req = c->all_gather(dst + int64_t(c->rank()) * count, dst, count, DType::fp32);
+        void* dst = local(msh->local_offset);
+        f.req = c->all_gather(local(msh->local_offset + int64_t(c->rank()) * count), dst, count, sd);
         break;
       }
       case OpClass::broadcast: {
-        auto buf = alloc(op.elems, MemCategory::buffer, /*zero=*/false);  // packed or received whole
+        auto buf = alloc_state(op.elems, MemCategory::buffer, /*zero=*/false);  // packed or received whole
         if (!buf) return make_error(buf.error());
         f.payload = std::move(*buf);
         if (c->rank() == op.root) {
-          const int64_t n = pack(op.root, *msh, f.payload.f32(), true);
+          const int64_t n = pack(op.root, *msh, f.payload, true);
           if (n != op.elems)
             return make_error("executor: owner " + std::to_string(op.root) + " packs " + std::to_string(n) +
                               " elements of " + op.label + " but the schedule broadcasts " + std::to_string(op.elems));
         }
-        f.req = c->broadcast(f.payload.data(), op.elems, DType::fp32, op.root);
+        f.req = c->broadcast(f.payload.data(), op.elems, sd, op.root);
         break;
       }
     }
@@ -468,16 +513,16 @@ struct Executor::Impl {
   }
 
   // Copies owner `owner`'s slices inside module shard `msh` between P and a payload (to_payload) or back.
-  int64_t pack(int owner, const ModuleShard& msh, float* payload, bool to_payload) {
+  int64_t pack(int owner, const ModuleShard& msh, const DeviceBuffer& payload, bool to_payload) {
     const int64_t lo = msh.local_offset, hi = msh.local_offset + msh.shard_elems;
     int64_t n = 0;
     for (const auto& r : owner_ranges[owner]) {
       const int64_t a = std::max(lo, r.offset), b = std::min(hi, r.offset + r.elems);
       if (a >= b) continue;
       if (to_payload)
-        be->copy(payload + n, local(a), (b - a) * 4);
+        copy_elems(at(payload, n), local(a), b - a);
       else
-        be->copy(local(a), payload + n, (b - a) * 4);
+        copy_elems(local(a), at(payload, n), b - a);
       n += b - a;
     }
     return n;
@@ -485,7 +530,7 @@ struct Executor::Impl {
 
   void unpack_broadcast(int i, Inflight& f) {
     const CommOp& op = sched->ops[i];
-    if (comm(op.role)->rank() != op.root) pack(op.root, sched->layout.modules[op.module], f.payload.f32(), false);
+    if (comm(op.role)->rank() != op.root) pack(op.root, sched->layout.modules[op.module], f.payload, false);
     f.payload.reset();
   }
 
@@ -499,18 +544,18 @@ struct Executor::Impl {
         if (!hpz_secondary.empty()) {  // ZeRO++: keep this rank's part of the hpZ partition for the backward
           const GroupSpec hg = group_spec(GroupRole::hpz, plan, topo);
           const int64_t part = op.elems / std::max(1, hg.size());
-          be->copy(hpz_secondary[m].data(), gathered[m].f32() + int64_t(group_index(hg, rank)) * part, part * 4);
+          copy_elems(hpz_secondary[m].data(), at(gathered[m], int64_t(group_index(hg, rank)) * part), part);
         }
         break;
       case OpClass::bwd_gather:
         break;
       case OpClass::param_rs: {
         const ModuleShard& msh = L.modules[m];
-        const float* mine = grad_full[m].f32() + int64_t(shard_index) * msh.shard_elems;
+        const void* mine = at(grad_full[m], int64_t(shard_index) * msh.shard_elems);
         if (t_g)
-          be->copy(g_mb.f32() + msh.local_offset, mine, msh.shard_elems * 4);
+          copy_elems(at(g_mb, msh.local_offset), mine, msh.shard_elems);
         else
-          be->add(g_acc.f32() + msh.local_offset, mine, msh.shard_elems);
+          accumulate(at(g_acc, msh.local_offset), mine, msh.shard_elems);
         grad_full[m].reset();
         break;
       }
@@ -521,7 +566,7 @@ struct Executor::Impl {
           const int64_t my_local = msh.local_offset + int64_t(L.owner_index) * part;
           for (const auto& r : owned)
             if (r.local_offset == my_local)
-              be->add(g_acc.f32() + r.owned_offset, grad_full[m].f32() + int64_t(L.owner_index) * part, part);
+              accumulate(at(g_acc, r.owned_offset), at(grad_full[m], int64_t(L.owner_index) * part), part);
           grad_full[m].reset();
         }
         break;
@@ -533,11 +578,11 @@ struct Executor::Impl {
           for (const auto& r : owned) {
             const int64_t a = std::max(lo, r.local_offset), b = std::min(hi, r.local_offset + r.elems);
             if (a >= b) continue;
-            float* dst = g_acc.f32() + r.owned_offset + (a - r.local_offset);
+            void* dst = at(g_acc, r.owned_offset + (a - r.local_offset));
             if (op.term == Term::os_sync)
-              be->copy(dst, g_mb.f32() + a, (b - a) * 4);
+              copy_elems(dst, at(g_mb, a), b - a);
             else
-              be->add(dst, g_mb.f32() + a, b - a);
+              accumulate(dst, at(g_mb, a), b - a);
           }
         }
         break;
@@ -554,15 +599,21 @@ struct Executor::Impl {
   Status forward_module(int mb, int m) {
     if (auto s = pump(F(mb, m)); !s) return s;
     if (auto s = wait_carried_broadcasts(m); !s) return s;
-    const float* params = local(sched->layout.modules[m].local_offset);
+    const ModuleShard& msh = sched->layout.modules[m];
+    const void* params = local(msh.local_offset);
+    int64_t elems = msh.shard_elems;
     if (p_sharded) {
       if (fwd_ag[mb][m] < 0) return make_error("executor: no forward gather of a sharded module in the schedule");
       if (auto s = wait_op(fwd_ag[mb][m]); !s) return s;
-      params = gathered[m].f32();
+      params = gathered[m].data();
+      elems = msh.padded_elems;
     }
     Event e0 = be->record_event();
-    if (auto s = model->forward(m, params); !s) return s;
+    auto p = compute_params(m, params, elems);
+    if (!p) return make_error(p.error());
+    if (auto s = model->forward(m, *p); !s) return s;
     compute_span(std::move(e0), Section::forward, "forward " + spec->modules[m].name);
+    release_params(m);
     if (p_sharded) gathered[m].reset();
     return {};
   }
@@ -570,40 +621,56 @@ struct Executor::Impl {
   Status backward_module(int mb, int m) {
     if (auto s = pump(B(mb, m)); !s) return s;
     const ModuleShard& msh = sched->layout.modules[m];
-    const float* params = local(msh.local_offset);
+    const void* params = local(msh.local_offset);
+    int64_t elems = msh.shard_elems;
     if (p_sharded) {
+      elems = msh.padded_elems;
       if (bwd_ag[mb][m] >= 0) {
         if (auto s = wait_op(bwd_ag[mb][m]); !s) return s;
-        params = gathered[m].f32();
+        params = gathered[m].data();
       } else if (!hpz_secondary.empty()) {
-        params = hpz_secondary[m].f32();  // hpZ partition of one GPU: the secondary copy is the whole module
+        params = hpz_secondary[m].data();  // hpZ partition of one GPU: the secondary copy is the whole module
       } else {
         return make_error("executor: no backward gather of a sharded module in the schedule");
       }
     }
-    float* grads = nullptr;
-    if (p_sharded || zero_stage == 2) {
-      auto g = alloc(msh.padded_elems, MemCategory::buffer);
+    // Where the module's gradient goes: a whole-module buffer to reduce-scatter (sharded P, ZeRO-2), else the local
+    // G (accumulated over micro-batches). With bf16 storage the backward writes an fp32 scratch that is then rounded
+    // into that place.
+    const bool to_full = p_sharded || zero_stage == 2;
+    const int64_t grad_elems = to_full ? msh.padded_elems : msh.shard_elems;
+    if (to_full) {
+      auto g = alloc_state(msh.padded_elems, MemCategory::buffer, /*zero=*/!mixed());
       if (!g) return make_error(g.error());
       grad_full[m] = std::move(*g);
-      grads = grad_full[m].f32();
-    } else {
-      grads = (t_g ? g_mb.f32() : g_acc.f32()) + msh.local_offset;
+    }
+    void* grad_dst = to_full ? grad_full[m].data() : at(t_g ? g_mb : g_acc, msh.local_offset);
+    DeviceBuffer grad_scratch;
+    if (mixed()) {
+      auto g = alloc_f32(grad_elems, MemCategory::buffer);
+      if (!g) return make_error(g.error());
+      grad_scratch = std::move(*g);
     }
     Event e0 = be->record_event();
-    if (auto s = model->backward(m, params, grads); !s) return s;
+    auto p = compute_params(m, params, elems);
+    if (!p) return make_error(p.error());
+    float* grads = mixed() ? grad_scratch.f32() : static_cast<float*>(grad_dst);
+    if (auto s = model->backward(m, *p, grads); !s) return s;
+    if (mixed()) be->convert(grads, DType::fp32, grad_dst, sd, grad_elems, /*accumulate=*/!to_full);
     compute_span(std::move(e0), Section::backward, "backward " + spec->modules[m].name);
+    release_params(m);
+    grad_scratch.reset();
     if (p_sharded) gathered[m].reset();
     return pump(A(mb, m));
   }
 
   Status optimizer() {
     const int step = step_index + 1;
+    // fp32 master weights and moments; the updated master is written (rounded, with bf16 storage) into P.
     for (const auto& r : owned) {
-      const float* g = g_owned ? g_acc.f32() + r.owned_offset : g_acc.f32() + r.local_offset;
-      be->adamw(master.f32() + r.owned_offset, g, mom.f32() + r.owned_offset, var.f32() + r.owned_offset, r.elems,
-                opt.adamw, step);
-      be->copy(local(r.local_offset), master.f32() + r.owned_offset, r.elems * 4);
+      const void* g = at(g_acc, g_owned ? r.owned_offset : r.local_offset);
+      be->adamw(master.f32() + r.owned_offset, g, sd, mom.f32() + r.owned_offset, var.f32() + r.owned_offset,
+                local(r.local_offset), sd, r.elems, opt.adamw, step);
     }
     be->zero(g_acc.data(), g_acc.bytes());
     return {};
@@ -699,7 +766,7 @@ Result<std::unique_ptr<Executor>> Executor::create(const ModelSpec& model, const
   ScheduleOptions so;
   so.micro_batches = options.micro_batches;
   so.bucket_bytes = options.bucket_bytes;
-  so.dtype = DType::fp32;
+  so.dtype = options.state_dtype;
   so.rank = rank;
   so.expand_micro_batches = true;
   auto sched = build_schedule(model, plan, topo, so);
@@ -742,8 +809,15 @@ Result<StepStats> Executor::step() { return impl_->step(); }
 Status Executor::finish() { return impl_->wait_all_carried(); }
 
 std::vector<float> Executor::local_parameters() const {
-  std::vector<float> out(size_t(sched_.layout.local_elems));
-  impl_->be->download(out.data(), impl_->p_local.data(), int64_t(out.size()) * 4);
+  const int64_t n = sched_.layout.local_elems;
+  std::vector<float> out(static_cast<size_t>(n));
+  if (impl_->sd == DType::fp32) {
+    impl_->be->download(out.data(), impl_->p_local.data(), n * 4);
+  } else {
+    std::vector<uint16_t> raw(static_cast<size_t>(n));
+    impl_->be->download(raw.data(), impl_->p_local.data(), n * 2);
+    for (int64_t i = 0; i < n; ++i) out[size_t(i)] = bf16_to_float(raw[size_t(i)]);
+  }
   return out;
 }
 

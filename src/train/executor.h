@@ -44,6 +44,11 @@ struct ExecutorOptions {
   uint64_t seed = 1;  // initial weights and data
   kernels::cpu::AdamWConfig adamw{};
   bool trace = false;  // keep Chrome-trace events of every step
+  // Storage of P and G (and so of every collective's payload): fp32, or bf16 for the paper's mixed precision (bf16 P
+  // and G, fp32 master weights and Adam moments: 16 bytes of states per parameter). Compute stays fp32: a module's
+  // bf16 parameters are widened into an fp32 working copy before its forward or backward, and its fp32 gradient is
+  // rounded into bf16 where it is stored or reduced.
+  DType state_dtype = DType::fp32;
 };
 
 // One communicator per GroupRole (index = int(role)); may be null for a role whose group is one rank.

@@ -9,7 +9,7 @@
 #include <limits>
 #include <thread>
 
-#include "comm/bf16.h"
+#include "core/bf16.h"
 #include "comm/mesh_comms.h"
 #include "comm/mpi_communicator.h"
 #include "core/model_spec.h"

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/bf16.h"
+#include "core/bf16.h"
 #include "core/schedule.h"
 
 namespace lins::test {

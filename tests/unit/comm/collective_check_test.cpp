@@ -7,7 +7,7 @@
 #include <cmath>
 #include <vector>
 
-#include "comm/bf16.h"
+#include "core/bf16.h"
 
 namespace lins {
 namespace {

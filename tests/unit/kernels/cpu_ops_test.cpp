@@ -3,10 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <vector>
 
+#include "core/bf16.h"
 #include "kernels/cpu/exp_poly.h"
 #include "kernels/ops.h"
 
@@ -298,6 +300,75 @@ TEST(CpuAdamW, MatchesTheFormulaWithBiasCorrection) {
   }
   expect_close(p, pd, 1e-5, "adamw params");
   // The first step moves each parameter by about lr (Adam's normalised step), not by lr * grad.
+}
+
+// bf16 rounding written out on the bits: keep the top 16, round the dropped 16 to nearest, ties to the even result.
+uint16_t round_bits(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  const uint32_t hi = b >> 16, lo = b & 0xffffu;
+  return uint16_t(lo > 0x8000u || (lo == 0x8000u && (hi & 1u)) ? hi + 1 : hi);
+}
+
+TEST(CpuMixedPrecision, CastsRoundToNearestEvenAndWidenExactly) {
+  // Ties both ways, values next to ties, a power of two, negatives, zero; then random values.
+  Vec x = {1.0f, 1.00390625f, 1.01171875f, 1.0039063f, 1.0039062f, -2.5f, 0.0f, -0.0f, 3.0e-3f, 65504.0f};
+  const Vec r = random_vec(1000, 7);
+  x.insert(x.end(), r.begin(), r.end());
+  const int64_t n = int64_t(x.size());
+  std::vector<uint16_t> h(static_cast<size_t>(n));
+  cast_fp32_to_bf16(x.data(), h.data(), n);
+  Vec back(static_cast<size_t>(n));
+  cast_bf16_to_fp32(h.data(), back.data(), n);
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(h[i], round_bits(x[i])) << "element " << i << " = " << x[i];
+    uint32_t bits;
+    std::memcpy(&bits, &back[i], 4);
+    ASSERT_EQ(bits, uint32_t(h[i]) << 16) << "widening is the top half";
+    ASSERT_LE(std::fabs(back[i] - x[i]), std::fabs(x[i]) / 256) << "half an ulp of 8 bits at most";
+  }
+  EXPECT_EQ(h[1], round_bits(1.0f)) << "1 + 2^-8 is a tie and rounds to the even 1";
+  EXPECT_EQ(h[2], round_bits(1.015625f)) << "1 + 3 * 2^-8 is a tie and rounds up to the even 1 + 2^-6";
+}
+
+TEST(CpuMixedPrecision, AccumulationsRoundTheFp32SumOnce) {
+  const int64_t n = 777;
+  const Vec a = random_vec(n, 11), b = random_vec(n, 12);
+  std::vector<uint16_t> ya(static_cast<size_t>(n)), yb(static_cast<size_t>(n));
+  cast_fp32_to_bf16(a.data(), ya.data(), n);
+  cast_fp32_to_bf16(b.data(), yb.data(), n);
+  std::vector<uint16_t> y = ya;
+  accumulate_fp32_into_bf16(y.data(), b.data(), n);
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(y[i], round_bits(bf16_to_float(ya[i]) + b[i]));
+  y = ya;
+  accumulate_bf16_into_bf16(y.data(), yb.data(), n);
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(y[i], round_bits(bf16_to_float(ya[i]) + bf16_to_float(yb[i])));
+  Vec f = a;
+  accumulate_bf16_into_fp32(f.data(), yb.data(), n);
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(f[i], a[i] + bf16_to_float(yb[i]));
+}
+
+TEST(CpuMixedPrecision, AdamWOnABf16GradientIsAdamWOnItsFp32Value) {
+  const int64_t n = 5000;  // more than one internal chunk
+  AdamWConfig cfg;
+  Vec master = random_vec(n, 31), m(static_cast<size_t>(n), 0.0f), v(static_cast<size_t>(n), 0.0f);
+  Vec master2 = master, m2 = m, v2 = v;
+  std::vector<uint16_t> out(static_cast<size_t>(n));
+  for (int step = 1; step <= 2; ++step) {
+    const Vec g = random_vec(n, 40 + step);
+    std::vector<uint16_t> gh(static_cast<size_t>(n));
+    cast_fp32_to_bf16(g.data(), gh.data(), n);
+    Vec gw(static_cast<size_t>(n));
+    cast_bf16_to_fp32(gh.data(), gw.data(), n);
+    adamw_mixed(master.data(), gh.data(), m.data(), v.data(), out.data(), n, cfg, step);
+    adamw(master2.data(), gw.data(), m2.data(), v2.data(), n, cfg, step);
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(master[i], master2[i]);
+    ASSERT_EQ(m[i], m2[i]);
+    ASSERT_EQ(v[i], v2[i]);
+    ASSERT_EQ(out[i], round_bits(master2[i])) << "the bf16 parameter is the rounded master weight";
+  }
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // bf16 on the host: stored as uint16_t (the top half of an IEEE fp32), converted with round-to-nearest-even.
-// Used by the MPI backend's bf16 sum (MPI has no bf16 type) and by tests that compute expected values.
+// Used by the MPI backend's bf16 sum (MPI has no bf16 type), the CPU casts of mixed precision (kernels/cpu) and
+// by tests that compute expected values.
 #pragma once
 
 #include <cstdint>
