@@ -1,7 +1,12 @@
-// Memory-bound element-wise kernels: casts, fills, residual add, SwiGLU forward/backward, AdamW and the CPU backend's
-// normal initialiser. Each thread moves 8 elements per grid-stride iteration with 128-bit accesses when every pointer
-// is 16-byte aligned; the ragged tail (and unaligned pointers) take the same functor one element at a time.
+// Memory-bound element-wise kernels: casts, mixed-precision accumulation, fills, residual add, SwiGLU
+// forward/backward, AdamW and the CPU backend's normal initialiser. Each thread moves 8 elements per grid-stride
+// iteration with 128-bit accesses. Pointers need only their element's natural alignment: the executor passes
+// sub-ranges at any element offset, so the launcher first runs up to 7 leading elements one at a time until every
+// pointer sits on a 16-byte boundary (possible when their misalignments agree), runs the vector body from there, and
+// finishes the ragged tail one element at a time. Pointers that no common head length aligns (say an fp32 source
+// 1 element past a boundary and a bf16 destination on one) take the one-element path throughout: correct, slower.
 #include <cmath>
+#include <cstdint>
 
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/ops_cuda.h"
@@ -33,6 +38,7 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kVec = 8;
 
+// Vector body: chunk c covers elements [first + c * N, first + c * N + N).
 template <int N, class Op>
 __global__ void __launch_bounds__(kThreads) elementwise_kernel(Op op, int64_t chunks, int64_t first) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -40,15 +46,44 @@ __global__ void __launch_bounds__(kThreads) elementwise_kernel(Op op, int64_t ch
     op.template apply<N>(first + c * N);
 }
 
-// Runs op over [0, n): 8-element chunks when vector_ok, then the remainder element by element.
+// One element at a time over [0, head) followed by [tail_first, tail_first + count - head): the head and tail left
+// around a vector body, or (head = count) a whole range.
 template <class Op>
-cudaError_t launch_elementwise(const Op& op, int64_t n, bool vector_ok, cudaStream_t stream) {
+__global__ void __launch_bounds__(kThreads)
+    elementwise_edges_kernel(Op op, int64_t count, int64_t head, int64_t tail_first) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < count; c += stride)
+    op.template apply<1>(c < head ? c : tail_first + (c - head));
+}
+
+// Leading elements to run one at a time so that every (non-null) pointer is 16-byte aligned where the vector body
+// starts: the smallest h in [0, kVec) with p + h 16-byte aligned for each p, or -1 when there is none. A vector chunk
+// spans kVec elements (16 bytes of bf16, 32 of fp32), so alignment at the body's start holds for every chunk.
+inline bool aligned_after(int64_t) { return true; }
+template <class T, class... Rest>
+bool aligned_after(int64_t h, const T* p, const Rest*... rest) {
+  const uintptr_t at = reinterpret_cast<uintptr_t>(p) + static_cast<uintptr_t>(h) * sizeof(T);
+  return (p == nullptr || at % kVecBytes == 0) && aligned_after(h, rest...);
+}
+template <class... T>
+int vector_head(const T*... p) {
+  for (int h = 0; h < kVec; ++h)
+    if (aligned_after(h, p...)) return h;
+  return -1;
+}
+
+// Runs op over [0, n): `head` elements one at a time (vector_head(); -1 = all of them), then 8-element chunks, then
+// the remainder one at a time (the head and the remainder share one launch).
+template <class Op>
+cudaError_t launch_elementwise(const Op& op, int64_t n, int head, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
-  const int64_t body = vector_ok ? n / kVec * kVec : 0;
-  if (body > 0) {
-    elementwise_kernel<kVec><<<grid_size(body / kVec, kThreads), kThreads, 0, stream>>>(op, body / kVec, 0);
+  const int64_t h = head < 0 || head >= n ? n : head;  // elements before the body
+  const int64_t body = (n - h) / kVec * kVec;
+  if (body > 0) elementwise_kernel<kVec><<<grid_size(body / kVec, kThreads), kThreads, 0, stream>>>(op, body / kVec, h);
+  const int64_t edges = n - body;  // h leading + (n - h - body) trailing
+  if (edges > 0) {
+    elementwise_edges_kernel<<<grid_size(edges, kThreads), kThreads, 0, stream>>>(op, edges, h, h + body);
   }
-  if (n > body) elementwise_kernel<1><<<grid_size(n - body, kThreads), kThreads, 0, stream>>>(op, n - body, body);
   return cudaGetLastError();
 }
 
@@ -61,6 +96,22 @@ struct CastOp {
     float x[N];
     load<N>(in + i, x);
     store<N>(out + i, x);
+  }
+};
+
+// out[i] = round(out[i] + in[i]): both widened to fp32, summed once, rounded once to out's dtype.
+template <class TIn, class TOut>
+struct AccumulateOp {
+  const TIn* in;
+  TOut* out;
+  template <int N>
+  __device__ void apply(int64_t i) const {
+    float x[N], y[N];
+    load<N>(in + i, x);
+    load<N>(out + i, y);
+#pragma unroll
+    for (int j = 0; j < N; ++j) y[j] += x[j];
+    store<N>(out + i, y);
   }
 };
 
@@ -184,13 +235,13 @@ struct SwigluBackwardOp {
 
 // AdamW (decoupled weight decay, bias-corrected moments), as cpu::adamw:
 //   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;  w -= lr * (m/bc1 / (sqrt(v/bc2) + eps) + wd * w).
-template <class TGrad>
+template <class TGrad, class TParam>
 struct AdamWOp {
   float* master;
   const TGrad* grad;
   float* m;
   float* v;
-  bf16* param_out;
+  TParam* param_out;  // may be null
   float lr, beta1, beta2, eps, weight_decay, inv_bc1, inv_bc2, grad_scale;
   template <int N>
   __device__ void apply(int64_t i) const {
@@ -214,17 +265,15 @@ struct AdamWOp {
   }
 };
 
-template <class TGrad>
-cudaError_t adamw_impl(float* master, const TGrad* grad, float* m, float* v, bf16* param_out, int64_t n,
+template <class TGrad, class TParam>
+cudaError_t adamw_impl(float* master, const TGrad* grad, float* m, float* v, TParam* param_out, int64_t n,
                        const AdamWConfig& cfg, int step, float grad_scale, cudaStream_t stream) {
   if (step < 1) return cudaErrorInvalidValue;
-  AdamWOp<TGrad> op{master,           grad, m,   v,         param_out, cfg.lr, cfg.beta1, cfg.beta2, cfg.eps,
-                    cfg.weight_decay, 0.f,  0.f, grad_scale};
+  AdamWOp<TGrad, TParam> op{master,           grad, m,   v,         param_out, cfg.lr, cfg.beta1, cfg.beta2, cfg.eps,
+                            cfg.weight_decay, 0.f,  0.f, grad_scale};
   op.inv_bc1 = static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(cfg.beta1), step)));
   op.inv_bc2 = static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(cfg.beta2), step)));
-  const bool vec = aligned16(master) && aligned16(grad) && aligned16(m) && aligned16(v) &&
-                   (param_out == nullptr || aligned16(param_out));
-  return launch_elementwise(op, n, vec, stream);
+  return launch_elementwise(op, n, vector_head(master, grad, m, v, param_out), stream);
 }
 
 template <bool kAccumulate>
@@ -247,8 +296,8 @@ __global__ void __launch_bounds__(1024) sum_kernel(const float* x, int64_t n, do
 }  // namespace
 }  // namespace detail
 
-using detail::aligned16;
 using detail::launch_elementwise;
+using detail::vector_head;
 
 int device_count() {
   int n = 0;
@@ -260,39 +309,55 @@ int device_count() {
 }
 
 cudaError_t cast_fp32_to_bf16(const float* in, bf16* out, int64_t n, cudaStream_t stream) {
-  return launch_elementwise(detail::CastOp<float, bf16>{in, out}, n, aligned16(in) && aligned16(out), stream);
+  return launch_elementwise(detail::CastOp<float, bf16>{in, out}, n, vector_head(in, out), stream);
 }
 
 cudaError_t cast_bf16_to_fp32(const bf16* in, float* out, int64_t n, cudaStream_t stream) {
-  return launch_elementwise(detail::CastOp<bf16, float>{in, out}, n, aligned16(in) && aligned16(out), stream);
+  return launch_elementwise(detail::CastOp<bf16, float>{in, out}, n, vector_head(in, out), stream);
+}
+
+cudaError_t accumulate(const float* x, bf16* y, int64_t n, cudaStream_t stream) {
+  return launch_elementwise(detail::AccumulateOp<float, bf16>{x, y}, n, vector_head(x, y), stream);
+}
+
+cudaError_t accumulate(const bf16* x, bf16* y, int64_t n, cudaStream_t stream) {
+  return launch_elementwise(detail::AccumulateOp<bf16, bf16>{x, y}, n, vector_head(x, y), stream);
+}
+
+cudaError_t accumulate(const bf16* x, float* y, int64_t n, cudaStream_t stream) {
+  return launch_elementwise(detail::AccumulateOp<bf16, float>{x, y}, n, vector_head(x, y), stream);
+}
+
+cudaError_t accumulate(const float* x, float* y, int64_t n, cudaStream_t stream) {
+  return launch_elementwise(detail::AccumulateOp<float, float>{x, y}, n, vector_head(x, y), stream);
 }
 
 cudaError_t fill(float* x, float value, int64_t n, cudaStream_t stream) {
-  return launch_elementwise(detail::FillOp<float>{x, value}, n, aligned16(x), stream);
+  return launch_elementwise(detail::FillOp<float>{x, value}, n, vector_head(x), stream);
 }
 
 cudaError_t fill(bf16* x, float value, int64_t n, cudaStream_t stream) {
-  return launch_elementwise(detail::FillOp<bf16>{x, value}, n, aligned16(x), stream);
+  return launch_elementwise(detail::FillOp<bf16>{x, value}, n, vector_head(x), stream);
 }
 
 cudaError_t fill_uniform(float* x, int64_t n, uint64_t seed, float lo, float hi, cudaStream_t stream) {
-  return launch_elementwise(detail::FillUniformOp<float>{x, seed, lo, hi - lo}, n, aligned16(x), stream);
+  return launch_elementwise(detail::FillUniformOp<float>{x, seed, lo, hi - lo}, n, vector_head(x), stream);
 }
 
 cudaError_t fill_uniform(bf16* x, int64_t n, uint64_t seed, float lo, float hi, cudaStream_t stream) {
-  return launch_elementwise(detail::FillUniformOp<bf16>{x, seed, lo, hi - lo}, n, aligned16(x), stream);
+  return launch_elementwise(detail::FillUniformOp<bf16>{x, seed, lo, hi - lo}, n, vector_head(x), stream);
 }
 
 cudaError_t init_normal(float* x, int64_t n, uint64_t seed, int64_t first, float std_dev, cudaStream_t stream) {
-  return launch_elementwise(detail::NormalOp{x, seed, first, static_cast<double>(std_dev)}, n, aligned16(x), stream);
+  return launch_elementwise(detail::NormalOp{x, seed, first, static_cast<double>(std_dev)}, n, vector_head(x), stream);
 }
 
 cudaError_t add(const bf16* a, const bf16* b, bf16* out, int64_t n, cudaStream_t stream) {
-  return launch_elementwise(detail::AddOp<bf16>{a, b, out}, n, aligned16(a) && aligned16(b) && aligned16(out), stream);
+  return launch_elementwise(detail::AddOp<bf16>{a, b, out}, n, vector_head(a, b, out), stream);
 }
 
 cudaError_t add(const float* a, const float* b, float* out, int64_t n, cudaStream_t stream) {
-  return launch_elementwise(detail::AddOp<float>{a, b, out}, n, aligned16(a) && aligned16(b) && aligned16(out), stream);
+  return launch_elementwise(detail::AddOp<float>{a, b, out}, n, vector_head(a, b, out), stream);
 }
 
 cudaError_t sum(const float* x, int64_t n, double* out, cudaStream_t stream) {
@@ -307,15 +372,14 @@ cudaError_t sum_accumulate(const float* x, int64_t n, double* out, cudaStream_t 
 
 template <class T>
 static cudaError_t swiglu_forward_impl(const T* gate, const T* up, T* out, int64_t n, cudaStream_t stream) {
-  return launch_elementwise(detail::SwigluForwardOp<T>{gate, up, out}, n,
-                            aligned16(gate) && aligned16(up) && aligned16(out), stream);
+  return launch_elementwise(detail::SwigluForwardOp<T>{gate, up, out}, n, vector_head(gate, up, out), stream);
 }
 
 template <class T>
 static cudaError_t swiglu_backward_impl(const T* dout, const T* gate, const T* up, T* dgate, T* dup, int64_t n,
                                         cudaStream_t stream) {
-  const bool vec = aligned16(dout) && aligned16(gate) && aligned16(up) && aligned16(dgate) && aligned16(dup);
-  return launch_elementwise(detail::SwigluBackwardOp<T>{dout, gate, up, dgate, dup}, n, vec, stream);
+  return launch_elementwise(detail::SwigluBackwardOp<T>{dout, gate, up, dgate, dup}, n,
+                            vector_head(dout, gate, up, dgate, dup), stream);
 }
 
 cudaError_t swiglu_forward(const bf16* gate, const bf16* up, bf16* out, int64_t n, cudaStream_t stream) {
@@ -342,6 +406,16 @@ cudaError_t adamw(float* master, const bf16* grad, float* m, float* v, bf16* par
 }
 
 cudaError_t adamw(float* master, const float* grad, float* m, float* v, bf16* param_out, int64_t n,
+                  const AdamWConfig& cfg, int step, float grad_scale, cudaStream_t stream) {
+  return detail::adamw_impl(master, grad, m, v, param_out, n, cfg, step, grad_scale, stream);
+}
+
+cudaError_t adamw(float* master, const bf16* grad, float* m, float* v, float* param_out, int64_t n,
+                  const AdamWConfig& cfg, int step, float grad_scale, cudaStream_t stream) {
+  return detail::adamw_impl(master, grad, m, v, param_out, n, cfg, step, grad_scale, stream);
+}
+
+cudaError_t adamw(float* master, const float* grad, float* m, float* v, float* param_out, int64_t n,
                   const AdamWConfig& cfg, int step, float grad_scale, cudaStream_t stream) {
   return detail::adamw_impl(master, grad, m, v, param_out, n, cfg, step, grad_scale, stream);
 }

@@ -1,7 +1,8 @@
 // The kernels of the synthetic LLaMA step on the GPU: host-callable launchers mirroring kernels/ops.h (same names,
 // shapes and layouts) in namespace lins::kernels::cuda. Tensors are bf16 where the step keeps them in bf16
-// (activations, parameters, gradients) and fp32 where precision needs it (master weights, Adam moments, rstd, lse);
-// the fp32 overloads serve the GPU backend's fp32-storage first step (fp32 tensors, bf16 tensor-core GEMMs).
+// (activations, parameters, gradients) and fp32 where precision needs it (master weights, Adam moments, rstd, lse).
+// The GPU backend computes on fp32 tensors (the fp32 overloads; bf16 tensor-core GEMMs and attention) and keeps P and
+// G in the executor's storage dtype, fp32 or bf16, moving between them with the casts, accumulate() and adamw().
 // Every launcher enqueues on `stream` and returns the launch's cudaError_t (nothing is synchronised).
 #pragma once
 
@@ -24,9 +25,17 @@ using AdamWConfig = cpu::AdamWConfig;
 int device_count();
 
 // ---------------------------------------------------------------------------------------------------------------
-// Casts, fills and element-wise helpers (memory-bound: 16-byte accesses, grid-stride loops).
+// Casts, fills and element-wise helpers (memory-bound: 16-byte accesses, grid-stride loops). Pointers need only
+// their element's alignment (sub-ranges at any element offset): up to 7 leading elements go one at a time until every
+// pointer is 16-byte aligned, and when no such head exists (misalignments that disagree) the whole range does.
 cudaError_t cast_fp32_to_bf16(const float* in, bf16* out, int64_t n, cudaStream_t stream);  // round to nearest even
 cudaError_t cast_bf16_to_fp32(const bf16* in, float* out, int64_t n, cudaStream_t stream);
+// Mixed-precision accumulation (as cpu::accumulate_*): y[i] = round(y[i] + x[i]), both widened to fp32, summed once
+// and rounded once to y's dtype (nearest even for bf16). x and y must not overlap unless x == y.
+cudaError_t accumulate(const float* x, bf16* y, int64_t n, cudaStream_t stream);
+cudaError_t accumulate(const bf16* x, bf16* y, int64_t n, cudaStream_t stream);
+cudaError_t accumulate(const bf16* x, float* y, int64_t n, cudaStream_t stream);
+cudaError_t accumulate(const float* x, float* y, int64_t n, cudaStream_t stream);  // = add(y, x, y)
 cudaError_t fill(float* x, float value, int64_t n, cudaStream_t stream);
 cudaError_t fill(bf16* x, float value, int64_t n, cudaStream_t stream);
 // x[i] = lo + (hi - lo) * u(seed, i), u a counter-based hash in [0, 1): the same values for any launch shape.
@@ -133,10 +142,18 @@ cudaError_t embedding_backward(const float* dout, const int32_t* ids, float* dta
                                cudaStream_t stream);
 
 // AdamW on n elements of the owned shard with bias correction (step counts from 1): master, m, v (fp32) updated in
-// place from grad * grad_scale; param_out (bf16, may be null) receives the rounded updated master weights.
+// place from grad * grad_scale (fp32 or bf16 gradient); param_out (may be null) receives the updated master weights,
+// rounded to nearest even in the bf16 overloads, exact copies of master in the fp32 ones. With grad_scale 1 this is
+// the update of cpu::adamw (cpu::adamw_mixed for a bf16 gradient) to fp32 rounding, not bit for bit (bias corrections
+// in fp64, multiplied; the compiler may contract into FMAs). A null param_out must be typed
+// (static_cast<bf16*>(nullptr)): a bare nullptr is ambiguous between the overloads.
 cudaError_t adamw(float* master, const bf16* grad, float* m, float* v, bf16* param_out, int64_t n,
                   const AdamWConfig& cfg, int step, float grad_scale, cudaStream_t stream);
 cudaError_t adamw(float* master, const float* grad, float* m, float* v, bf16* param_out, int64_t n,
+                  const AdamWConfig& cfg, int step, float grad_scale, cudaStream_t stream);
+cudaError_t adamw(float* master, const bf16* grad, float* m, float* v, float* param_out, int64_t n,
+                  const AdamWConfig& cfg, int step, float grad_scale, cudaStream_t stream);
+cudaError_t adamw(float* master, const float* grad, float* m, float* v, float* param_out, int64_t n,
                   const AdamWConfig& cfg, int step, float grad_scale, cudaStream_t stream);
 
 }  // namespace lins::kernels::cuda

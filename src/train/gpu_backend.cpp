@@ -1,4 +1,5 @@
-// The GPU compute backend: fp32 storage, bf16 tensor-core GEMMs; bf16 P/G storage not yet (see gpu_backend.h).
+// The GPU compute backend: fp32 compute tensors, bf16 tensor-core GEMMs and attention; P and G in the executor's
+// storage dtype (fp32, or bf16 for mixed precision) through convert() and adamw()'s dtypes (see gpu_backend.h).
 // Host code over the launchers of kernels/cuda (C++17 device code) and cuBLAS; every call is enqueued on one compute
 // stream and nothing blocks the host except download(), elapsed_s() and synchronize().
 #include "train/gpu_backend.h"
@@ -183,12 +184,42 @@ class GpuBackend final : public ComputeBackend {
   void embedding_backward(const float* dout, const int32_t* ids, float* dtable, int64_t n, int64_t dim) override {
     CUDA_CHECK(kc::embedding_backward(dout, ids, dtable, n, dim, stream_));
   }
-  void adamw(float* master, const float* grad, float* m, float* v, int64_t n, const kernels::cpu::AdamWConfig& cfg,
-             int step) override {
-    CUDA_CHECK(kc::adamw(master, grad, m, v, /*param_out=*/static_cast<kc::bf16*>(nullptr), n, cfg, step,
-                         /*grad_scale=*/1.f, stream_));
+  void adamw(float* master, const void* grad, DType grad_dtype, float* m, float* v, void* param_out, DType param_dtype,
+             int64_t n, const kernels::cpu::AdamWConfig& cfg, int step) override {
+    // One fused pass for each of the four (gradient, parameter) dtype pairs, the gradient taken as given (grad_scale
+    // 1). A null param_out is passed typed as the parameter dtype (the kernel then skips the store).
+    const bool g16 = grad_dtype == DType::bf16, p16 = param_dtype == DType::bf16;
+    const auto* gb = static_cast<const kc::bf16*>(grad);
+    const auto* gf = static_cast<const float*>(grad);
+    auto* pb = static_cast<kc::bf16*>(param_out);
+    auto* pf = static_cast<float*>(param_out);
+    constexpr float kScale = 1.f;
+    if (g16 && p16) CUDA_CHECK(kc::adamw(master, gb, m, v, pb, n, cfg, step, kScale, stream_));
+    if (g16 && !p16) CUDA_CHECK(kc::adamw(master, gb, m, v, pf, n, cfg, step, kScale, stream_));
+    if (!g16 && p16) CUDA_CHECK(kc::adamw(master, gf, m, v, pb, n, cfg, step, kScale, stream_));
+    if (!g16 && !p16) CUDA_CHECK(kc::adamw(master, gf, m, v, pf, n, cfg, step, kScale, stream_));
   }
   void add(float* y, const float* x, int64_t n) override { CUDA_CHECK(kc::add(y, x, y, n, stream_)); }
+  void convert(const void* src, DType src_dtype, void* dst, DType dst_dtype, int64_t n, bool accumulate) override {
+    if (n <= 0) return;
+    const bool from16 = src_dtype == DType::bf16, to16 = dst_dtype == DType::bf16;
+    const auto* sb = static_cast<const kc::bf16*>(src);
+    const auto* sf = static_cast<const float*>(src);
+    auto* db = static_cast<kc::bf16*>(dst);
+    auto* df = static_cast<float*>(dst);
+    if (!accumulate) {
+      if (from16 == to16)
+        copy(dst, src, n * dtype_bytes(dst_dtype));  // a device-to-device copy on the stream (nothing when dst == src)
+      else if (to16)
+        CUDA_CHECK(kc::cast_fp32_to_bf16(sf, db, n, stream_));
+      else
+        CUDA_CHECK(kc::cast_bf16_to_fp32(sb, df, n, stream_));
+    } else if (to16) {
+      CUDA_CHECK(from16 ? kc::accumulate(sb, db, n, stream_) : kc::accumulate(sf, db, n, stream_));
+    } else {
+      CUDA_CHECK(from16 ? kc::accumulate(sb, df, n, stream_) : kc::add(df, sf, df, n, stream_));
+    }
+  }
 
   GpuMemoryInfo info() const {
     GpuMemoryInfo i;

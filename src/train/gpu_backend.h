@@ -1,17 +1,13 @@
 // The GPU compute backend (CUDA, cuBLAS, kernels/cuda), built only with CUDA (LINS_TRAIN_GPU=1 tells callers it
-// exists). First step of the GPU path: fp32 storage, bf16 tensor-core GEMMs; bf16 P/G storage not yet.
-// Every tensor the model and executor see is fp32 on the device; GEMMs multiply on bf16 tensor cores with fp32
+// exists). Every compute tensor the model sees is fp32 on the device; GEMMs multiply on bf16 tensor cores with fp32
 // accumulation (CUBLAS_COMPUTE_32F_FAST_16BF) and attention runs the bf16 flash kernels on rounded copies.
 //
-// Still to do for the paper's mixed precision (PAPER.md section 3), none of it needing a device to write:
-// - the executor takes its element size from the storage dtype instead of 4 bytes: P, gathered buffers, full-module
-//   and micro-batch gradients, G, the hpZ copy and broadcast payloads in bf16; master weights and Adam moments fp32;
-// - the schedule is built with DType::bf16 for the gpu backend, so communicators move 2 bytes per element;
-// - the optimizer uses the fused kernels::cuda adamw (fp32 master, bf16 gradient in, bf16 parameter out) instead of
-//   copying master to P; init_normal writes the fp32 master and a cast fills P;
-// - `lins step --backend gpu` plans and sizes memory with StateBytes{2, 2, 12} and PlannerOptions::dtype bf16;
-// - the gpu step test then expects 16 bytes of states per parameter and a wider loss tolerance.
-// The CPU backend stays fp32 (its equivalence tests need exact sums).
+// Storage of P and G is the executor's choice (ExecutorOptions::state_dtype), not the backend's. With bf16 (the
+// paper's mixed precision, PAPER.md section 3) P, G and every collective's payload are bf16 and master weights and
+// Adam moments fp32, 16 bytes of states per parameter: convert() widens a module's bf16 parameters into an fp32
+// working copy and rounds (or accumulates) its fp32 gradients into bf16, and adamw() runs the fused kernel (fp32
+// master, bf16 gradient in, bf16 parameters out). With fp32 storage (20 bytes per parameter) the same calls take
+// fp32 on both sides. The CPU backend implements the same calls with the kernels/cpu references.
 #pragma once
 
 #include <cstdint>

@@ -140,7 +140,8 @@ bool test_cast() {
     CUDA_CHECK(gpu::cast_bf16_to_fp32(xb.get(), xf.get(), n, kStream));
     ok &= close("bf16->fp32 (exact)", xf.download(), ref, 0, 0);
   }
-  // Unaligned pointers take the element-wise path.
+  // Pointers one element past a 16-byte boundary: a 7-element head one at a time, then the vector body (the convert
+  // case covers disagreeing offsets, which take the element-wise path throughout).
   const size_t n = 4099;
   std::vector<float> x = random_vec(n + 1, -3, 3, 2);
   DeviceBuffer<float> xf(n + 1);
@@ -422,6 +423,282 @@ bool test_adamw() {
   return ok;
 }
 
+// --- mixed precision: conversions and AdamW on sub-ranges at any element offset ---------------------------------
+
+// Raw device memory for the sub-range cases (cudaMalloc's base is 256-byte aligned; the cases add their offsets).
+class RawBuffer {
+ public:
+  explicit RawBuffer(size_t bytes) { CUDA_CHECK(cudaMalloc(&p_, std::max<size_t>(bytes, 1))); }
+  RawBuffer(const RawBuffer&) = delete;
+  RawBuffer& operator=(const RawBuffer&) = delete;
+  ~RawBuffer() { cudaFree(p_); }
+  template <class T>
+  T* as() {
+    return static_cast<T*>(p_);
+  }
+
+ private:
+  void* p_ = nullptr;
+};
+
+template <class T>
+void to_device(void* dst, const std::vector<T>& v) {
+  CUDA_CHECK(cudaMemcpy(dst, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+}
+template <class T>
+std::vector<T> from_device(const void* src, size_t n) {
+  CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<T> v(n);
+  CUDA_CHECK(cudaMemcpy(v.data(), src, n * sizeof(T), cudaMemcpyDeviceToHost));
+  return v;
+}
+
+// fp32 values over many binades (2^-20 .. 2^20), with exact bf16 ties (low 16 bits 0x8000), near ties (0x7fff,
+// 0x8001) and signed zeros mixed in, so every branch of round-to-nearest-even is exercised. Finite, no NaN.
+std::vector<float> mixed_fp32(size_t n, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::uniform_int_distribution<int> binade(-20, 20);
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) {
+    float x = std::ldexp(normal(gen), binade(gen));
+    uint32_t u;
+    std::memcpy(&u, &x, 4);
+    const size_t kind = i % 11;
+    if (kind == 2) u = (u & 0xffff0000u) | 0x8000u;  // tie: even and odd bf16 neighbours both occur
+    if (kind == 5) u = (u & 0xffff0000u) | 0x7fffu;  // just below a tie
+    if (kind == 7) u = (u & 0xffff0000u) | 0x8001u;  // just above
+    if (kind == 9) u = i % 2 ? 0x80000000u : 0u;     // -0, +0
+    std::memcpy(&x, &u, 4);
+    v[i] = x;
+  }
+  return v;
+}
+// bf16 bit patterns of the same kind (bf16 + bf16 sums of close exponents land on ties often).
+std::vector<uint16_t> mixed_bf16(size_t n, uint32_t seed) {
+  std::vector<float> f = mixed_fp32(n, seed);
+  std::vector<uint16_t> b(n);
+  for (size_t i = 0; i < n; ++i) b[i] = bf16_bits(f[i]);
+  return b;
+}
+
+// One conversion on device sub-ranges src + os, dst + od of n elements against its CPU reference, bit for bit over
+// the whole written region [0, od + n + kGuard) of dst: the elements before od and after od + n must keep their
+// values (no write outside the range). S, D: host element types (float, or uint16_t for bf16 bits). Returns the
+// number of mismatching elements.
+constexpr size_t kGuard = 9;
+template <class S, class D, class Launch, class Ref>
+size_t conversion_mismatches(RawBuffer& dsrc, RawBuffer& ddst, const std::vector<S>& src_all,
+                             const std::vector<D>& dst_all, size_t n, size_t os, size_t od, Launch launch, Ref ref,
+                             size_t* first_bad) {
+  const std::vector<S> src(src_all.begin(), src_all.begin() + os + n);
+  std::vector<D> want(dst_all.begin(), dst_all.begin() + od + n + kGuard);
+  to_device(dsrc.as<void>(), src);
+  to_device(ddst.as<void>(), want);
+  CUDA_CHECK(launch(dsrc.as<S>() + os, ddst.as<D>() + od, static_cast<int64_t>(n)));
+  ref(src.data() + os, want.data() + od, static_cast<int64_t>(n));
+  const std::vector<D> got = from_device<D>(ddst.as<void>(), want.size());
+  size_t bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::memcmp(&got[i], &want[i], sizeof(D)) == 0) continue;
+    if (bad++ == 0) *first_bad = i;
+  }
+  return bad;
+}
+
+// The casts and the accumulating conversions (accumulate()) of the mixed-precision executor against the kernels/cpu
+// references, bit for bit: both sides widen to fp32, sum once in fp32 (IEEE, no FTZ on either side) and round once to
+// nearest even, so any difference is a bug. Lengths 1..9 (all head/tail, or one vector chunk), 23, 4099 and
+// 1000003; source and destination offsets 0..3 elements each, so pointers are misaligned in agreeing ways (a head
+// aligns both: vector body) and disagreeing ones (no common head: the one-element path throughout).
+bool test_convert() {
+  bool ok = true;
+  const size_t kMaxN = 1000003, kMaxOff = 3;
+  const size_t cap = kMaxN + kMaxOff + kGuard;
+  const std::vector<float> f_src = mixed_fp32(cap, 31), f_dst = mixed_fp32(cap, 32);
+  const std::vector<uint16_t> b_src = mixed_bf16(cap, 33), b_dst = mixed_bf16(cap, 34);
+  RawBuffer dsrc(cap * 4), ddst(cap * 4);
+  auto as_bf16 = [](auto* p) {
+    using P = std::remove_pointer_t<decltype(p)>;
+    if constexpr (std::is_const_v<P>)
+      return reinterpret_cast<const bf16*>(p);
+    else
+      return reinterpret_cast<bf16*>(p);
+  };
+  for (size_t n : {size_t{1}, size_t{2}, size_t{7}, size_t{8}, size_t{9}, size_t{23}, size_t{4099}, kMaxN}) {
+    struct Tally {
+      const char* name;
+      size_t bad = 0, first_bad = 0, os = 0, od = 0;
+    };
+    Tally t[6] = {{"cast fp32->bf16"},           {"cast bf16->fp32"},           {"accumulate fp32 into bf16"},
+                  {"accumulate bf16 into bf16"}, {"accumulate bf16 into fp32"}, {"accumulate fp32 into fp32"}};
+    auto tally = [&](Tally& x, size_t bad, size_t first_bad, size_t os, size_t od) {
+      if (bad > 0 && x.bad == 0) {
+        x.first_bad = first_bad;
+        x.os = os;
+        x.od = od;
+      }
+      x.bad += bad;
+    };
+    for (size_t os = 0; os <= kMaxOff; ++os) {
+      for (size_t od = 0; od <= kMaxOff; ++od) {
+        size_t fb = 0, bad = 0;
+        bad = conversion_mismatches(
+            dsrc, ddst, f_src, b_dst, n, os, od,
+            [&](const float* x, uint16_t* y, int64_t m) { return gpu::cast_fp32_to_bf16(x, as_bf16(y), m, kStream); },
+            [](const float* x, uint16_t* y, int64_t m) { cpu::cast_fp32_to_bf16(x, y, m); }, &fb);
+        tally(t[0], bad, fb, os, od);
+        bad = conversion_mismatches(
+            dsrc, ddst, b_src, f_dst, n, os, od,
+            [&](const uint16_t* x, float* y, int64_t m) { return gpu::cast_bf16_to_fp32(as_bf16(x), y, m, kStream); },
+            [](const uint16_t* x, float* y, int64_t m) { cpu::cast_bf16_to_fp32(x, y, m); }, &fb);
+        tally(t[1], bad, fb, os, od);
+        bad = conversion_mismatches(
+            dsrc, ddst, f_src, b_dst, n, os, od,
+            [&](const float* x, uint16_t* y, int64_t m) { return gpu::accumulate(x, as_bf16(y), m, kStream); },
+            [](const float* x, uint16_t* y, int64_t m) { cpu::accumulate_fp32_into_bf16(y, x, m); }, &fb);
+        tally(t[2], bad, fb, os, od);
+        bad = conversion_mismatches(
+            dsrc, ddst, b_src, b_dst, n, os, od,
+            [&](const uint16_t* x, uint16_t* y, int64_t m) {
+              return gpu::accumulate(as_bf16(x), as_bf16(y), m, kStream);
+            },
+            [](const uint16_t* x, uint16_t* y, int64_t m) { cpu::accumulate_bf16_into_bf16(y, x, m); }, &fb);
+        tally(t[3], bad, fb, os, od);
+        bad = conversion_mismatches(
+            dsrc, ddst, b_src, f_dst, n, os, od,
+            [&](const uint16_t* x, float* y, int64_t m) { return gpu::accumulate(as_bf16(x), y, m, kStream); },
+            [](const uint16_t* x, float* y, int64_t m) { cpu::accumulate_bf16_into_fp32(y, x, m); }, &fb);
+        tally(t[4], bad, fb, os, od);
+        bad = conversion_mismatches(
+            dsrc, ddst, f_src, f_dst, n, os, od,
+            [&](const float* x, float* y, int64_t m) { return gpu::accumulate(x, y, m, kStream); },
+            [](const float* x, float* y, int64_t m) { cpu::add(y, x, m); }, &fb);
+        tally(t[5], bad, fb, os, od);
+      }
+    }
+    for (const Tally& x : t) {
+      printf("  %s %-26s n=%-7zu offsets src, dst in 0..%zu: %zu elements differ bitwise", x.bad ? "FAIL" : "ok  ",
+             x.name, n, kMaxOff, x.bad);
+      if (x.bad) printf(" (first at dst element %zu with offsets %zu, %zu)", x.first_bad, x.os, x.od);
+      printf("\n");
+      ok &= x.bad == 0;
+    }
+  }
+  return ok;
+}
+
+// Index arithmetic past 2^31 elements: accumulate bf16 into bf16 over n = 2^31 + 13 elements starting 9 elements into
+// the buffers (a 7-element head, a vector body of 2^31 elements, a 6-element tail), every element checked against the
+// host's round(x + y) of the values the device holds, and guard elements on both sides unchanged. Needs 8 GiB of device
+// memory; reports itself skipped (and passes) where cudaMalloc cannot provide it.
+bool test_convert_large() {
+  const size_t n = (size_t{1} << 31) + 13, guard = 9, total = n + 2 * guard;
+  void *px = nullptr, *py = nullptr;
+  if (cudaMalloc(&px, total * 2) != cudaSuccess || cudaMalloc(&py, total * 2) != cudaSuccess) {
+    (void)cudaGetLastError();
+    cudaFree(px);
+    printf("  ok   skipped: cannot allocate 2 x %zu bytes\n", total * 2);
+    return true;
+  }
+  bf16* x = static_cast<bf16*>(px);
+  bf16* y = static_cast<bf16*>(py);
+  // x varies per index (a misplaced read shows); y = 0.5 inside, -7 in the guards.
+  CUDA_CHECK(gpu::fill_uniform(x, static_cast<int64_t>(total), 77, -4.f, 4.f, kStream));
+  CUDA_CHECK(gpu::fill(y, -7.f, static_cast<int64_t>(total), kStream));
+  CUDA_CHECK(gpu::fill(y + guard, 0.5f, static_cast<int64_t>(n), kStream));
+  CUDA_CHECK(gpu::accumulate(x + guard, y + guard, static_cast<int64_t>(n), kStream));
+  CUDA_CHECK(cudaDeviceSynchronize());
+  const size_t chunk = size_t{1} << 26;
+  std::vector<uint16_t> hx(chunk), hy(chunk);
+  size_t bad = 0, first_bad = 0;
+  for (size_t at = 0; at < total; at += chunk) {
+    const size_t m = std::min(chunk, total - at);
+    CUDA_CHECK(cudaMemcpy(hx.data(), x + at, m * 2, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(hy.data(), y + at, m * 2, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < m; ++i) {
+      const size_t e = at + i;
+      const bool inside = e >= guard && e < guard + n;
+      const uint16_t want = inside ? bf16_bits(bf16_value(hx[i]) + 0.5f) : bf16_bits(-7.f);
+      if (hy[i] != want && bad++ == 0) first_bad = e;
+    }
+  }
+  cudaFree(px);
+  cudaFree(py);
+  printf("  %s accumulate bf16 into bf16 n=%zu at offset %zu: %zu elements wrong", bad ? "FAIL" : "ok  ", n, guard,
+         bad);
+  if (bad) printf(" (first at buffer element %zu)", first_bad);
+  printf("\n");
+  return bad == 0;
+}
+
+// The AdamW overloads the backend's adamw() uses, on sub-ranges: master, m, v and param_out at one element offset,
+// the gradient at another (agreeing and disagreeing misalignments), n odd. Against cpu::adamw_mixed (bf16
+// gradient) or cpu::adamw (fp32 gradient) over 3 steps with the test_adamw tolerances (fp32 arithmetic in another
+// order); the bf16 parameters must be the round-to-nearest-even of the GPU's own master weights exactly, the fp32
+// ones a bit-for-bit copy of them.
+bool test_adamw_mixed() {
+  bool ok = true;
+  const size_t n = 100003, pad = 8;
+  cpu::AdamWConfig cfg;
+  cfg.lr = 1e-2f;
+  cfg.weight_decay = 0.1f;
+  struct Offsets {
+    size_t state, grad;
+  };
+  for (int variant = 0; variant < 3; ++variant) {  // gradient/parameter dtypes: bf16/bf16, bf16/fp32, fp32/fp32
+    const bool grad16 = variant < 2, param16 = variant == 0;
+    for (Offsets o : {Offsets{0, 0}, Offsets{1, 1}, Offsets{3, 1}, Offsets{2, 5}}) {
+      std::vector<float> master = random_vec(n, -1, 1, 200), m(n, 0.f), v(n, 0.f);
+      RawBuffer dmaster((n + pad) * 4), dm((n + pad) * 4), dv((n + pad) * 4), dgrad((n + pad) * 4),
+          dparam((n + pad) * 4);
+      float* pm = dmaster.as<float>() + o.state;
+      float* pmom = dm.as<float>() + o.state;
+      float* pvar = dv.as<float>() + o.state;
+      to_device(pm, master);
+      to_device(pmom, m);
+      to_device(pvar, v);
+      for (int step = 1; step <= 3; ++step) {
+        const std::vector<float> g = random_vec(n, -1, 1, 210 + step);  // bf16-representable: same for both dtypes
+        if (grad16) {
+          std::vector<uint16_t> gb(n);
+          for (size_t i = 0; i < n; ++i) gb[i] = bf16_bits(g[i]);
+          const bf16* pg = dgrad.as<bf16>() + o.grad;
+          to_device(dgrad.as<uint16_t>() + o.grad, gb);
+          if (param16)
+            CUDA_CHECK(gpu::adamw(pm, pg, pmom, pvar, dparam.as<bf16>() + o.state, n, cfg, step, 1.f, kStream));
+          else
+            CUDA_CHECK(gpu::adamw(pm, pg, pmom, pvar, dparam.as<float>() + o.state, n, cfg, step, 1.f, kStream));
+          cpu::adamw_mixed(master.data(), gb.data(), m.data(), v.data(), nullptr, n, cfg, step);
+        } else {
+          const float* pg = dgrad.as<float>() + o.grad;
+          to_device(dgrad.as<float>() + o.grad, g);
+          CUDA_CHECK(gpu::adamw(pm, pg, pmom, pvar, dparam.as<float>() + o.state, n, cfg, step, 1.f, kStream));
+          cpu::adamw(master.data(), g.data(), m.data(), v.data(), n, cfg, step);
+        }
+      }
+      printf("  grad %s, param_out %s, state offset %zu, grad offset %zu, n=%zu, 3 steps\n", grad16 ? "bf16" : "fp32",
+             param16 ? "bf16" : "fp32", o.state, o.grad, n);
+      const std::vector<float> got_master = from_device<float>(pm, n);
+      ok &= close("adamw master", got_master, master, 1e-6, 1e-5);
+      ok &= close("adamw m", from_device<float>(pmom, n), m, 1e-7, 1e-5);
+      ok &= close("adamw v", from_device<float>(pvar, n), v, 1e-9, 1e-5);
+      size_t bad = 0;
+      if (param16) {
+        const std::vector<uint16_t> got = from_device<uint16_t>(dparam.as<uint16_t>() + o.state, n);
+        for (size_t i = 0; i < n; ++i) bad += got[i] != bf16_bits(got_master[i]);
+      } else {
+        const std::vector<float> got = from_device<float>(dparam.as<float>() + o.state, n);
+        for (size_t i = 0; i < n; ++i) bad += std::memcmp(&got[i], &got_master[i], 4) != 0;
+      }
+      printf("  %s param_out = %s of the updated master: %zu elements differ\n", bad ? "FAIL" : "ok  ",
+             param16 ? "bf16 RNE" : "bit-for-bit copy", bad);
+      ok &= bad == 0;
+    }
+  }
+  return ok;
+}
+
 bool test_gemm() {
   bool ok = true;
   gpu::BlasHandle blas;
@@ -593,12 +870,21 @@ struct Case {
 
 const std::vector<Case>& cases() {
   static const std::vector<Case> all = {
-      {"cast", test_cast},           {"fill", test_fill},
-      {"add_sum", test_add_sum},     {"swiglu", test_swiglu},
-      {"rmsnorm", test_rmsnorm},     {"rope", test_rope},
-      {"attention", test_attention}, {"cross_entropy", test_cross_entropy},
-      {"embedding", test_embedding}, {"adamw", test_adamw},
-      {"gemm", test_gemm},           {"fp32_storage", test_fp32_storage},
+      {"cast", test_cast},
+      {"fill", test_fill},
+      {"add_sum", test_add_sum},
+      {"swiglu", test_swiglu},
+      {"rmsnorm", test_rmsnorm},
+      {"rope", test_rope},
+      {"attention", test_attention},
+      {"cross_entropy", test_cross_entropy},
+      {"embedding", test_embedding},
+      {"adamw", test_adamw},
+      {"gemm", test_gemm},
+      {"fp32_storage", test_fp32_storage},
+      {"convert", test_convert},
+      {"convert_large", test_convert_large},
+      {"adamw_mixed", test_adamw_mixed},
   };
   return all;
 }
