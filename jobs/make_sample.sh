@@ -11,6 +11,8 @@ out=${1:-data/sample}
 [ -x "$bin" ] || { echo "make_sample: $bin not found (build it: scripts/build.sh, or set LINS_BIN)" >&2; exit 1; }
 flags=(--oversubscribe --bind-to none)
 [ "$(id -u)" -eq 0 ] && flags+=(--allow-run-as-root)
+# Whether the code differs from the commit, read before the run rewrites the sample's own files.
+dirty=$(git status --porcelain --untracked-files=no -- . ":(exclude)$out" 2>/dev/null)
 runs=(all_strategies overlap_none lins_no_bcast lins_no_allreduce mics_plan_on_lins_engine)
 for r in "${runs[@]}"; do rm -rf "${out:?}/$r"; done
 mkdir -p "$out"
@@ -40,7 +42,7 @@ step mics_plan_on_lins_engine --strategies p=2x1,g=2x1,os=2x1
   echo "strategies by ratios, never by absolute seconds. Each folder holds step.csv and step.provenance.json (command"
   echo "line, versions, host, git commit of the build); all_strategies/ also holds one Chrome trace per strategy and"
   echo "rank. Made by jobs/make_sample.sh on $(date -u +%Y-%m-%d) with $("$bin" --version)$(
-    [ -n "$(git status --porcelain --untracked-files=no)" ] && echo " (with uncommitted changes in the tree)")."
+    [ -n "$dirty" ] && echo " (with uncommitted changes in the tree)")."
   echo
   echo "Commands:"
   echo
