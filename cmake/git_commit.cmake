@@ -1,5 +1,6 @@
-# Run at every build (cmake -P): writes OUT with the git commit of SRC (with -dirty when tracked files outside data/ differ: results are not code), and
-# rewrites it only when that changes, so provenance names the commit a binary was really built from.
+# Run at every build (cmake -P): writes OUT with the git commit of SRC (with -dirty when tracked files outside data/
+# differ; measured results are not code), and rewrites it only when that changes, so provenance names the commit a
+# binary was really built from.
 execute_process(COMMAND git rev-parse --short HEAD WORKING_DIRECTORY "${SRC}" OUTPUT_VARIABLE commit
                 OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0 OR commit STREQUAL "")
