@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The GPU checks in one go, for a machine with a CUDA device (budget: 8 minutes): builds for sm_90 (CUDA_ARCH to
 # change), runs the ctest label gpu and the GPU kernel benchmarks, then (last, so a slow step cannot starve the tests)
-# one rank of `lins step --backend gpu --precision bf16` on llama-7b layer shapes cut to 2 layers (and, when at least
-# STEP_FP32_MIN_S seconds are left, the same step with --precision fp32 for comparison), and writes CSV, provenance
-# and logs to OUTDIR.
+# one rank of `lins step --backend gpu --precision bf16 --compute bf16` (bf16 storage+compute: bf16 P and G, bf16
+# activations and tensor-core kernels end to end, the paper's configuration) on llama-7b layer shapes cut to 2 layers
+# (and, when at least STEP_FP32_MIN_S seconds are left, the same step with --precision fp32 --compute fp32, the earlier
+# path, for comparison), and writes CSV, provenance and logs to OUTDIR.
 # Without MPI, GoogleTest, Google Benchmark or OpenBLAS it builds the kernels, their tests and benchmarks with nvcc.
 #
 #   scripts/gpu-check.sh OUTDIR
@@ -13,8 +14,8 @@
 # STEP_ARGS (extra lins step flags, both runs).
 #
 # OUTDIR gets few files on purpose: summary.txt, provenance.json, build.log, tests.log, bench_kernels_gpu.csv,
-# bench_kernels_gpu.json, bench_kernels_gpu.log, step/ (the bf16 run: step.csv, step.provenance.json) and, when it
-# ran, step-fp32/ (the same for fp32 storage); the step logs go to summary.txt.
+# bench_kernels_gpu.json, bench_kernels_gpu.log, step/ (the bf16 storage+compute run: step.csv, step.provenance.json)
+# and, when it ran, step-fp32/ (the same for fp32 storage+compute); the step logs go to summary.txt.
 set -uo pipefail
 OUT=${1:?usage: scripts/gpu-check.sh OUTDIR}
 mkdir -p "$OUT"
@@ -211,10 +212,12 @@ log "benchmarks: rc=$BENCH_RC"
 
 # --- the training step on the GPU backend (last) ---------------------------------------------------------------------
 # One rank, llama-7b layer shapes cut to 2 layers, seq 4096, micro-batch 1, M 1; MFU against the H200's 989 TFLOP/s
-# dense bf16 peak. Compute is fp32 tensors with bf16 tensor-core GEMMs and attention; --precision picks the storage
-# of P and G (and so of every collective's payload): bf16 is the paper's mixed precision (fp32 master weights and Adam
-# moments, 16 bytes of states per parameter) and the run that counts; fp32 storage (20 bytes) runs afterwards, for
-# comparison only, when the budget still allows it (its result is logged, not part of the verdict).
+# dense bf16 peak. --precision picks the storage of P and G (and so of every collective's payload), --compute the
+# dtype of the activations. The run that counts is bf16 storage+compute, the paper's configuration: bf16 P and G with
+# fp32 master weights and Adam moments (16 bytes of states per parameter), bf16 activations and tensor-core kernels end
+# to end, fp32 weight gradients. fp32 storage+compute, the earlier path (20 bytes of states per parameter; fp32 tensors
+# with bf16 tensor-core GEMMs and attention), runs afterwards for comparison only, when the budget still allows it
+# (its result is logged, not part of the verdict).
 step_breakdown() {  # $1: step.csv, $2: label
   python3 - "$1" "$2" <<'PY' 2>&1 | tee -a "$SUMMARY"
 import csv, sys
@@ -234,29 +237,32 @@ for s, rs in by.items():
           m["peak_mem_bytes"] / 2**30, m["model_mem_bytes"] / 2**30))
 PY
 }
-# $1: precision, $2: output folder, $3: timeout in seconds.
+# $1: precision (storage of P and G), $2: compute dtype, $3: output folder, $4: timeout in seconds.
 step_run() {
-  mkdir -p "$2"
+  mkdir -p "$3"
   # shellcheck disable=SC2086  # STEP_ARGS is a list of flags
-  timeout "$3" "$BUILD_DIR/lins" step --backend gpu --precision "$1" --model llama-7b --layers 2 --seq 4096 \
-    --micro-batch 1 --micro-batches 1 --strategies ddp,zero3,lins --warmup 1 --steps 3 --peak-tflops 989 \
-    --timeout $(($3 - 10)) --out "$2" ${STEP_ARGS:-} >>"$SUMMARY" 2>&1
+  timeout "$4" "$BUILD_DIR/lins" step --backend gpu --precision "$1" --compute "$2" --model llama-7b --layers 2 \
+    --seq 4096 --micro-batch 1 --micro-batches 1 --strategies ddp,zero3,lins --warmup 1 --steps 3 --peak-tflops 989 \
+    --timeout $(($4 - 10)) --out "$3" ${STEP_ARGS:-} >>"$SUMMARY" 2>&1
 }
 STEP_RC=1
 STEP_FP32_RC=skipped
 if [ "$MODE" = cmake ] && [ -x "$BUILD_DIR/lins" ]; then
   budget=$((470 - $(elapsed)))
   if [ "$budget" -gt 45 ]; then
-    log "lins step --backend gpu --precision bf16, llama-7b shapes x 2 layers, one rank (timeout ${budget}s)"
-    step_run bf16 "$OUT/step" "$budget"
+    log "lins step --backend gpu --precision bf16 --compute bf16 (bf16 storage+compute), llama-7b shapes x 2 layers," \
+      "one rank (timeout ${budget}s)"
+    step_run bf16 bf16 "$OUT/step" "$budget"
     STEP_RC=$?
-    [ -s "$OUT/step/step.csv" ] && step_breakdown "$OUT/step/step.csv" "bf16 storage"
+    [ -s "$OUT/step/step.csv" ] && step_breakdown "$OUT/step/step.csv" "bf16 storage+compute"
     budget=$((470 - $(elapsed)))
     if [ "$budget" -ge "${STEP_FP32_MIN_S:-75}" ]; then
-      log "lins step --backend gpu --precision fp32 (comparison only; timeout ${budget}s)"
-      step_run fp32 "$OUT/step-fp32" "$budget"
+      log "lins step --backend gpu --precision fp32 --compute fp32 (fp32 storage+compute (the earlier path)," \
+        "comparison only; timeout ${budget}s)"
+      step_run fp32 fp32 "$OUT/step-fp32" "$budget"
       STEP_FP32_RC=$?
-      [ -s "$OUT/step-fp32/step.csv" ] && step_breakdown "$OUT/step-fp32/step.csv" "fp32 storage"
+      [ -s "$OUT/step-fp32/step.csv" ] &&
+        step_breakdown "$OUT/step-fp32/step.csv" "fp32 storage+compute (the earlier path)"
     else
       log "fp32 comparison step skipped: ${budget}s left (< ${STEP_FP32_MIN_S:-75}s)"
     fi
@@ -266,6 +272,6 @@ if [ "$MODE" = cmake ] && [ -x "$BUILD_DIR/lins" ]; then
 else
   log "step run skipped: needs the CMake build (lins with MPI)"
 fi
-log "step: rc=$STEP_RC (bf16 storage); fp32 comparison: rc=$STEP_FP32_RC"
+log "step: rc=$STEP_RC (bf16 storage+compute); fp32 storage+compute comparison (the earlier path): rc=$STEP_FP32_RC"
 log "done in $(elapsed)s: build=$MODE tests_rc=$TEST_RC bench_rc=$BENCH_RC step_rc=$STEP_RC"
 [ "$MODE" != none ] && [ "$TEST_RC" = 0 ] && [ "$BENCH_RC" = 0 ] && [ "$STEP_RC" = 0 ]

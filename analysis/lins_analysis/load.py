@@ -158,7 +158,7 @@ def load(paths):
 
 # A configuration: everything that defines a run except the step index and the measured numbers.
 CONFIG_KEYS = ["source", "model", "strategy", "engine", "plan"] + schema.PLAN_FACTORS + [
-    "os_layout", "backend", "precision", "world_size", "gpus_per_node", "nodes", "seq", "micro_batch_size", "micro_batches",
+    "os_layout", "backend", "precision", "compute", "world_size", "gpus_per_node", "nodes", "seq", "micro_batch_size", "micro_batches",
     "tokens", "recompute", "overlap"]
 
 

@@ -8,7 +8,7 @@ header and fails when the two lists differ, so a C++ change cannot silently brea
 STEP_COLUMNS = [
     "source", "strategy", "engine", "plan",
     "s0_p", "s1_p", "s0_g", "s1_g", "s0_os", "s1_os", "os_layout",
-    "model", "params", "backend", "precision", "world_size", "gpus_per_node", "nodes",
+    "model", "params", "backend", "precision", "compute", "world_size", "gpus_per_node", "nodes",
     "seq", "micro_batch_size", "micro_batches", "tokens", "recompute", "overlap", "step",
     "step_time_s", "step_time_min_s", "step_time_mean_s",
     "forward_s", "backward_s", "optimizer_s", "exposed_comm_s",
@@ -21,7 +21,7 @@ STEP_COLUMNS = [
 ]
 
 # Columns read as text; every other step column is numeric.
-STEP_TEXT_COLUMNS = ["source", "strategy", "engine", "plan", "os_layout", "model", "backend", "precision", "overlap"]
+STEP_TEXT_COLUMNS = ["source", "strategy", "engine", "plan", "os_layout", "model", "backend", "precision", "compute", "overlap"]
 
 # The six sharding factors of a plan (PAPER.md section 2), in the paper's order.
 PLAN_FACTORS = ["s0_p", "s1_p", "s0_g", "s1_g", "s0_os", "s1_os"]

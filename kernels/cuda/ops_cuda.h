@@ -1,8 +1,9 @@
 // The kernels of the synthetic LLaMA step on the GPU: host-callable launchers mirroring kernels/ops.h (same names,
 // shapes and layouts) in namespace lins::kernels::cuda. Tensors are bf16 where the step keeps them in bf16
 // (activations, parameters, gradients) and fp32 where precision needs it (master weights, Adam moments, rstd, lse).
-// The GPU backend computes on fp32 tensors (the fp32 overloads; bf16 tensor-core GEMMs and attention) and keeps P and
-// G in the executor's storage dtype, fp32 or bf16, moving between them with the casts, accumulate() and adamw().
+// The GPU backend runs the bf16 overloads when its compute dtype is bf16 (the default: bf16 activations, fp32 weight
+// gradients) and the fp32 overloads when it is fp32 (fp32 tensors, bf16 tensor-core GEMMs and attention); P and G are
+// in the executor's storage dtype, fp32 or bf16, moved between dtypes with the casts, accumulate() and adamw().
 // Every launcher enqueues on `stream` and returns the launch's cudaError_t (nothing is synchronised).
 #pragma once
 

@@ -252,7 +252,7 @@ int run_simulate(const Args& argv) {
           const double mfu = model.flops_per_token(workload->seq) * tgs / (*peak * 1e12);
           const bool feasible = mem.total_bytes <= double(*gpu_mem);
           StepRow row;
-          set_run_columns(row, "projected", strategy, plan, *workload, topo, "gpu", DType::bf16, ov);
+          set_run_columns(row, "projected", strategy, plan, *workload, topo, "gpu", DType::bf16, DType::bf16, ov);
           row.set("step", 0).set("step_time_s", proj.step_s).set("step_time_min_s", proj.step_s);
           row.set("step_time_mean_s", proj.step_s).set("forward_s", proj.forward_s);
           row.set("backward_s", proj.backward_s).set("optimizer_s", proj.optimizer_s);

@@ -1,6 +1,7 @@
 // `lins step`: the synthetic LLaMA training step under each strategy on the CPU backend (MPI) or, with --backend gpu,
-// on one CUDA device per rank with NCCL (bf16 tensor-core GEMMs and attention); P and G stored in fp32 or, with
-// --precision bf16 (the GPU's default), in the paper's mixed precision with fp32 master weights: warm-up plus
+// on one CUDA device per rank with NCCL; P and G stored in fp32 or, with --precision bf16, in the paper's mixed
+// precision with fp32 master weights; activations in --compute fp32 or bf16 (both bf16 by default on the GPU): warm-up
+// plus
 // timed steps per strategy, one CSV row per (strategy, timed step) with the columns of core/results_schema.h, a JSON
 // provenance file beside it, a table on stdout, and optionally a Chrome trace of the last step per rank.
 #include <mpi.h>
@@ -73,7 +74,11 @@ CommandSpec step_spec() {
            "bf16 tensor-core GEMMs and attention)"},
           {"precision", 0, "DTYPE", "",
            "storage of parameters and gradients, and so of every collective: fp32, or bf16 = the paper's mixed "
-           "precision (fp32 master weights and Adam moments, 16 bytes of states per parameter); compute is fp32 "
+           "precision (fp32 master weights and Adam moments, 16 bytes of states per parameter) (default: fp32 with "
+           "--backend cpu, bf16 with --backend gpu)"},
+          {"compute", 0, "DTYPE", "",
+           "dtype of activations and of the kernels' inputs: fp32, or bf16 (tensor-core kernels end to end on the "
+           "GPU; emulated on the CPU: fp32 arithmetic, every output rounded to bf16); weight gradients are fp32 "
            "either way (default: fp32 with --backend cpu, bf16 with --backend gpu)"},
           {"bucket", 0, "SIZE", "1M", "gradient all-reduce bucket U in bytes (of --precision elements)"},
           {"trace", 0, "", "", "write a Chrome trace of the last timed step of every strategy per rank"},
@@ -131,18 +136,24 @@ double measure_sgemm_gflops(int64_t m, int64_t n, int64_t k) {
 
 // The backend's GEMM rate on the step's largest GEMM shape (T x F x H, as the MLP's w1), timed with its events;
 // the GPU backend's MFU peak when --peak-tflops is not given. TFLOP/s.
+// Operands and result in the backend's compute dtype, as the step's forward GEMMs.
 Result<double> measure_backend_gemm_tflops(ComputeBackend& be, int64_t m, int64_t n, int64_t k) {
-  auto a = be.allocate(m * k * 4, MemCategory::buffer), b = be.allocate(n * k * 4, MemCategory::buffer);
-  auto c = be.allocate(m * n * 4, MemCategory::buffer);
-  if (!a || !b || !c)
+  const DType cd = be.compute_dtype();
+  const int64_t eb = dtype_bytes(cd);
+  auto a = be.allocate(m * k * eb, MemCategory::buffer), b = be.allocate(n * k * eb, MemCategory::buffer);
+  auto c = be.allocate(m * n * eb, MemCategory::buffer);
+  auto fill = be.allocate(std::max(m, n) * k * 4, MemCategory::buffer);
+  if (!a || !b || !c || !fill)
     return make_error("cannot allocate the GEMM rate probe of " + std::to_string(m) + "x" + std::to_string(n) + "x" +
                       std::to_string(k));
-  be.fill(a->f32(), m * k, 0.5f);
-  be.fill(b->f32(), n * k, 0.25f);
-  for (int i = 0; i < 3; ++i) be.gemm(false, true, m, n, k, 1.0f, a->f32(), b->f32(), 0.0f, c->f32());  // warm-up
+  be.fill(fill->f32(), m * k, 0.5f);
+  be.convert(fill->f32(), DType::fp32, a->data(), cd, m * k, false);
+  be.fill(fill->f32(), n * k, 0.25f);
+  be.convert(fill->f32(), DType::fp32, b->data(), cd, n * k, false);
+  for (int i = 0; i < 3; ++i) be.gemm(false, true, m, n, k, 1.0f, a->data(), b->data(), 0.0f, c->data(), cd);
   const int iters = 20;
   Event e0 = be.record_event();
-  for (int i = 0; i < iters; ++i) be.gemm(false, true, m, n, k, 1.0f, a->f32(), b->f32(), 0.0f, c->f32());
+  for (int i = 0; i < iters; ++i) be.gemm(false, true, m, n, k, 1.0f, a->data(), b->data(), 0.0f, c->data(), cd);
   Event e1 = be.record_event();
   const double s = be.elapsed_s(e0, e1);
   if (s <= 0) return make_error("the GEMM rate probe took no measurable time");
@@ -185,7 +196,7 @@ struct TableRow {
 // The columns that identify a row when a sweep resumes: the same strategy, backend, precision, workload, overlap and
 // step index.
 const std::vector<std::string> kResumeKey = {
-    "strategy", "model",         "backend",   "precision", "world_size", "gpus_per_node", "seq",
+    "strategy",         "model",         "backend",   "precision", "compute", "world_size", "gpus_per_node", "seq",
     "micro_batch_size", "micro_batches", "recompute", "overlap",   "step"};
 
 }  // namespace
@@ -232,9 +243,21 @@ int run_step(const Args& args) {
   if (backend_name != "cpu" && backend_name != "gpu")
     return fail("--backend: unknown backend '" + backend_name + "'; valid backends: cpu, gpu");
   const bool gpu = backend_name == "gpu";
+  DType precision = gpu ? DType::bf16 : DType::fp32, compute = precision;
+  for (const auto& [option, dtype] : {std::pair<std::string, DType*>{"precision", &precision}, {"compute", &compute}}) {
+    const std::string v = a.get(option);
+    if (v == "bf16") {
+      *dtype = DType::bf16;
+    } else if (v == "fp32") {
+      *dtype = DType::fp32;
+    } else if (!v.empty()) {
+      return fail("--" + option + ": unknown dtype '" + v + "'; valid: fp32, bf16");
+    }
+  }
+  const StateBytes state_bytes = precision == DType::bf16 ? StateBytes{2, 2, 12} : StateBytes{4, 4, 12};
   // Each rank's backend for one strategy; the GPU one runs on device (local rank % devices), as NCCL's bootstrap.
-  std::function<Result<std::unique_ptr<ComputeBackend>>()> make_backend = [] {
-    return Result<std::unique_ptr<ComputeBackend>>(make_cpu_backend());
+  std::function<Result<std::unique_ptr<ComputeBackend>>()> make_backend = [compute] {
+    return Result<std::unique_ptr<ComputeBackend>>(make_cpu_backend(compute));
   };
   if (gpu) {
 #if LINS_TRAIN_GPU
@@ -242,23 +265,13 @@ int run_step(const Args& args) {
     const Status seen = devices > 0 ? Status() : Status(make_error("no CUDA device is visible to this rank"));
     if (auto s = agree_any(seen); !s) return fail("--backend gpu: " + s.error() + " (use --backend cpu)");
     const int device = local_rank() % devices;
-    make_backend = [device] { return make_gpu_backend(device); };
+    make_backend = [device, compute] { return make_gpu_backend(device, compute); };
 #else
     return fail(
         "--backend gpu: this lins was built without CUDA support (configure with a CUDA toolkit and NCCL, "
         "LINS_CUDA=ON); use --backend cpu");
 #endif
   }
-
-  DType precision = gpu ? DType::bf16 : DType::fp32;
-  if (const std::string p = a.get("precision"); p == "bf16") {
-    precision = DType::bf16;
-  } else if (p == "fp32") {
-    precision = DType::fp32;
-  } else if (!p.empty()) {
-    return fail("--precision: unknown precision '" + p + "'; valid: fp32, bf16");
-  }
-  const StateBytes state_bytes = precision == DType::bf16 ? StateBytes{2, 2, 12} : StateBytes{4, 4, 12};
 
   auto cost = parse_cost_model(a);
   if (!cost) return fail(cost.error());
@@ -365,7 +378,7 @@ int run_step(const Args& args) {
   // The key of a timed step's row, formatted exactly as the row writes it.
   auto resume_key = [&](const std::string& strategy, const Plan& plan, int step) {
     StepRow r;
-    set_run_columns(r, "measured", strategy, plan, *workload, *topo, backend_name, precision, *overlap);
+    set_run_columns(r, "measured", strategy, plan, *workload, *topo, backend_name, precision, compute, *overlap);
     r.set("step", step);
     std::vector<std::string> key;
     for (const auto& c : kResumeKey) key.push_back(r.get(c));
@@ -458,7 +471,7 @@ int run_step(const Args& args) {
       const double mfu = flops_per_token * tgs / (peak_tflops * 1e12);
       if (rank == 0) {
         StepRow row;
-        set_run_columns(row, "measured", strategy, plan, *workload, *topo, backend_name, precision, *overlap);
+        set_run_columns(row, "measured", strategy, plan, *workload, *topo, backend_name, precision, compute, *overlap);
         row.set("step", timed);
         row.set("step_time_s", step_max).set("step_time_min_s", step_min).set("step_time_mean_s", step_mean);
         row.set("forward_s", fwd).set("backward_s", bwd).set("optimizer_s", opt).set("exposed_comm_s", exposed);
@@ -547,10 +560,14 @@ int run_step(const Args& args) {
 
   JsonObject run;
   run.set("command", "step").set("backend", backend_name);
-  run.set("precision", dtype_name(precision));
-  run.set("dtype", std::string(precision == DType::bf16 ? "bf16 P and G, fp32 master weights and Adam moments"
-                                                        : "fp32 P, G and optimizer states") +
-                       (gpu ? "; fp32 tensors, GEMMs and attention on bf16 tensor cores" : "; fp32 compute"));
+  run.set("precision", dtype_name(precision)).set("compute", dtype_name(compute));
+  run.set(
+      "dtype",
+      std::string(precision == DType::bf16 ? "bf16 P and G, fp32 master weights and Adam moments"
+                                           : "fp32 P, G and optimizer states") +
+          (compute == DType::bf16 ? "; bf16 activations, fp32 weight gradients" : "; fp32 activations") +
+          (gpu ? (compute == DType::bf16 ? "; bf16 tensor-core kernels" : "; GEMMs and attention on bf16 tensor cores")
+               : (compute == DType::bf16 ? "; bf16 emulated on the CPU (fp32 arithmetic, rounded outputs)" : "")));
   run.set("model", model->name);
   run.set("params", (long long)model->param_count()).set("topology", topo->to_string());
   run.set("gpus_per_node", topo->gpus_per_node).set("nodes", topo->nodes).set("seq", workload->seq);

@@ -32,6 +32,7 @@ inline const std::vector<Column>& step_csv_columns() {
       {"params", "parameter count Phi"},
       {"backend", "cpu (host compute, MPI collectives) or gpu (CUDA compute, NCCL collectives)"},
       {"precision", "storage of P and G (and every collective): fp32, or bf16 = mixed precision with fp32 OS"},
+      {"compute", "dtype of activations and kernel inputs: fp32 or bf16 (weight gradients are fp32)"},
       {"world_size", "ranks"},
       {"gpus_per_node", "R"},
       {"nodes", "N"},

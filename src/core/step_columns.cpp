@@ -5,13 +5,13 @@ namespace lins {
 
 void set_run_columns(StepRow& row, const std::string& source, const std::string& strategy, const Plan& plan,
                      const Workload& w, const Topology& topo, const std::string& backend, DType precision,
-                     Overlap overlap) {
+                     DType compute, Overlap overlap) {
   row.set("source", source).set("strategy", strategy).set("engine", engine_name(plan.engine));
   row.set("plan", plan.to_string()).set("s0_p", plan.p.intra).set("s1_p", plan.p.inter);
   row.set("s0_g", plan.g.intra).set("s1_g", plan.g.inter).set("s0_os", plan.os.intra);
   row.set("s1_os", plan.os.inter).set("os_layout", os_layout_name(plan.os_layout));
   row.set("model", w.model.name).set("params", w.model.param_count()).set("backend", backend);
-  row.set("precision", dtype_name(precision));
+  row.set("precision", dtype_name(precision)).set("compute", dtype_name(compute));
   row.set("world_size", topo.world()).set("gpus_per_node", topo.gpus_per_node).set("nodes", topo.nodes);
   row.set("seq", w.seq).set("micro_batch_size", w.micro_batch_size).set("micro_batches", w.micro_batches);
   row.set("tokens", w.global_batch_tokens).set("recompute", w.recompute ? 1 : 0);

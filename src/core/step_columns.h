@@ -14,11 +14,11 @@
 
 namespace lins {
 
-// source, strategy, engine, plan and its six factors, os_layout, model, params, backend, precision, world size,
-// topology, seq, micro-batch size and count, tokens, recompute, overlap.
+// source, strategy, engine, plan and its six factors, os_layout, model, params, backend, precision, compute, world
+// size, topology, seq, micro-batch size and count, tokens, recompute, overlap.
 void set_run_columns(StepRow& row, const std::string& source, const std::string& strategy, const Plan& plan,
                      const Workload& w, const Topology& topo, const std::string& backend, DType precision,
-                     Overlap overlap);
+                     DType compute, Overlap overlap);
 
 // Predicted message bytes per collective kind and per axis (schedule) and predicted seconds per term (cost model).
 struct PredictedComm {

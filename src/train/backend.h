@@ -1,8 +1,10 @@
 // The compute backend of the training step: device memory (tracked per category, with a high-water mark), one
 // compute stream with events, host<->device copies, and the kernels of kernels/ops.h on device pointers. The CPU
 // backend runs them on host memory with OpenBLAS; the GPU backend (CUDA kernels, cuBLAS) implements the same
-// interface. Compute tensors are fp32; the executor keeps P and G in its storage dtype (fp32, or bf16 for the paper's
-// mixed precision) and moves between the two with convert() and adamw()'s dtypes. The model and the executor use only this interface: they never dereference device memory.
+// interface. Activations are in the backend's compute dtype (fp32, or bf16), weight gradients fp32; the executor
+// keeps P and G in its storage dtype (fp32, or bf16 for the paper's mixed precision) and moves between the dtypes
+// with convert() and adamw()'s dtypes. The model and the executor use only this interface: they never dereference
+// device memory.
 #pragma once
 
 #include <array>
@@ -98,32 +100,37 @@ class ComputeBackend {
   virtual void synchronize() = 0;     // host waits for the compute stream
   virtual void* native_stream() = 0;  // cudaStream_t on the GPU (for the NCCL communicator), nullptr on the CPU
 
-  // Kernels (kernels/ops.h semantics, device pointers, enqueued on the compute stream).
-  virtual void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-                    const float* b, float beta, float* c) = 0;
-  virtual void rmsnorm_forward(const float* x, const float* weight, float* y, float* rstd, int64_t rows, int64_t dim,
+  // Kernels (kernels/ops.h semantics, device pointers, enqueued on the compute stream). Activations and the
+  // parameters they read (void*) hold elements of compute_dtype(): fp32, or bf16 (the GPU's tensor-core path; the CPU
+  // emulates it by widening each input to fp32 and rounding each output). rstd, lse and every weight gradient
+  // (dweight, dtable, a GEMM's C when c_dtype is fp32) are fp32; weight gradients accumulate.
+  virtual DType compute_dtype() const = 0;
+  // a, b in compute_dtype(); C in c_dtype (compute_dtype() or fp32), accumulated in fp32.
+  virtual void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const void* a,
+                    const void* b, float beta, void* c, DType c_dtype) = 0;
+  virtual void rmsnorm_forward(const void* x, const void* weight, void* y, float* rstd, int64_t rows, int64_t dim,
                                float eps) = 0;
-  virtual void rmsnorm_backward(const float* dy, const float* x, const float* weight, const float* rstd, float* dx,
+  virtual void rmsnorm_backward(const void* dy, const void* x, const void* weight, const float* rstd, void* dx,
                                 float* dweight, int64_t rows, int64_t dim) = 0;
-  virtual void swiglu_forward(const float* gate, const float* up, float* out, int64_t n) = 0;
-  virtual void swiglu_backward(const float* dout, const float* gate, const float* up, float* dgate, float* dup,
-                               int64_t n) = 0;
-  virtual void rope(float* x, int batch, int seq, int heads, int head_dim, float theta, bool inverse) = 0;
-  virtual void attention_forward(const float* q, const float* k, const float* v, float* out, float* lse, int batch,
-                                 int seq, int heads, int head_dim) = 0;
-  virtual void attention_backward(const float* dout, const float* q, const float* k, const float* v, const float* out,
-                                  const float* lse, float* dq, float* dk, float* dv, int batch, int seq, int heads,
+  virtual void swiglu_forward(const void* gate, const void* up, void* out, int64_t n) = 0;
+  virtual void swiglu_backward(const void* dout, const void* gate, const void* up, void* dgate, void* dup,
+                               int64_t n) = 0;  // dgate may alias dout
+  virtual void rope(void* x, int batch, int seq, int heads, int head_dim, float theta, bool inverse) = 0;
+  virtual void attention_forward(const void* q, const void* k, const void* v, void* out, float* lse, int batch, int seq,
+                                 int heads, int head_dim) = 0;
+  virtual void attention_backward(const void* dout, const void* q, const void* k, const void* v, const void* out,
+                                  const float* lse, void* dq, void* dk, void* dv, int batch, int seq, int heads,
                                   int head_dim) = 0;
   // loss_sum[0] += summed loss (fp64, device); dlogits = grad_scale * (softmax - onehot); may run in place.
-  virtual void cross_entropy(const float* logits, const int32_t* targets, float* dlogits, int64_t rows, int64_t vocab,
+  virtual void cross_entropy(const void* logits, const int32_t* targets, void* dlogits, int64_t rows, int64_t vocab,
                              float grad_scale, double* loss_sum) = 0;
-  virtual void embedding_forward(const float* table, const int32_t* ids, float* out, int64_t n, int64_t dim) = 0;
-  virtual void embedding_backward(const float* dout, const int32_t* ids, float* dtable, int64_t n, int64_t dim) = 0;
+  virtual void embedding_forward(const void* table, const int32_t* ids, void* out, int64_t n, int64_t dim) = 0;
+  virtual void embedding_backward(const void* dout, const int32_t* ids, float* dtable, int64_t n, int64_t dim) = 0;
+  virtual void add(void* y, const void* x, int64_t n) = 0;  // y += x, compute_dtype() elements
   // AdamW on n owned elements: master, m, v (fp32) updated in place from grad (fp32 or bf16); param_out (may be
   // null) receives the updated master weights in param_dtype (rounded to nearest even for bf16).
   virtual void adamw(float* master, const void* grad, DType grad_dtype, float* m, float* v, void* param_out,
                      DType param_dtype, int64_t n, const kernels::cpu::AdamWConfig& cfg, int step) = 0;
-  virtual void add(float* y, const float* x, int64_t n) = 0;  // y += x
   // Mixed precision: dst[i] = src[i] in dst's dtype or, with accumulate, dst[i] + src[i] (summed in fp32, rounded
   // once to dst's dtype). Any pair of fp32 and bf16; fp32 into fp32 with accumulate is add().
   virtual void convert(const void* src, DType src_dtype, void* dst, DType dst_dtype, int64_t n, bool accumulate) = 0;
@@ -136,7 +143,8 @@ class ComputeBackend {
   MemoryStats mem_;
 };
 
-// The CPU backend: host memory, synchronous kernels (kernels/cpu), events are host timestamps.
-std::unique_ptr<ComputeBackend> make_cpu_backend();
+// The CPU backend: host memory, synchronous kernels (kernels/cpu), events are host timestamps. compute = bf16
+// emulates the GPU's bf16 activations (fp32 arithmetic on widened copies, outputs rounded to bf16).
+std::unique_ptr<ComputeBackend> make_cpu_backend(DType compute = DType::fp32);
 
 }  // namespace lins

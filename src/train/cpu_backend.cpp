@@ -1,5 +1,6 @@
 // The CPU compute backend: host memory from the C allocator (64-byte aligned, zero-filled, tracked per category),
-// synchronous kernels from kernels/cpu (OpenBLAS sgemm), events that are host timestamps.
+// synchronous kernels from kernels/cpu (OpenBLAS sgemm) in fp32 or emulated bf16 compute, events that are host
+// timestamps.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -81,11 +82,35 @@ uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+// An fp32 view of n compute-dtype elements at p: p itself when they are fp32; for bf16, a widened copy (filled when
+// `load`) that store() rounds back into p. The CPU's bf16 compute is an emulation: the arithmetic is fp32 on these
+// copies (host vectors, outside the tracked device memory), every output rounded once to bf16, as the GPU stores it.
+class F32View {
+ public:
+  F32View(const void* p, int64_t n, DType dtype, bool load = true)
+      : p_(const_cast<void*>(p)), n_(n), bf16_(dtype == DType::bf16) {
+    if (!bf16_) return;
+    copy_.resize(size_t(n));
+    if (load) kernels::cpu::cast_bf16_to_fp32(static_cast<const uint16_t*>(p), copy_.data(), n);
+  }
+  float* get() { return bf16_ ? copy_.data() : static_cast<float*>(p_); }
+  void store() {
+    if (bf16_) kernels::cpu::cast_fp32_to_bf16(copy_.data(), static_cast<uint16_t*>(p_), n_);
+  }
+
+ private:
+  void* p_;
+  int64_t n_;
+  bool bf16_;
+  std::vector<float> copy_;
+};
+
 // Freed blocks are kept by size and handed out again (the step allocates the same sizes every micro-batch), so
 // steady-state steps neither map nor fault in fresh pages. Only live allocations count in MemoryStats, as a GPU
 // caching allocator's "allocated" figure.
 class CpuBackend final : public ComputeBackend {
  public:
+  explicit CpuBackend(DType compute) : compute_(compute) {}
   ~CpuBackend() override {
     for (auto& [size, blocks] : cache_)
       for (void* p : blocks) std::free(p);
@@ -139,46 +164,87 @@ class CpuBackend final : public ComputeBackend {
   void synchronize() override {}
   void* native_stream() override { return nullptr; }
 
-  void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, const float* b, float beta,
-            float* c) override {
-    kernels::cpu::gemm(ta, tb, m, n, k, alpha, a, b, beta, c);
+  DType compute_dtype() const override { return compute_; }
+
+  void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const void* a, const void* b, float beta,
+            void* c, DType c_dtype) override {
+    F32View va(a, m * k, compute_), vb(b, k * n, compute_), vc(c, m * n, c_dtype, /*load=*/beta != 0.0f);
+    kernels::cpu::gemm(ta, tb, m, n, k, alpha, va.get(), vb.get(), beta, vc.get());
+    vc.store();
   }
-  void rmsnorm_forward(const float* x, const float* w, float* y, float* rstd, int64_t rows, int64_t dim,
+  void rmsnorm_forward(const void* x, const void* w, void* y, float* rstd, int64_t rows, int64_t dim,
                        float eps) override {
-    kernels::cpu::rmsnorm_forward(x, w, y, rstd, rows, dim, eps);
+    F32View vx(x, rows * dim, compute_), vw(w, dim, compute_), vy(y, rows * dim, compute_, false);
+    kernels::cpu::rmsnorm_forward(vx.get(), vw.get(), vy.get(), rstd, rows, dim, eps);
+    vy.store();
   }
-  void rmsnorm_backward(const float* dy, const float* x, const float* w, const float* rstd, float* dx, float* dw,
+  void rmsnorm_backward(const void* dy, const void* x, const void* w, const float* rstd, void* dx, float* dw,
                         int64_t rows, int64_t dim) override {
-    kernels::cpu::rmsnorm_backward(dy, x, w, rstd, dx, dw, rows, dim);
+    F32View vdy(dy, rows * dim, compute_), vx(x, rows * dim, compute_), vw(w, dim, compute_);
+    F32View vdx(dx, rows * dim, compute_, false);
+    kernels::cpu::rmsnorm_backward(vdy.get(), vx.get(), vw.get(), rstd, vdx.get(), dw, rows, dim);
+    vdx.store();
   }
-  void swiglu_forward(const float* gate, const float* up, float* out, int64_t n) override {
-    kernels::cpu::swiglu_forward(gate, up, out, n);
+  void swiglu_forward(const void* gate, const void* up, void* out, int64_t n) override {
+    F32View vg(gate, n, compute_), vu(up, n, compute_), vo(out, n, compute_, false);
+    kernels::cpu::swiglu_forward(vg.get(), vu.get(), vo.get(), n);
+    vo.store();
   }
-  void swiglu_backward(const float* dout, const float* gate, const float* up, float* dgate, float* dup,
-                       int64_t n) override {
-    kernels::cpu::swiglu_backward(dout, gate, up, dgate, dup, n);
+  void swiglu_backward(const void* dout, const void* gate, const void* up, void* dgate, void* dup, int64_t n) override {
+    F32View vd(dout, n, compute_), vg(gate, n, compute_), vu(up, n, compute_);
+    F32View vdg(dgate, n, compute_, false), vdu(dup, n, compute_, false);
+    // fp32: dgate may be dout itself (the kernel reads each element before writing it); bf16: separate copies.
+    kernels::cpu::swiglu_backward(vd.get(), vg.get(), vu.get(), vdg.get(), vdu.get(), n);
+    vdg.store();
+    vdu.store();
   }
-  void rope(float* x, int batch, int seq, int heads, int head_dim, float theta, bool inverse) override {
-    kernels::cpu::rope(x, batch, seq, heads, head_dim, theta, inverse);
+  void rope(void* x, int batch, int seq, int heads, int head_dim, float theta, bool inverse) override {
+    F32View vx(x, int64_t(batch) * seq * heads * head_dim, compute_);
+    kernels::cpu::rope(vx.get(), batch, seq, heads, head_dim, theta, inverse);
+    vx.store();
   }
-  void attention_forward(const float* q, const float* k, const float* v, float* out, float* lse, int batch, int seq,
+  void attention_forward(const void* q, const void* k, const void* v, void* out, float* lse, int batch, int seq,
                          int heads, int head_dim) override {
-    kernels::cpu::attention_forward(q, k, v, out, lse, batch, seq, heads, head_dim);
+    const int64_t n = int64_t(batch) * seq * heads * head_dim;
+    F32View vq(q, n, compute_), vk(k, n, compute_), vv(v, n, compute_), vo(out, n, compute_, false);
+    kernels::cpu::attention_forward(vq.get(), vk.get(), vv.get(), vo.get(), lse, batch, seq, heads, head_dim);
+    vo.store();
   }
-  void attention_backward(const float* dout, const float* q, const float* k, const float* v, const float* out,
-                          const float* lse, float* dq, float* dk, float* dv, int batch, int seq, int heads,
+  void attention_backward(const void* dout, const void* q, const void* k, const void* v, const void* out,
+                          const float* lse, void* dq, void* dk, void* dv, int batch, int seq, int heads,
                           int head_dim) override {
-    kernels::cpu::attention_backward(dout, q, k, v, out, lse, dq, dk, dv, batch, seq, heads, head_dim);
+    const int64_t n = int64_t(batch) * seq * heads * head_dim;
+    F32View vd(dout, n, compute_), vq(q, n, compute_), vk(k, n, compute_), vv(v, n, compute_), vo(out, n, compute_);
+    F32View vdq(dq, n, compute_, false), vdk(dk, n, compute_, false), vdv(dv, n, compute_, false);
+    kernels::cpu::attention_backward(vd.get(), vq.get(), vk.get(), vv.get(), vo.get(), lse, vdq.get(), vdk.get(),
+                                     vdv.get(), batch, seq, heads, head_dim);
+    vdq.store();
+    vdk.store();
+    vdv.store();
   }
-  void cross_entropy(const float* logits, const int32_t* targets, float* dlogits, int64_t rows, int64_t vocab,
+  void cross_entropy(const void* logits, const int32_t* targets, void* dlogits, int64_t rows, int64_t vocab,
                      float grad_scale, double* loss_sum) override {
-    loss_sum[0] += kernels::cpu::cross_entropy(logits, targets, dlogits, rows, vocab, grad_scale);
+    F32View vl(logits, rows * vocab, compute_), vd(dlogits, rows * vocab, compute_, false);
+    loss_sum[0] += kernels::cpu::cross_entropy(vl.get(), targets, vd.get(), rows, vocab, grad_scale);
+    vd.store();
   }
-  void embedding_forward(const float* table, const int32_t* ids, float* out, int64_t n, int64_t dim) override {
-    kernels::cpu::embedding_forward(table, ids, out, n, dim);
+  void embedding_forward(const void* table, const int32_t* ids, void* out, int64_t n, int64_t dim) override {
+    // A row gather: the same bytes in either dtype.
+    const int64_t row = dim * dtype_bytes(compute_);
+    for (int64_t i = 0; i < n; ++i)
+      std::memcpy(static_cast<char*>(out) + i * row, static_cast<const char*>(table) + int64_t(ids[i]) * row,
+                  size_t(row));
   }
-  void embedding_backward(const float* dout, const int32_t* ids, float* dtable, int64_t n, int64_t dim) override {
-    kernels::cpu::embedding_backward(dout, ids, dtable, n, dim);
+  void embedding_backward(const void* dout, const int32_t* ids, float* dtable, int64_t n, int64_t dim) override {
+    F32View vd(dout, n * dim, compute_);
+    kernels::cpu::embedding_backward(vd.get(), ids, dtable, n, dim);
+  }
+  void add(void* y, const void* x, int64_t n) override {
+    if (compute_ == DType::fp32) {
+      kernels::cpu::add(static_cast<float*>(y), static_cast<const float*>(x), n);
+    } else {
+      kernels::cpu::accumulate_bf16_into_bf16(static_cast<uint16_t*>(y), static_cast<const uint16_t*>(x), n);
+    }
   }
   void adamw(float* master, const void* grad, DType grad_dtype, float* m, float* v, void* param_out, DType param_dtype,
              int64_t n, const kernels::cpu::AdamWConfig& cfg, int step) override {
@@ -193,7 +259,6 @@ class CpuBackend final : public ComputeBackend {
       convert(master, DType::fp32, param_out, param_dtype, n, false);
     }
   }
-  void add(float* y, const float* x, int64_t n) override { kernels::cpu::add(y, x, n); }
   void convert(const void* src, DType src_dtype, void* dst, DType dst_dtype, int64_t n, bool accumulate) override {
     namespace k = kernels::cpu;
     const bool from16 = src_dtype == DType::bf16, to16 = dst_dtype == DType::bf16;
@@ -223,10 +288,11 @@ class CpuBackend final : public ComputeBackend {
 
  private:
   std::unordered_map<size_t, std::vector<void*>> cache_;  // rounded size -> free blocks
+  DType compute_ = DType::fp32;
 };
 
 }  // namespace
 
-std::unique_ptr<ComputeBackend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+std::unique_ptr<ComputeBackend> make_cpu_backend(DType compute) { return std::make_unique<CpuBackend>(compute); }
 
 }  // namespace lins

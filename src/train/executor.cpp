@@ -96,8 +96,8 @@ struct Executor::Impl {
 
   int n_mod = 0;
   int shard_index = 0;
-  DType sd = DType::fp32;  // storage dtype of P, G and every collective's payload (ExecutorOptions::state_dtype)
-  int64_t esize = 4;       // its bytes per element
+  DType sd = DType::fp32;         // storage dtype of P, G and every collective's payload (ExecutorOptions::state_dtype)
+  int64_t esize = 4;              // its bytes per element
   bool p_sharded = false;         // shard_count > 1
   bool g_owned = false;           // G kept only for the owned elements (s_g > s_p)
   bool t_g = false;               // Lins T_g: the micro-batch gradient is transient and synced every micro-batch
@@ -114,9 +114,10 @@ struct Executor::Impl {
   std::vector<DeviceBuffer> hpz_secondary;  // ZeRO++: per module [padded / hpz] (P category)
 
   // Per-module working buffers.
-  std::vector<DeviceBuffer> gathered;   // [padded] parameters of modules being computed
-  std::vector<DeviceBuffer> grad_full;  // [padded] gradient of one micro-batch for a module (sharded P, ZeRO-2)
-  std::vector<DeviceBuffer> params_f32;  // mixed precision: fp32 working copy of a module's parameters while computed
+  std::vector<DeviceBuffer> gathered;        // [padded] parameters of modules being computed
+  std::vector<DeviceBuffer> grad_full;       // [padded] gradient of one micro-batch for a module (sharded P, ZeRO-2)
+  std::vector<DeviceBuffer> params_compute;  // a module's parameters in the compute dtype while computed, when the
+                                             // storage dtype differs
 
   // The schedule, classified and indexed.
   std::vector<OpClass> cls;
@@ -207,17 +208,18 @@ struct Executor::Impl {
   void accumulate(void* dst, const void* src, int64_t n) { be->convert(src, sd, dst, sd, n, /*accumulate=*/true); }
   void copy_elems(void* dst, const void* src, int64_t n) { be->copy(dst, src, n * esize); }
 
-  // The fp32 parameters module m computes with: `src` itself with fp32 storage; with bf16, a working copy widened
-  // from it (released by release_params).
-  Result<const float*> compute_params(int m, const void* src, int64_t elems) {
-    if (!mixed()) return static_cast<const float*>(src);
-    auto b = alloc_f32(elems, MemCategory::buffer, /*zero=*/false);
+  // The parameters module m computes with, in the backend's compute dtype: `src` itself when the storage dtype is the
+  // same; else a working copy converted from it (released by release_params).
+  Result<const void*> compute_params(int m, const void* src, int64_t elems) {
+    const DType cd = be->compute_dtype();
+    if (cd == sd) return src;
+    auto b = be->allocate(elems * dtype_bytes(cd), MemCategory::buffer, /*zero=*/false);
     if (!b) return make_error(b.error());
-    params_f32[m] = std::move(*b);
-    be->convert(src, sd, params_f32[m].data(), DType::fp32, elems, false);
-    return static_cast<const float*>(params_f32[m].f32());
+    params_compute[m] = std::move(*b);
+    be->convert(src, sd, params_compute[m].data(), cd, elems, false);
+    return static_cast<const void*>(params_compute[m].data());
   }
-  void release_params(int m) { params_f32[m].reset(); }
+  void release_params(int m) { params_compute[m].reset(); }
 
   // ---- set-up ---------------------------------------------------------------------------------------------------
   Status init() {
@@ -319,7 +321,7 @@ struct Executor::Impl {
     }
     gathered.resize(n_mod);
     grad_full.resize(n_mod);
-    params_f32.resize(n_mod);
+    params_compute.resize(n_mod);
     if (plan.engine == Engine::zeropp && p_sharded) {
       const int k = std::max(1, plan.hpz_intra);
       for (const auto& msh : L.modules) {

@@ -1,13 +1,32 @@
-// The GPU compute backend: fp32 compute tensors, bf16 tensor-core GEMMs and attention; P and G in the executor's
-// storage dtype (fp32, or bf16 for mixed precision) through convert() and adamw()'s dtypes (see gpu_backend.h).
+// The GPU compute backend. Compute dtype bf16 (the default): bf16 activations and the native bf16 tensor-core kernels
+// end to end, weight gradients (GEMM C in fp32, RMSNorm dweight, embedding dtable) fp32. Compute dtype fp32 (the
+// earlier path): fp32 tensors with bf16 tensor-core GEMMs and attention. P and G stay in the executor's storage dtype
+// (fp32, or bf16 for mixed precision) through convert() and adamw()'s dtypes (see gpu_backend.h).
 // Host code over the launchers of kernels/cuda (C++17 device code) and cuBLAS; every call is enqueued on one compute
 // stream and nothing blocks the host except download(), elapsed_s() and synchronize().
+//
+// Kernel dispatch on the compute dtype (kc = kernels::cuda; every launcher below is the overload of those types):
+//   kernel              fp32 compute                              bf16 compute
+//   gemm, C fp32        kc::gemm(float a, b, c), FAST_16BF        kc::gemm(bf16 a, b -> float c)
+//   gemm, C bf16        abort (no such output on this path)       kc::gemm(bf16 a, b -> bf16 c)
+//   rmsnorm fwd/bwd     float x, w, y / dy, dx; float rstd, dw    bf16 x, w, y / dy, dx; float rstd, dweight
+//   swiglu, rope, add   float                                     bf16
+//   attention fwd       float + bf16-copy workspace               bf16, no workspace
+//   attention bwd       float + bf16-copy workspace               bf16 + fp32 dq/delta workspace
+//   cross_entropy       float logits; float loss_rows scratch     bf16 logits; float loss_rows scratch
+//   embedding fwd/bwd   float table, out / dout; float dtable     bf16 table, out / dout; float dtable
+// The aliasing the model relies on holds for both: cross_entropy in place (dlogits == logits: each thread reads an
+// element before it overwrites it, no __restrict__), swiglu_backward with dgate == dout (element-wise, every input
+// of an element loaded before its outputs are stored), add with y as both input and output, and gemm with beta = 1
+// accumulating into C (cuBLAS reads C in its dtype, sums in fp32, rounds once).
 #include "train/gpu_backend.h"
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -31,7 +50,7 @@ constexpr int64_t kBlockAlign = 512;
 
 class GpuBackend final : public ComputeBackend {
  public:
-  static Result<std::unique_ptr<ComputeBackend>> create(int device) {
+  static Result<std::unique_ptr<ComputeBackend>> create(int device, DType compute) {
     const int n = kc::device_count();
     if (n == 0) return make_error("gpu backend: no CUDA device is visible (cudaGetDeviceCount found none)");
     if (device < 0 || device >= n)
@@ -42,6 +61,8 @@ class GpuBackend final : public ComputeBackend {
                         ") failed: " + cudaGetErrorString(e));
     std::unique_ptr<GpuBackend> b(new GpuBackend());
     b->device_ = device;
+    b->compute_ = compute;
+    b->bf16_ = compute == DType::bf16;
     if (cudaError_t e = cudaStreamCreateWithFlags(&b->stream_, cudaStreamNonBlocking); e != cudaSuccess)
       return make_error(std::string("gpu backend: cudaStreamCreate failed: ") + cudaGetErrorString(e));
     if (cublasStatus_t st = kc::blas_create(&b->blas_); st != CUBLAS_STATUS_SUCCESS)
@@ -131,58 +152,109 @@ class GpuBackend final : public ComputeBackend {
   void synchronize() override { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
   void* native_stream() override { return stream_; }
 
-  void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, const float* b, float beta,
-            float* c) override {
+  DType compute_dtype() const override { return compute_; }
+
+  void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const void* a, const void* b, float beta,
+            void* c, DType c_dtype) override {
+    if (!bf16_ && c_dtype == DType::bf16)
+      die("gemm with a bf16 C on an fp32-compute backend (fp32 compute writes fp32 C only; C must be the compute "
+          "dtype or fp32)");
     if (m <= 0 || n <= 0) return;
     if (k <= 0) {  // the CPU contract: C = beta * C (cuBLAS would do nothing)
-      if (beta == 0.f) zero(c, m * n * 4);
+      if (beta == 0.f) zero(c, m * n * dtype_bytes(c_dtype));
       // beta != 0 with k == 0 keeps C scaled by beta; the step never asks for it.
       return;
     }
-    CUBLAS_CHECK(kc::gemm(blas_, ta, tb, m, n, k, alpha, a, b, beta, c, stream_));
+    if (!bf16_)
+      CUBLAS_CHECK(kc::gemm(blas_, ta, tb, m, n, k, alpha, F(a), F(b), beta, F(c), stream_));
+    else if (c_dtype == DType::bf16)
+      CUBLAS_CHECK(kc::gemm(blas_, ta, tb, m, n, k, alpha, B(a), B(b), beta, B(c), stream_));
+    else
+      CUBLAS_CHECK(kc::gemm(blas_, ta, tb, m, n, k, alpha, B(a), B(b), beta, F(c), stream_));
   }
-  void rmsnorm_forward(const float* x, const float* w, float* y, float* rstd, int64_t rows, int64_t dim,
+  void rmsnorm_forward(const void* x, const void* w, void* y, float* rstd, int64_t rows, int64_t dim,
                        float eps) override {
-    CUDA_CHECK(kc::rmsnorm_forward(x, w, y, rstd, rows, dim, eps, stream_));
+    if (bf16_)
+      CUDA_CHECK(kc::rmsnorm_forward(B(x), B(w), B(y), rstd, rows, dim, eps, stream_));
+    else
+      CUDA_CHECK(kc::rmsnorm_forward(F(x), F(w), F(y), rstd, rows, dim, eps, stream_));
   }
-  void rmsnorm_backward(const float* dy, const float* x, const float* w, const float* rstd, float* dx, float* dw,
+  void rmsnorm_backward(const void* dy, const void* x, const void* w, const float* rstd, void* dx, float* dw,
                         int64_t rows, int64_t dim) override {
-    CUDA_CHECK(kc::rmsnorm_backward(dy, x, w, rstd, dx, dw, rows, dim, stream_));
+    if (bf16_)
+      CUDA_CHECK(kc::rmsnorm_backward(B(dy), B(x), B(w), rstd, B(dx), dw, rows, dim, stream_));
+    else
+      CUDA_CHECK(kc::rmsnorm_backward(F(dy), F(x), F(w), rstd, F(dx), dw, rows, dim, stream_));
   }
-  void swiglu_forward(const float* gate, const float* up, float* out, int64_t n) override {
-    CUDA_CHECK(kc::swiglu_forward(gate, up, out, n, stream_));
+  void swiglu_forward(const void* gate, const void* up, void* out, int64_t n) override {
+    if (bf16_)
+      CUDA_CHECK(kc::swiglu_forward(B(gate), B(up), B(out), n, stream_));
+    else
+      CUDA_CHECK(kc::swiglu_forward(F(gate), F(up), F(out), n, stream_));
   }
-  void swiglu_backward(const float* dout, const float* gate, const float* up, float* dgate, float* dup,
-                       int64_t n) override {
-    CUDA_CHECK(kc::swiglu_backward(dout, gate, up, dgate, dup, n, stream_));
+  void swiglu_backward(const void* dout, const void* gate, const void* up, void* dgate, void* dup,
+                       int64_t n) override {  // dgate may alias dout (element-wise: loads before stores)
+    if (bf16_)
+      CUDA_CHECK(kc::swiglu_backward(B(dout), B(gate), B(up), B(dgate), B(dup), n, stream_));
+    else
+      CUDA_CHECK(kc::swiglu_backward(F(dout), F(gate), F(up), F(dgate), F(dup), n, stream_));
   }
-  void rope(float* x, int batch, int seq, int heads, int head_dim, float theta, bool inverse) override {
-    CUDA_CHECK(kc::rope(x, batch, seq, heads, head_dim, theta, inverse, stream_));
+  void rope(void* x, int batch, int seq, int heads, int head_dim, float theta, bool inverse) override {
+    if (bf16_)
+      CUDA_CHECK(kc::rope(B(x), batch, seq, heads, head_dim, theta, inverse, stream_));
+    else
+      CUDA_CHECK(kc::rope(F(x), batch, seq, heads, head_dim, theta, inverse, stream_));
   }
-  void attention_forward(const float* q, const float* k, const float* v, float* out, float* lse, int batch, int seq,
+  void attention_forward(const void* q, const void* k, const void* v, void* out, float* lse, int batch, int seq,
                          int heads, int head_dim) override {
+    if (bf16_) {
+      CUDA_CHECK(kc::attention_forward(B(q), B(k), B(v), B(out), lse, batch, seq, heads, head_dim, stream_));
+      return;
+    }
     DeviceBuffer ws = scratch(kc::attention_forward_fp32_workspace_bytes(batch, seq, heads, head_dim));
-    CUDA_CHECK(
-        kc::attention_forward(q, k, v, out, lse, batch, seq, heads, head_dim, ws.data(), size_t(ws.bytes()), stream_));
+    CUDA_CHECK(kc::attention_forward(F(q), F(k), F(v), F(out), lse, batch, seq, heads, head_dim, ws.data(),
+                                     size_t(ws.bytes()), stream_));
   }  // ws returns to the pool; later users are queued behind the kernels that read it
-  void attention_backward(const float* dout, const float* q, const float* k, const float* v, const float* out,
-                          const float* lse, float* dq, float* dk, float* dv, int batch, int seq, int heads,
+  void attention_backward(const void* dout, const void* q, const void* k, const void* v, const void* out,
+                          const float* lse, void* dq, void* dk, void* dv, int batch, int seq, int heads,
                           int head_dim) override {
+    if (bf16_) {  // scratch: the fp32 dq accumulator and the row terms D = rowsum(dout * out)
+      DeviceBuffer ws = scratch(int64_t(kc::attention_backward_workspace_bytes(batch, seq, heads, head_dim)));
+      CUDA_CHECK(kc::attention_backward(B(dout), B(q), B(k), B(v), B(out), lse, B(dq), B(dk), B(dv), batch, seq, heads,
+                                        head_dim, ws.data(), size_t(ws.bytes()), stream_));
+      return;
+    }
     DeviceBuffer ws = scratch(kc::attention_backward_fp32_workspace_bytes(batch, seq, heads, head_dim));
-    CUDA_CHECK(kc::attention_backward(dout, q, k, v, out, lse, dq, dk, dv, batch, seq, heads, head_dim, ws.data(),
-                                      size_t(ws.bytes()), stream_));
+    CUDA_CHECK(kc::attention_backward(F(dout), F(q), F(k), F(v), F(out), lse, F(dq), F(dk), F(dv), batch, seq, heads,
+                                      head_dim, ws.data(), size_t(ws.bytes()), stream_));
   }
-  void cross_entropy(const float* logits, const int32_t* targets, float* dlogits, int64_t rows, int64_t vocab,
+  void cross_entropy(const void* logits, const int32_t* targets, void* dlogits, int64_t rows, int64_t vocab,
                      float grad_scale, double* loss_sum) override {
+    // In place (dlogits == logits) is supported by both overloads. Per-row losses in fp32 scratch, summed in fp64.
     DeviceBuffer loss_rows = scratch(rows * 4);  // [rows] fp32
-    CUDA_CHECK(kc::cross_entropy(logits, targets, dlogits, loss_rows.f32(), rows, vocab, grad_scale, stream_));
+    if (bf16_)
+      CUDA_CHECK(kc::cross_entropy(B(logits), targets, B(dlogits), loss_rows.f32(), rows, vocab, grad_scale, stream_));
+    else
+      CUDA_CHECK(kc::cross_entropy(F(logits), targets, F(dlogits), loss_rows.f32(), rows, vocab, grad_scale, stream_));
     CUDA_CHECK(kc::sum_accumulate(loss_rows.f32(), rows, loss_sum, stream_));
   }
-  void embedding_forward(const float* table, const int32_t* ids, float* out, int64_t n, int64_t dim) override {
-    CUDA_CHECK(kc::embedding_forward(table, ids, out, n, dim, stream_));
+  void embedding_forward(const void* table, const int32_t* ids, void* out, int64_t n, int64_t dim) override {
+    if (bf16_)
+      CUDA_CHECK(kc::embedding_forward(B(table), ids, B(out), n, dim, stream_));
+    else
+      CUDA_CHECK(kc::embedding_forward(F(table), ids, F(out), n, dim, stream_));
   }
-  void embedding_backward(const float* dout, const int32_t* ids, float* dtable, int64_t n, int64_t dim) override {
-    CUDA_CHECK(kc::embedding_backward(dout, ids, dtable, n, dim, stream_));
+  void embedding_backward(const void* dout, const int32_t* ids, float* dtable, int64_t n, int64_t dim) override {
+    if (bf16_)
+      CUDA_CHECK(kc::embedding_backward(B(dout), ids, dtable, n, dim, stream_));
+    else
+      CUDA_CHECK(kc::embedding_backward(F(dout), ids, dtable, n, dim, stream_));
+  }
+  void add(void* y, const void* x, int64_t n) override {  // y += x (out aliases a: element-wise)
+    if (bf16_)
+      CUDA_CHECK(kc::add(B(y), B(x), B(y), n, stream_));
+    else
+      CUDA_CHECK(kc::add(F(y), F(x), F(y), n, stream_));
   }
   void adamw(float* master, const void* grad, DType grad_dtype, float* m, float* v, void* param_out, DType param_dtype,
              int64_t n, const kernels::cpu::AdamWConfig& cfg, int step) override {
@@ -199,7 +271,6 @@ class GpuBackend final : public ComputeBackend {
     if (!g16 && p16) CUDA_CHECK(kc::adamw(master, gf, m, v, pb, n, cfg, step, kScale, stream_));
     if (!g16 && !p16) CUDA_CHECK(kc::adamw(master, gf, m, v, pf, n, cfg, step, kScale, stream_));
   }
-  void add(float* y, const float* x, int64_t n) override { CUDA_CHECK(kc::add(y, x, y, n, stream_)); }
   void convert(const void* src, DType src_dtype, void* dst, DType dst_dtype, int64_t n, bool accumulate) override {
     if (n <= 0) return;
     const bool from16 = src_dtype == DType::bf16, to16 = dst_dtype == DType::bf16;
@@ -244,6 +315,19 @@ class GpuBackend final : public ComputeBackend {
  private:
   GpuBackend() = default;
 
+  // The compute-dtype views of the interface's untyped pointers.
+  static const kc::bf16* B(const void* p) { return static_cast<const kc::bf16*>(p); }
+  static kc::bf16* B(void* p) { return static_cast<kc::bf16*>(p); }
+  static const float* F(const void* p) { return static_cast<const float*>(p); }
+  static float* F(void* p) { return static_cast<float*>(p); }
+
+  // A call the interface cannot refuse (no error path for kernels): report it as a launch failure would, and abort.
+  [[noreturn]] static void die(const char* what) {
+    std::fprintf(stderr, "[%s] lins gpu backend: %s\n", kc::detail::host_name(), what);
+    std::fflush(stderr);
+    std::abort();
+  }
+
   // Kernel workspace from the pool, tracked as a buffer while the call that uses it runs.
   DeviceBuffer scratch(int64_t bytes) {
     auto b = allocate(std::max<int64_t>(bytes, 1), MemCategory::buffer, /*zero=*/false);
@@ -265,6 +349,8 @@ class GpuBackend final : public ComputeBackend {
   }
 
   int device_ = 0;
+  DType compute_ = DType::bf16;  // activations' dtype (compute_dtype())
+  bool bf16_ = true;             // compute_ == DType::bf16
   cudaStream_t stream_ = nullptr;
   kc::BlasHandle blas_{};
   std::unordered_map<int64_t, std::vector<void*>> cache_;  // rounded size -> free blocks
@@ -273,7 +359,9 @@ class GpuBackend final : public ComputeBackend {
 
 }  // namespace
 
-Result<std::unique_ptr<ComputeBackend>> make_gpu_backend(int device) { return GpuBackend::create(device); }
+Result<std::unique_ptr<ComputeBackend>> make_gpu_backend(int device, DType compute) {
+  return GpuBackend::create(device, compute);
+}
 
 GpuMemoryInfo gpu_memory_info(ComputeBackend& backend) {
   if (auto* g = dynamic_cast<GpuBackend*>(&backend)) return g->info();

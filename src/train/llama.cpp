@@ -61,6 +61,8 @@ Result<LlamaModel> LlamaModel::create(const ModelSpec& spec, ComputeBackend& bac
   m.spec_ = &spec;
   m.be_ = &backend;
   m.options_ = options;
+  m.cd_ = backend.compute_dtype();
+  m.ab_ = dtype_bytes(m.cd_);
   m.slot_names_.resize(spec.tensors.size());
   for (const auto& mod : spec.modules) {
     std::vector<TensorSlot> slots;
@@ -121,12 +123,15 @@ Result<DeviceBuffer> LlamaModel::alloc(int64_t elems, MemCategory c, int elem_by
   return be_->allocate(elems * elem_bytes, c, /*zero=*/false);
 }
 
-#define LINS_ALLOC(dst, elems, cat)                 \
-  do {                                              \
-    auto r_ = alloc((elems), (cat));                \
-    if (!r_) return Status(make_error(r_.error())); \
-    dst = std::move(*r_);                           \
+// Activations and their gradients in the compute dtype; rstd and lse in fp32.
+#define LINS_ALLOC_BYTES(dst, elems, cat, elem_bytes) \
+  do {                                                \
+    auto r_ = alloc((elems), (cat), (elem_bytes));    \
+    if (!r_) return Status(make_error(r_.error()));   \
+    dst = std::move(*r_);                             \
   } while (0)
+#define LINS_ALLOC(dst, elems, cat) LINS_ALLOC_BYTES(dst, elems, cat, ab_)
+#define LINS_ALLOC_F32(dst, elems, cat) LINS_ALLOC_BYTES(dst, elems, cat, 4)
 
 Status LlamaModel::begin_micro_batch(const int32_t* host_ids, const int32_t* host_targets, float grad_scale) {
   const int64_t T = tokens(), H = spec_->dims.hidden;
@@ -139,7 +144,7 @@ Status LlamaModel::begin_micro_batch(const int32_t* host_ids, const int32_t* hos
     auto i = be_->allocate(T * 4, MemCategory::activation);
     auto t = be_->allocate(T * 4, MemCategory::activation);
     auto l = be_->allocate(8, MemCategory::activation);
-    auto d = be_->allocate(T * H * 4, MemCategory::activation);
+    auto d = be_->allocate(T * H * ab_, MemCategory::activation);
     if (!i || !t || !l || !d) return make_error("model: out of memory for the micro-batch inputs");
     ids_ = std::move(*i), targets_ = std::move(*t), loss_sum_ = std::move(*l), dx_ = std::move(*d);
   }
@@ -157,7 +162,7 @@ double LlamaModel::end_micro_batch() {
   return loss;
 }
 
-Status LlamaModel::forward(int m, const float* p) {
+Status LlamaModel::forward(int m, const void* p) {
   const auto& kind = spec_->modules[m].kind;
   const int64_t T = tokens(), H = spec_->dims.hidden, V = spec_->dims.vocab;
   Saved& s = *saved_[m];
@@ -165,75 +170,75 @@ Status LlamaModel::forward(int m, const float* p) {
   if (!last && !saved_[m + 1]->input.empty()) return make_error("model: module forwarded twice in a micro-batch");
   if (kind == "embed") {
     LINS_ALLOC(saved_[m + 1]->input, T * H, MemCategory::activation);
-    be_->embedding_forward(p + slot(m, "tok_embeddings.weight")->offset, ids_.i32(), saved_[m + 1]->input.f32(), T, H);
+    be_->embedding_forward(P(p, slot(m, "tok_embeddings.weight")), ids_.i32(), saved_[m + 1]->input.data(), T, H);
     return {};
   }
   if (s.input.empty()) return make_error("model: forward of '" + spec_->modules[m].name + "' before its input");
   if (kind == "attn" || kind == "mlp") {
     const bool keep = !options_.recompute;
     LINS_ALLOC(saved_[m + 1]->input, T * H, MemCategory::activation);
-    be_->copy(saved_[m + 1]->input.data(), s.input.data(), T * H * 4);  // residual
+    be_->copy(saved_[m + 1]->input.data(), s.input.data(), T * H * ab_);  // residual
     LINS_TRY(kind == "attn" ? forward_attn(m, p, s, true) : forward_mlp(m, p, s, true));
     if (!keep) s.drop_intermediates();
     return {};
   }
   // head: logits are turned into dlogits in place by the loss, which is all backward needs from them.
-  const float* normw = p + slot(m, "norm.weight")->offset;
-  const float* wout = p + slot(m, "output.weight")->offset;
-  LINS_ALLOC(s.rstd, T, MemCategory::activation);
+  const void* normw = P(p, slot(m, "norm.weight"));
+  const void* wout = P(p, slot(m, "output.weight"));
+  LINS_ALLOC_F32(s.rstd, T, MemCategory::activation);
   LINS_ALLOC(s.xn, T * H, MemCategory::activation);
   LINS_ALLOC(s.dlogits, T * V, MemCategory::activation);
-  be_->rmsnorm_forward(s.input.f32(), normw, s.xn.f32(), s.rstd.f32(), T, H, options_.norm_eps);
-  be_->gemm(false, true, T, V, H, 1.0f, s.xn.f32(), wout, 0.0f, s.dlogits.f32());
-  be_->cross_entropy(s.dlogits.f32(), targets_.i32(), s.dlogits.f32(), T, V, grad_scale_, loss_sum_.f64());
+  be_->rmsnorm_forward(s.input.data(), normw, s.xn.data(), s.rstd.f32(), T, H, options_.norm_eps);
+  be_->gemm(false, true, T, V, H, 1.0f, s.xn.data(), wout, 0.0f, s.dlogits.data(), cd_);
+  be_->cross_entropy(s.dlogits.data(), targets_.i32(), s.dlogits.data(), T, V, grad_scale_, loss_sum_.f64());
   return {};
 }
 
 // Computes the attention block's intermediates from s.input into s; adds the block's output to the next module's
 // input when `write_output` (false when recomputing in backward).
-Status LlamaModel::forward_attn(int m, const float* p, Saved& s, bool write_output) {
+Status LlamaModel::forward_attn(int m, const void* p, Saved& s, bool write_output) {
   const int64_t T = tokens(), H = spec_->dims.hidden;
   const int heads = spec_->dims.heads, hd = int(H / heads), B = options_.micro_batch_size, S = options_.seq;
-  LINS_ALLOC(s.rstd, T, MemCategory::activation);
+  LINS_ALLOC_F32(s.rstd, T, MemCategory::activation);
   LINS_ALLOC(s.xn, T * H, MemCategory::activation);
   LINS_ALLOC(s.q, T * H, MemCategory::activation);
   LINS_ALLOC(s.k, T * H, MemCategory::activation);
   LINS_ALLOC(s.v, T * H, MemCategory::activation);
   LINS_ALLOC(s.o, T * H, MemCategory::activation);
-  LINS_ALLOC(s.lse, int64_t(B) * heads * S, MemCategory::activation);
-  be_->rmsnorm_forward(s.input.f32(), p + slot(m, "attention_norm.weight")->offset, s.xn.f32(), s.rstd.f32(), T, H,
+  LINS_ALLOC_F32(s.lse, int64_t(B) * heads * S, MemCategory::activation);
+  be_->rmsnorm_forward(s.input.data(), P(p, slot(m, "attention_norm.weight")), s.xn.data(), s.rstd.f32(), T, H,
                        options_.norm_eps);
-  be_->gemm(false, true, T, H, H, 1.0f, s.xn.f32(), p + slot(m, "attention.wq.weight")->offset, 0.0f, s.q.f32());
-  be_->gemm(false, true, T, H, H, 1.0f, s.xn.f32(), p + slot(m, "attention.wk.weight")->offset, 0.0f, s.k.f32());
-  be_->gemm(false, true, T, H, H, 1.0f, s.xn.f32(), p + slot(m, "attention.wv.weight")->offset, 0.0f, s.v.f32());
-  be_->rope(s.q.f32(), B, S, heads, hd, options_.rope_theta, false);
-  be_->rope(s.k.f32(), B, S, heads, hd, options_.rope_theta, false);
-  be_->attention_forward(s.q.f32(), s.k.f32(), s.v.f32(), s.o.f32(), s.lse.f32(), B, S, heads, hd);
+  be_->gemm(false, true, T, H, H, 1.0f, s.xn.data(), P(p, slot(m, "attention.wq.weight")), 0.0f, s.q.data(), cd_);
+  be_->gemm(false, true, T, H, H, 1.0f, s.xn.data(), P(p, slot(m, "attention.wk.weight")), 0.0f, s.k.data(), cd_);
+  be_->gemm(false, true, T, H, H, 1.0f, s.xn.data(), P(p, slot(m, "attention.wv.weight")), 0.0f, s.v.data(), cd_);
+  be_->rope(s.q.data(), B, S, heads, hd, options_.rope_theta, false);
+  be_->rope(s.k.data(), B, S, heads, hd, options_.rope_theta, false);
+  be_->attention_forward(s.q.data(), s.k.data(), s.v.data(), s.o.data(), s.lse.f32(), B, S, heads, hd);
   if (write_output)  // next input already holds the residual: add wo(o)
-    be_->gemm(false, true, T, H, H, 1.0f, s.o.f32(), p + slot(m, "attention.wo.weight")->offset, 1.0f,
-              saved_[m + 1]->input.f32());
+    be_->gemm(false, true, T, H, H, 1.0f, s.o.data(), P(p, slot(m, "attention.wo.weight")), 1.0f,
+              saved_[m + 1]->input.data(), cd_);
   return {};
 }
 
-Status LlamaModel::forward_mlp(int m, const float* p, Saved& s, bool write_output) {
+Status LlamaModel::forward_mlp(int m, const void* p, Saved& s, bool write_output) {
   const int64_t T = tokens(), H = spec_->dims.hidden, F = spec_->dims.ffn;
-  LINS_ALLOC(s.rstd, T, MemCategory::activation);
+  LINS_ALLOC_F32(s.rstd, T, MemCategory::activation);
   LINS_ALLOC(s.xn, T * H, MemCategory::activation);
   LINS_ALLOC(s.gate, T * F, MemCategory::activation);
   LINS_ALLOC(s.up, T * F, MemCategory::activation);
   LINS_ALLOC(s.act, T * F, MemCategory::activation);
-  be_->rmsnorm_forward(s.input.f32(), p + slot(m, "ffn_norm.weight")->offset, s.xn.f32(), s.rstd.f32(), T, H,
+  be_->rmsnorm_forward(s.input.data(), P(p, slot(m, "ffn_norm.weight")), s.xn.data(), s.rstd.f32(), T, H,
                        options_.norm_eps);
-  be_->gemm(false, true, T, F, H, 1.0f, s.xn.f32(), p + slot(m, "feed_forward.w1.weight")->offset, 0.0f, s.gate.f32());
-  be_->gemm(false, true, T, F, H, 1.0f, s.xn.f32(), p + slot(m, "feed_forward.w3.weight")->offset, 0.0f, s.up.f32());
-  be_->swiglu_forward(s.gate.f32(), s.up.f32(), s.act.f32(), T * F);
+  be_->gemm(false, true, T, F, H, 1.0f, s.xn.data(), P(p, slot(m, "feed_forward.w1.weight")), 0.0f, s.gate.data(), cd_);
+  be_->gemm(false, true, T, F, H, 1.0f, s.xn.data(), P(p, slot(m, "feed_forward.w3.weight")), 0.0f, s.up.data(), cd_);
+  be_->swiglu_forward(s.gate.data(), s.up.data(), s.act.data(), T * F);
   if (write_output)
-    be_->gemm(false, true, T, H, F, 1.0f, s.act.f32(), p + slot(m, "feed_forward.w2.weight")->offset, 1.0f,
-              saved_[m + 1]->input.f32());
+    be_->gemm(false, true, T, H, F, 1.0f, s.act.data(), P(p, slot(m, "feed_forward.w2.weight")), 1.0f,
+              saved_[m + 1]->input.data(), cd_);
   return {};
 }
 
-Status LlamaModel::backward(int m, const float* p, float* g) {
+Status LlamaModel::backward(int m, const void* p, float* g) {
   const auto& kind = spec_->modules[m].kind;
   const int64_t T = tokens(), H = spec_->dims.hidden, V = spec_->dims.vocab;
   Saved& s = *saved_[m];
@@ -243,22 +248,22 @@ Status LlamaModel::backward(int m, const float* p, float* g) {
     LINS_ALLOC(dxn, T * H, MemCategory::buffer);
     const TensorSlot* out = slot(m, "output.weight");
     const TensorSlot* norm = slot(m, "norm.weight");
-    be_->gemm(true, false, V, H, T, 1.0f, s.dlogits.f32(), s.xn.f32(), 1.0f, g + out->offset);
-    be_->gemm(false, false, T, H, V, 1.0f, s.dlogits.f32(), p + out->offset, 0.0f, dxn.f32());
-    be_->rmsnorm_backward(dxn.f32(), s.input.f32(), p + norm->offset, s.rstd.f32(), dx_.f32(), g + norm->offset, T, H);
+    be_->gemm(true, false, V, H, T, 1.0f, s.dlogits.data(), s.xn.data(), 1.0f, g + out->offset, DType::fp32);
+    be_->gemm(false, false, T, H, V, 1.0f, s.dlogits.data(), P(p, out), 0.0f, dxn.data(), cd_);
+    be_->rmsnorm_backward(dxn.data(), s.input.data(), P(p, norm), s.rstd.f32(), dx_.data(), g + norm->offset, T, H);
   } else if (kind == "attn" || kind == "mlp") {
     if (s.input.empty()) return make_error("model: backward of '" + spec_->modules[m].name + "' before its forward");
     if (options_.recompute) LINS_TRY(kind == "attn" ? forward_attn(m, p, s, false) : forward_mlp(m, p, s, false));
     LINS_TRY(kind == "attn" ? backward_attn(m, p, g, s) : backward_mlp(m, p, g, s));
   } else {  // embed
-    be_->embedding_backward(dx_.f32(), ids_.i32(), g + slot(m, "tok_embeddings.weight")->offset, T, H);
+    be_->embedding_backward(dx_.data(), ids_.i32(), g + slot(m, "tok_embeddings.weight")->offset, T, H);
   }
   saved_[m]->drop_intermediates();
   if (m + 1 < int(saved_.size())) saved_[m + 1]->input.reset();  // the output is no longer needed
   return {};
 }
 
-Status LlamaModel::backward_attn(int m, const float* p, float* g, Saved& s) {
+Status LlamaModel::backward_attn(int m, const void* p, float* g, Saved& s) {
   const int64_t T = tokens(), H = spec_->dims.hidden;
   const int heads = spec_->dims.heads, hd = int(H / heads), B = options_.micro_batch_size, S = options_.seq;
   const TensorSlot *nw = slot(m, "attention_norm.weight"), *wq = slot(m, "attention.wq.weight"),
@@ -270,26 +275,26 @@ Status LlamaModel::backward_attn(int m, const float* p, float* g, Saved& s) {
   LINS_ALLOC(dk, T * H, MemCategory::buffer);
   LINS_ALLOC(dv, T * H, MemCategory::buffer);
   LINS_ALLOC(dxn, T * H, MemCategory::buffer);
-  float* dx = dx_.f32();
-  be_->gemm(false, false, T, H, H, 1.0f, dx, p + wo->offset, 0.0f, dout.f32());
-  be_->gemm(true, false, H, H, T, 1.0f, dx, s.o.f32(), 1.0f, g + wo->offset);
-  be_->attention_backward(dout.f32(), s.q.f32(), s.k.f32(), s.v.f32(), s.o.f32(), s.lse.f32(), dq.f32(), dk.f32(),
-                          dv.f32(), B, S, heads, hd);
-  be_->rope(dq.f32(), B, S, heads, hd, options_.rope_theta, true);
-  be_->rope(dk.f32(), B, S, heads, hd, options_.rope_theta, true);
-  be_->gemm(true, false, H, H, T, 1.0f, dq.f32(), s.xn.f32(), 1.0f, g + wq->offset);
-  be_->gemm(true, false, H, H, T, 1.0f, dk.f32(), s.xn.f32(), 1.0f, g + wk->offset);
-  be_->gemm(true, false, H, H, T, 1.0f, dv.f32(), s.xn.f32(), 1.0f, g + wv->offset);
-  be_->gemm(false, false, T, H, H, 1.0f, dq.f32(), p + wq->offset, 0.0f, dxn.f32());
-  be_->gemm(false, false, T, H, H, 1.0f, dk.f32(), p + wk->offset, 1.0f, dxn.f32());
-  be_->gemm(false, false, T, H, H, 1.0f, dv.f32(), p + wv->offset, 1.0f, dxn.f32());
+  void* dx = dx_.data();
+  be_->gemm(false, false, T, H, H, 1.0f, dx, P(p, wo), 0.0f, dout.data(), cd_);
+  be_->gemm(true, false, H, H, T, 1.0f, dx, s.o.data(), 1.0f, g + wo->offset, DType::fp32);
+  be_->attention_backward(dout.data(), s.q.data(), s.k.data(), s.v.data(), s.o.data(), s.lse.f32(), dq.data(),
+                          dk.data(), dv.data(), B, S, heads, hd);
+  be_->rope(dq.data(), B, S, heads, hd, options_.rope_theta, true);
+  be_->rope(dk.data(), B, S, heads, hd, options_.rope_theta, true);
+  be_->gemm(true, false, H, H, T, 1.0f, dq.data(), s.xn.data(), 1.0f, g + wq->offset, DType::fp32);
+  be_->gemm(true, false, H, H, T, 1.0f, dk.data(), s.xn.data(), 1.0f, g + wk->offset, DType::fp32);
+  be_->gemm(true, false, H, H, T, 1.0f, dv.data(), s.xn.data(), 1.0f, g + wv->offset, DType::fp32);
+  be_->gemm(false, false, T, H, H, 1.0f, dq.data(), P(p, wq), 0.0f, dxn.data(), cd_);
+  be_->gemm(false, false, T, H, H, 1.0f, dk.data(), P(p, wk), 1.0f, dxn.data(), cd_);
+  be_->gemm(false, false, T, H, H, 1.0f, dv.data(), P(p, wv), 1.0f, dxn.data(), cd_);
   // The branch's input gradient (into dout, free again) is added to the residual gradient.
-  be_->rmsnorm_backward(dxn.f32(), s.input.f32(), p + nw->offset, s.rstd.f32(), dout.f32(), g + nw->offset, T, H);
-  be_->add(dx, dout.f32(), T * H);
+  be_->rmsnorm_backward(dxn.data(), s.input.data(), P(p, nw), s.rstd.f32(), dout.data(), g + nw->offset, T, H);
+  be_->add(dx, dout.data(), T * H);
   return {};
 }
 
-Status LlamaModel::backward_mlp(int m, const float* p, float* g, Saved& s) {
+Status LlamaModel::backward_mlp(int m, const void* p, float* g, Saved& s) {
   const int64_t T = tokens(), H = spec_->dims.hidden, F = spec_->dims.ffn;
   const TensorSlot *nw = slot(m, "ffn_norm.weight"), *w1 = slot(m, "feed_forward.w1.weight"),
                    *w3 = slot(m, "feed_forward.w3.weight"), *w2 = slot(m, "feed_forward.w2.weight");
@@ -298,16 +303,16 @@ Status LlamaModel::backward_mlp(int m, const float* p, float* g, Saved& s) {
   LINS_ALLOC(dup, T * F, MemCategory::buffer);
   LINS_ALLOC(dxn, T * H, MemCategory::buffer);
   LINS_ALLOC(dbranch, T * H, MemCategory::buffer);
-  float* dx = dx_.f32();
-  be_->gemm(false, false, T, F, H, 1.0f, dx, p + w2->offset, 0.0f, dgate.f32());  // d(act), turned into d(gate)
-  be_->gemm(true, false, H, F, T, 1.0f, dx, s.act.f32(), 1.0f, g + w2->offset);
-  be_->swiglu_backward(dgate.f32(), s.gate.f32(), s.up.f32(), dgate.f32(), dup.f32(), T * F);
-  be_->gemm(true, false, F, H, T, 1.0f, dgate.f32(), s.xn.f32(), 1.0f, g + w1->offset);
-  be_->gemm(true, false, F, H, T, 1.0f, dup.f32(), s.xn.f32(), 1.0f, g + w3->offset);
-  be_->gemm(false, false, T, H, F, 1.0f, dgate.f32(), p + w1->offset, 0.0f, dxn.f32());
-  be_->gemm(false, false, T, H, F, 1.0f, dup.f32(), p + w3->offset, 1.0f, dxn.f32());
-  be_->rmsnorm_backward(dxn.f32(), s.input.f32(), p + nw->offset, s.rstd.f32(), dbranch.f32(), g + nw->offset, T, H);
-  be_->add(dx, dbranch.f32(), T * H);
+  void* dx = dx_.data();
+  be_->gemm(false, false, T, F, H, 1.0f, dx, P(p, w2), 0.0f, dgate.data(), cd_);  // d(act), turned into d(gate)
+  be_->gemm(true, false, H, F, T, 1.0f, dx, s.act.data(), 1.0f, g + w2->offset, DType::fp32);
+  be_->swiglu_backward(dgate.data(), s.gate.data(), s.up.data(), dgate.data(), dup.data(), T * F);
+  be_->gemm(true, false, F, H, T, 1.0f, dgate.data(), s.xn.data(), 1.0f, g + w1->offset, DType::fp32);
+  be_->gemm(true, false, F, H, T, 1.0f, dup.data(), s.xn.data(), 1.0f, g + w3->offset, DType::fp32);
+  be_->gemm(false, false, T, H, F, 1.0f, dgate.data(), P(p, w1), 0.0f, dxn.data(), cd_);
+  be_->gemm(false, false, T, H, F, 1.0f, dup.data(), P(p, w3), 1.0f, dxn.data(), cd_);
+  be_->rmsnorm_backward(dxn.data(), s.input.data(), P(p, nw), s.rstd.f32(), dbranch.data(), g + nw->offset, T, H);
+  be_->add(dx, dbranch.data(), T * H);
   return {};
 }
 

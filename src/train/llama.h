@@ -56,23 +56,26 @@ class LlamaModel {
   // Starts a micro-batch: ids and targets are T host integers each; grad_scale multiplies dloss/dlogits (1 / global
   // tokens, so every strategy sums the same gradient). Allocates the activations.
   Status begin_micro_batch(const int32_t* host_ids, const int32_t* host_targets, float grad_scale);
-  // Forward of one module with its full flat parameters (device, the module's padded buffer or longer).
-  Status forward(int module, const float* params);
-  // Backward of one module: accumulates into grads (the module's flat buffer) and propagates the activation
-  // gradient. Must run in reverse forward order after every forward of the micro-batch.
-  Status backward(int module, const float* params, float* grads);
+  // Forward of one module with its full flat parameters in the backend's compute dtype (device, the module's padded
+  // buffer or longer).
+  Status forward(int module, const void* params);
+  // Backward of one module: accumulates into grads (the module's flat buffer, fp32 whatever the compute dtype) and
+  // propagates the activation gradient. Must run in reverse forward order after every forward of the micro-batch.
+  Status backward(int module, const void* params, float* grads);
   // Frees the micro-batch's activations; returns the summed token loss of the micro-batch (host).
   double end_micro_batch();
 
  private:
   LlamaModel() = default;
   struct Saved;  // per module activations
-  Status forward_attn(int module, const float* p, Saved& s, bool keep);
-  Status forward_mlp(int module, const float* p, Saved& s, bool keep);
-  Status backward_attn(int module, const float* p, float* g, Saved& s);
-  Status backward_mlp(int module, const float* p, float* g, Saved& s);
+  Status forward_attn(int module, const void* p, Saved& s, bool keep);
+  Status forward_mlp(int module, const void* p, Saved& s, bool keep);
+  Status backward_attn(int module, const void* p, float* g, Saved& s);
+  Status backward_mlp(int module, const void* p, float* g, Saved& s);
   // Activations and scratch are written before they are read: no zero-fill.
-  Result<DeviceBuffer> alloc(int64_t elems, MemCategory c, int elem_bytes = 4);
+  Result<DeviceBuffer> alloc(int64_t elems, MemCategory c, int elem_bytes);
+  // The tensor at `s` of a module's parameters (compute dtype).
+  const void* P(const void* p, const TensorSlot* s) const { return static_cast<const char*>(p) + s->offset * ab_; }
 
   const ModelSpec* spec_ = nullptr;
   ComputeBackend* be_ = nullptr;
@@ -80,6 +83,8 @@ class LlamaModel {
   std::vector<std::vector<TensorSlot>> slots_;  // per module, in module tensor order
   std::vector<std::string> slot_names_;         // short names per tensor index ("attention.wq.weight")
   float grad_scale_ = 1.0f;
+  DType cd_ = DType::fp32;  // the backend's compute dtype: activations and the parameters the kernels read
+  int64_t ab_ = 4;          // its bytes per element
 
   // Micro-batch state (device).
   DeviceBuffer ids_, targets_;  // [T] int32
