@@ -224,6 +224,12 @@ int main(int argc, char** argv) {
     memory_row("fill_fp32", shape, "fp32", 4.0 * n, [&] { CUDA_CHECK(gpu::fill(f2, 0.5f, n, s)); });
     CUDA_CHECK(gpu::fill_uniform(f2, n, 3, 0.f, 1e-4f, s));
     memory_row("add", shape, "bf16", 6.0 * n, [&] { CUDA_CHECK(gpu::add(b0, b1, b3, n, s)); });
+    // The executor's gradient accumulation into bf16 G: from an fp32 scratch, and from a reduce-scattered bf16 shard.
+    CUDA_CHECK(gpu::fill(b4, 0.f, n, s));
+    memory_row("accumulate_fp32_bf16", shape, "fp32 into bf16", 8.0 * n,
+               [&] { CUDA_CHECK(gpu::accumulate(f1, b4, n, s)); });
+    memory_row("accumulate_bf16_bf16", shape, "bf16 into bf16", 6.0 * n,
+               [&] { CUDA_CHECK(gpu::accumulate(b1, b4, n, s)); });
     memory_row("swiglu_forward", shape, "bf16", 6.0 * n, [&] { CUDA_CHECK(gpu::swiglu_forward(b0, b1, b3, n, s)); });
     memory_row("swiglu_backward", shape, "bf16", 10.0 * n,
                [&] { CUDA_CHECK(gpu::swiglu_backward(b2, b0, b1, b3, b4, n, s)); });
