@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/hash.h"
 #include "train/backend.h"
 
 namespace lins {
@@ -74,13 +75,6 @@ void ComputeBackend::reset_peak_memory() {
 }
 
 namespace {
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 // An fp32 view of n compute-dtype elements at p: p itself when they are fp32; for bf16, a widened copy (filled when
 // `load`) that store() rounds back into p. The CPU's bf16 compute is an emulation: the arithmetic is fp32 on these

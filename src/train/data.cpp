@@ -4,31 +4,24 @@
 #include <cstddef>
 #include <numeric>
 
+#include "core/hash.h"
+
 namespace lins {
-namespace {
-
-uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-}  // namespace
 
 int64_t SyntheticTask::multiplier() const {
   if (vocab <= 2) return 1;
   // The first a >= 2 coprime to V at or after a seeded start: a permutation that is not the identity shift.
-  int64_t a = 2 + int64_t(mix(seed ^ 0xa11ce) % uint64_t(vocab - 1));
+  int64_t a = 2 + int64_t(splitmix64(seed ^ 0xa11ce) % uint64_t(vocab - 1));
   while (std::gcd(a % vocab, int64_t(vocab)) != 1 || a % vocab < 2) ++a;
   return a % vocab;
 }
 
-int64_t SyntheticTask::increment() const { return 1 + int64_t(mix(seed ^ 0xc0ffee) % uint64_t(vocab)); }
+int64_t SyntheticTask::increment() const { return 1 + int64_t(splitmix64(seed ^ 0xc0ffee) % uint64_t(vocab)); }
 
 void SyntheticTask::sequence(int64_t step, int64_t g, int32_t* ids, int32_t* targets) const {
   const int64_t a = multiplier(), c = increment();
-  int64_t x = int64_t(mix(mix(seed) ^ mix(uint64_t(step) * 0x100000001b3ull + uint64_t(g))) % uint64_t(vocab));
+  int64_t x = int64_t(splitmix64(splitmix64(seed) ^ splitmix64(uint64_t(step) * 0x100000001b3ull + uint64_t(g))) %
+                      uint64_t(vocab));
   for (int t = 0; t < seq; ++t) {
     ids[t] = int32_t(x);
     x = (a * x + c) % vocab;
