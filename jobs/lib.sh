@@ -153,7 +153,8 @@ lins_paper_micro_batches() {
 # traces with LINS_TRACE=1): lins_step <name> <model> <strategies> [extra lins step options...]
 # A 6-tuple strategy holds commas: put it last in the list. The planner behind 'lins' gets the GPU memory and the
 # measured profile (LINS_PROFILE) or network preset (LINS_STEP_NETWORK) of the site; the backend is
-# LINS_STEP_BACKEND (default gpu when the job requests GPUs) and the storage precision LINS_PRECISION.
+# LINS_STEP_BACKEND (default gpu when the job requests GPUs and the node shows one), the storage precision
+# LINS_PRECISION and the activation dtype LINS_COMPUTE.
 lins_step() {
   local name=$1 model=$2 strategies=$3
   shift 3
@@ -163,9 +164,13 @@ lins_step() {
   [ -n "${LINS_STEP_NETWORK:-}" ] && extra+=(--network "$LINS_STEP_NETWORK")
   [ "${LINS_TRACE:-0}" = 1 ] && extra+=(--trace)
   local backend=${LINS_STEP_BACKEND:-}
-  [ -n "$backend" ] || { [ "${LINS_REQUEST_GPUS:-1}" = 1 ] && backend=gpu || backend=cpu; }
+  if [ -z "$backend" ]; then  # gpu where the job asked for GPUs and this node shows one, else cpu
+    backend=cpu
+    [ "${LINS_REQUEST_GPUS:-1}" = 1 ] && nvidia-smi -L 2>/dev/null | grep -q '^GPU' && backend=gpu
+  fi
   extra+=(--backend "$backend")
   [ -n "${LINS_PRECISION:-}" ] && extra+=(--precision "$LINS_PRECISION")
+  [ -n "${LINS_COMPUTE:-}" ] && extra+=(--compute "$LINS_COMPUTE")
   lins_launch "$np" step --model "$model" --gpus-per-node "${LINS_RANKS_PER_NODE:-$LINS_GPUS_PER_NODE}" \
     --strategies "$strategies" --warmup "$LINS_WARMUP_STEPS" --steps "$LINS_TIMED_STEPS" \
     --gpu-mem "$LINS_GPU_MEM" --out "$LINS_OUT/$name" "${extra[@]}" "$@"
