@@ -2,7 +2,7 @@
 // softmax, so no seq x seq matrix ever reaches device memory. Tensor-core path (head_dim 32, 64, 128): 64x64 tiles,
 // 4 warps, bf16 WMMA 16x16x16 with fp32 accumulation, scores and probabilities staged in shared memory. Other head
 // dims: one warp per row on CUDA cores, same online softmax. Layout q, k, v, out, d* = [batch, seq, heads, head_dim].
-// The fp32 entry points (fp32 storage) round q, k, v (and dout, out) to bf16 in a workspace, run the same kernels
+// The fp32 entry points (fp32 tensors) round q, k, v (and dout, out) to bf16 in a workspace, run the same kernels
 // and widen the results: bf16 tensor-core attention on fp32 tensors.
 #include <mma.h>
 
@@ -613,7 +613,7 @@ cudaError_t attention_backward(const bf16* dout, const bf16* q, const bf16* k, c
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// fp32 storage: bf16 copies in the workspace, carved in 256-byte aligned regions.
+// fp32 tensors: bf16 copies in the workspace, carved in 256-byte aligned regions.
 namespace {
 
 size_t round256(size_t b) { return (b + 255) / 256 * 256; }

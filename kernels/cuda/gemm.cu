@@ -1,5 +1,5 @@
 // Row-major GEMM through cuBLAS: bf16 inputs with fp32 accumulation (cublasGemmEx, CUBLAS_COMPUTE_32F, which selects
-// tensor-core kernels), and fp32 storage with bf16 tensor-core multiplies (CUBLAS_COMPUTE_32F_FAST_16BF: cuBLAS rounds
+// tensor-core kernels), and fp32 tensors with bf16 tensor-core multiplies (CUBLAS_COMPUTE_32F_FAST_16BF: cuBLAS rounds
 // the fp32 inputs to bf16 inside the kernel and accumulates in fp32). cuBLAS is column-major: a row-major C[m,n] is a
 // column-major C^T[n,m], so we ask for C^T = op(B)^T op(A)^T, i.e. swap the operands and keep each one's transpose.
 #include "kernels/cuda/ops_cuda.h"

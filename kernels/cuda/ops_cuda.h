@@ -113,7 +113,7 @@ size_t attention_backward_workspace_bytes(int batch, int seq, int heads, int hea
 cudaError_t attention_backward(const bf16* dout, const bf16* q, const bf16* k, const bf16* v, const bf16* out,
                                const float* lse, bf16* dq, bf16* dk, bf16* dv, int batch, int seq, int heads,
                                int head_dim, void* workspace, size_t workspace_bytes, cudaStream_t stream);
-// fp32 storage: q, k, v (and dout, out) are rounded to bf16 in `workspace`, the kernels above run on the copies, and
+// fp32 tensors (fp32 compute): q, k, v (and dout, out) are rounded to bf16 in `workspace`, the kernels above run on the copies, and
 // the results are widened to fp32 (bf16 tensor-core attention on fp32 tensors). lse stays fp32.
 size_t attention_forward_fp32_workspace_bytes(int batch, int seq, int heads, int head_dim);
 cudaError_t attention_forward(const float* q, const float* k, const float* v, float* out, float* lse, int batch,
