@@ -187,7 +187,7 @@ std::string group_summary(const Plan& plan, const Topology& topo) {
 struct TableRow {
   std::string strategy, plan;
   double step_s = 0, fwd_s = 0, bwd_s = 0, opt_s = 0, exposed_s = 0, pred_comm_s = 0;
-  double intra_bytes = 0, inter_bytes = 0, peak_bytes = 0, state_bytes = 0, model_state_bytes = 0;
+  double intra_bytes = 0, inter_bytes = 0, peak_bytes = 0, state_bytes = 0, model_state_bytes = 0, model_mem_bytes = 0;
   double loss = 0, tgs = 0, mfu = 0;
   bool bytes_match = true;
   int steps = 0;
@@ -446,6 +446,7 @@ int run_step(const Args& args) {
     tr.plan = plan.tuple_string();
     tr.pred_comm_s = pred_comm_s;
     tr.model_state_bytes = model_states;
+    tr.model_mem_bytes = model_mem;
     const int total_steps = int(*warmup) + *steps;
     for (int s = 0; s < total_steps; ++s) {
       auto st = e.step();
@@ -540,19 +541,19 @@ int run_step(const Args& args) {
 
   if (rank == 0) {
     if (auto s = writer->finish(); !s) return fail(s.error());
-    std::printf("\n%-12s %-20s %8s %8s %8s %8s %9s %10s %10s %10s %10s %10s %8s %8s %6s\n", "strategy", "plan",
-                "step_s", "fwd_s", "bwd_s", "exposed", "pred_comm", "intra", "inter", "peak_mem", "states", "model_st",
-                "loss", "TGS", "MFU");
+    std::printf("\n%-12s %-20s %8s %8s %8s %8s %9s %10s %10s %10s %7s %10s %10s %8s %8s %6s\n", "strategy", "plan",
+                "step_s", "fwd_s", "bwd_s", "exposed", "pred_comm", "intra", "inter", "peak_mem", "/model", "states",
+                "model_st", "loss", "TGS", "MFU");
     for (const auto& r : table)
-      std::printf("%-12s %-20s %8.3f %8.3f %8.3f %8.3f %9.4f %10s %10s %10s %10s %10s %8.4f %8.0f %5.1f%%%s\n",
+      std::printf("%-12s %-20s %8.3f %8.3f %8.3f %8.3f %9.4f %10s %10s %10s %7.3f %10s %10s %8.4f %8.0f %5.1f%%%s\n",
                   r.strategy.substr(0, 12).c_str(), r.plan.c_str(), r.step_s, r.fwd_s, r.bwd_s, r.exposed_s,
                   r.pred_comm_s, format_bytes(r.intra_bytes).c_str(), format_bytes(r.inter_bytes).c_str(),
-                  format_bytes(r.peak_bytes).c_str(), format_bytes(r.state_bytes).c_str(),
-                  format_bytes(r.model_state_bytes).c_str(), r.loss, r.tgs, 100 * r.mfu,
-                  r.bytes_match ? "" : "  (measured bytes differ from the schedule)");
+                  format_bytes(r.peak_bytes).c_str(), r.model_mem_bytes > 0 ? r.peak_bytes / r.model_mem_bytes : 0.0,
+                  format_bytes(r.state_bytes).c_str(), format_bytes(r.model_state_bytes).c_str(), r.loss, r.tgs,
+                  100 * r.mfu, r.bytes_match ? "" : "  (measured bytes differ from the schedule)");
     std::printf(
         "(means over the timed steps; times are the slowest rank's; bytes are message bytes per rank per step; "
-        "pred_comm is the cost model's %s pricing on %s)\n",
+        "/model is peak_mem over the memory model's total; pred_comm is the cost model's %s pricing on %s)\n",
         pricing_name(*pricing),
         a.get("profile").empty() ? a.get("network").c_str() : ("profile " + a.get("profile")).c_str());
     std::printf("wrote %s\n", csv_path.c_str());
