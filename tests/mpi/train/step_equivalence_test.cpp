@@ -241,6 +241,9 @@ TEST(StepEquivalence, OverlapModesAndRecomputationChangeNothing) {
     run_and_check(tiny(), topo, plan, kMicroBatches, false, o);
   run_and_check(tiny(), topo, plan, kMicroBatches, true);
   run_and_check(tiny(), topo, "zero3", kMicroBatches, true);
+  // In the GPU's precision too (bf16 states and activations): recomputation re-runs the forward from bf16 weights.
+  run_and_check(tiny(), topo, plan, kMicroBatches, true, Overlap::none, DType::bf16, DType::bf16);
+  run_and_check(tiny(), topo, "zero3", kMicroBatches, true, Overlap::no_bcast, DType::bf16, DType::bf16);
 }
 
 TEST(StepEquivalence, MixedPrecisionPresetsAndLinsPlansTrackOneRankDdpInTheSamePrecision) {
