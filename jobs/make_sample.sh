@@ -38,7 +38,8 @@ step mics_plan_on_lins_engine --strategies p=2x1,g=2x1,os=2x1
   echo "# data/sample: a small real CPU run of lins step"
   echo
   echo "Measured (source=measured), not projected: 4 MPI ranks on one $(nproc)-core machine seen as 2 nodes of 2"
-  echo "(--gpus-per-node 2), the small model, fp32 on the CPU backend. Collectives are CPU-bound here: compare"
+  echo "(--gpus-per-node 2), the small model, the CPU backend in its default precision (bf16 parameters and gradients,"
+  echo "fp32 master weights and Adam moments, fp32 activations). Collectives are CPU-bound here: compare"
   echo "strategies by ratios, never by absolute seconds. Each folder holds step.csv and step.provenance.json (command"
   echo "line, versions, host, git commit of the build); all_strategies/ also holds one Chrome trace per strategy and"
   echo "rank. Made by jobs/make_sample.sh on $(date -u +%Y-%m-%d) with $("$bin" --version)$(

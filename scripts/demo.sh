@@ -12,7 +12,7 @@ mpi_flags=(--oversubscribe -x OPENBLAS_NUM_THREADS=1 -x OMP_NUM_THREADS=1)
 [ "$(id -u)" -eq 0 ] && mpi_flags+=(--allow-run-as-root)
 
 echo "== 1/3 lins step: every strategy, 4 ranks as 2 nodes of 2 (CPU backend, measured) =="
-# --gpu-mem gives the planner a memory limit to plan under (per rank, fp32 states on the CPU backend).
+# --gpu-mem gives the planner a memory limit to plan under (per rank; bf16 P and G, fp32 optimizer states).
 mpirun "${mpi_flags[@]}" -np 4 "$lins" step --model small --gpus-per-node 2 \
   --strategies ddp,zero1,zero2,zero3,mics,zeropp,lins --gpu-mem 16MiB \
   --profile data/profiles/cpu-2core-4ranks.csv --trace --out "$results/step"

@@ -1,9 +1,9 @@
 // `lins step`: the synthetic LLaMA training step under each strategy on the CPU backend (MPI) or, with --backend gpu,
-// on one CUDA device per rank with NCCL; P and G stored in fp32 or, with --precision bf16, in the paper's mixed
-// precision with fp32 master weights; activations in --compute fp32 or bf16 (both bf16 by default on the GPU): warm-up
-// plus
-// timed steps per strategy, one CSV row per (strategy, timed step) with the columns of core/results_schema.h, a JSON
-// provenance file beside it, a table on stdout, and optionally a Chrome trace of the last step per rank.
+// on one CUDA device per rank with NCCL. P and G are stored in the paper's mixed precision (bf16, fp32 master weights
+// and Adam moments) or, with --precision fp32, in fp32; activations are --compute bf16 (the GPU's default) or fp32
+// (the CPU's). Warm-up plus timed steps per strategy, one CSV row per (strategy, timed step) with the columns of
+// core/results_schema.h, a JSON provenance file beside it, a table on stdout, and optionally a Chrome trace of the last
+// step per rank.
 #include <mpi.h>
 
 #include <algorithm>
@@ -72,10 +72,9 @@ CommandSpec step_spec() {
           {"backend", 0, "NAME", "cpu",
            "compute backend: cpu (host memory, MPI collectives) or gpu (CUDA device of the local rank, NCCL; "
            "bf16 tensor-core GEMMs and attention)"},
-          {"precision", 0, "DTYPE", "",
+          {"precision", 0, "DTYPE", "bf16",
            "storage of parameters and gradients, and so of every collective: fp32, or bf16 = the paper's mixed "
-           "precision (fp32 master weights and Adam moments, 16 bytes of states per parameter) (default: fp32 with "
-           "--backend cpu, bf16 with --backend gpu)"},
+           "precision (fp32 master weights and Adam moments, 16 bytes of states per parameter)"},
           {"compute", 0, "DTYPE", "",
            "dtype of activations and of the kernels' inputs: fp32, or bf16 (tensor-core kernels end to end on the "
            "GPU; emulated on the CPU: fp32 arithmetic, every output rounded to bf16); weight gradients are fp32 "
@@ -243,7 +242,8 @@ int run_step(const Args& args) {
   if (backend_name != "cpu" && backend_name != "gpu")
     return fail("--backend: unknown backend '" + backend_name + "'; valid backends: cpu, gpu");
   const bool gpu = backend_name == "gpu";
-  DType precision = gpu ? DType::bf16 : DType::fp32, compute = precision;
+  // The paper's mixed precision by default; fp32 activations on the CPU (its bf16 compute is an emulation).
+  DType precision = DType::bf16, compute = gpu ? DType::bf16 : DType::fp32;
   for (const auto& [option, dtype] : {std::pair<std::string, DType*>{"precision", &precision}, {"compute", &compute}}) {
     const std::string v = a.get(option);
     if (v == "bf16") {
