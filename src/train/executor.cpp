@@ -201,6 +201,7 @@ struct Executor::Impl {
   Result<DeviceBuffer> alloc_f32(int64_t elems, MemCategory c, bool zero = true) {
     return be->allocate(elems * 4, c, zero);
   }
+  // Storage narrower than fp32: the fp32 initial weights and the model's fp32 weight gradients go through fp32 scratch.
   bool mixed() const { return sd != DType::fp32; }
   // Element i of a storage-dtype buffer.
   void* at(const DeviceBuffer& b, int64_t i) const { return static_cast<char*>(b.data()) + i * esize; }
