@@ -52,7 +52,7 @@ MemoryEstimate estimate_memory(const Schedule& s, const Workload& w, StateBytes 
   const double phi = double(model.param_count());
   m.closed_form_state_bytes = b.p * phi / plan.p.total() + b.g * phi / plan.g.total() + b.os * phi / plan.os.total();
 
-  m.activation_bytes = activation_bytes(model, w.seq, w.micro_batch_size, w.recompute);
+  m.activation_bytes = activation_bytes(model, w.seq, w.micro_batch_size, w.recompute) * b.activation / 2.0;
 
   // Buffers.
   // (1) Gathered parameters when P is sharded: forward prefetches the whole next layer while one runs (PAPER.md

@@ -9,10 +9,12 @@
 
 namespace lins {
 
-// Bytes per parameter of each state. GPU mixed precision: bf16 P and G, fp32 master + momentum + variance.
-// The CPU backend keeps fp32 P and G: {4, 4, 12}.
+// Bytes per parameter of each state. Mixed precision (the paper's): bf16 P and G, fp32 master + momentum + variance;
+// fp32 P and G: {4, 4, 12}. `activation`: bytes per activation element, 2 (bf16, the paper's) or 4 (fp32 compute),
+// which scales the bf16 activation estimate.
 struct StateBytes {
   double p = 2, g = 2, os = 12;
+  double activation = 2;
 };
 
 struct MemoryEstimate {

@@ -120,6 +120,14 @@ TEST(MemoryModel, Activations) {
   EXPECT_DOUBLE_EQ(activation_bytes(m, 4096, 1, true), L * 2 * s * h + 34 * s * h + 6 * s * V);
   EXPECT_DOUBLE_EQ(activation_bytes(m, 4096, 2, false), 2 * activation_bytes(m, 4096, 1, false));
   EXPECT_LT(activation_bytes(m, 4096, 1, true), activation_bytes(m, 4096, 1, false) / 5);
+  // fp32 compute keeps every activation in 4 bytes instead of bf16's 2: twice the estimate, states unchanged.
+  const Topology t{4, 1};
+  const auto sched = schedule(m, parse_plan("zero3", t).value(), t);
+  StateBytes fp32_compute;
+  fp32_compute.activation = 4;
+  const auto bf16 = estimate_memory(sched, workload(m)), fp32 = estimate_memory(sched, workload(m), fp32_compute);
+  EXPECT_DOUBLE_EQ(fp32.activation_bytes, 2 * bf16.activation_bytes);
+  EXPECT_DOUBLE_EQ(fp32.state_bytes, bf16.state_bytes);
 }
 
 TEST(MemoryModel, Buffers) {
