@@ -194,7 +194,9 @@ Run run(ComputeBackend& be, const ModelSpec& model, const ExecutorOptions& o, bo
   w.micro_batches = o.micro_batches;
   w.global_batch_tokens = int64_t(o.seq) * o.micro_batch_size * o.micro_batches;
   w.recompute = o.recompute;
-  const MemoryEstimate est = estimate_memory(sched, w, state_bytes_of(o.state_dtype), MemoryOf::schedule_rank);
+  StateBytes bytes = state_bytes_of(o.state_dtype);
+  bytes.activation = dtype_bytes(be.compute_dtype());  // activations as this backend keeps them
+  const MemoryEstimate est = estimate_memory(sched, w, bytes, MemoryOf::schedule_rank);
   r.model_mem_bytes = est.total_bytes;
   r.model_state_bytes = est.state_bytes;
   r.param_count = model.param_count();
@@ -271,9 +273,9 @@ void check_gpu_run(const std::string& name, const Run& cpu, const Run& emu, cons
       "use %lld of %lld bytes (context, cuBLAS and NCCL included)\n",
       (long long)gpu.last.peak_mem_bytes, gpu.model_mem_bytes, ratio, (long long)gm.peak_reserved_bytes,
       (long long)gm.device_used_bytes, (long long)gm.device_total_bytes);
-  // A report, not a fit: the model's activation term assumes bf16 activations and fused attention; with bf16 compute
-  // this step keeps bf16 activations and logits (fp32 rstd, lse and weight-gradient buffers), with fp32 compute fp32
-  // ones, so only a gross mismatch (a leak, or a missing category) fails here.
+  // A report, not a fit: the model's activation term is Megatron's estimate (fused attention) in the compute dtype's
+  // bytes, and the buffers beyond it (fp32 rstd, lse and weight-gradient scratch) are not all modelled, so only a
+  // gross mismatch (a leak, or a missing category) fails here.
   check(ratio > 0.2 && ratio < 5.0, tag + ": peak allocated / memory model = " + std::to_string(ratio));
 }
 
