@@ -99,22 +99,6 @@ struct CastOp {
   }
 };
 
-// out[i] = round(out[i] + in[i]): both widened to fp32, summed once, rounded once to out's dtype.
-template <class TIn, class TOut>
-struct AccumulateOp {
-  const TIn* in;
-  TOut* out;
-  template <int N>
-  __device__ void apply(int64_t i) const {
-    float x[N], y[N];
-    load<N>(in + i, x);
-    load<N>(out + i, y);
-#pragma unroll
-    for (int j = 0; j < N; ++j) y[j] += x[j];
-    store<N>(out + i, y);
-  }
-};
-
 template <class T>
 struct FillOp {
   T* x;
@@ -173,11 +157,13 @@ struct NormalOp {
   }
 };
 
-template <class T>
+// out[i] = round(a[i] + b[i]): both widened to fp32, summed once, rounded once to out's dtype. out may be a (an
+// accumulation: each element is loaded before it is stored).
+template <class TA, class TB, class TOut>
 struct AddOp {
-  const T* a;
-  const T* b;
-  T* out;
+  const TA* a;
+  const TB* b;
+  TOut* out;
   template <int N>
   __device__ void apply(int64_t i) const {
     float x[N], y[N];
@@ -317,19 +303,19 @@ cudaError_t cast_bf16_to_fp32(const bf16* in, float* out, int64_t n, cudaStream_
 }
 
 cudaError_t accumulate(const float* x, bf16* y, int64_t n, cudaStream_t stream) {
-  return launch_elementwise(detail::AccumulateOp<float, bf16>{x, y}, n, vector_head(x, y), stream);
+  return launch_elementwise(detail::AddOp<bf16, float, bf16>{y, x, y}, n, vector_head(x, y), stream);
 }
 
 cudaError_t accumulate(const bf16* x, bf16* y, int64_t n, cudaStream_t stream) {
-  return launch_elementwise(detail::AccumulateOp<bf16, bf16>{x, y}, n, vector_head(x, y), stream);
+  return launch_elementwise(detail::AddOp<bf16, bf16, bf16>{y, x, y}, n, vector_head(x, y), stream);
 }
 
 cudaError_t accumulate(const bf16* x, float* y, int64_t n, cudaStream_t stream) {
-  return launch_elementwise(detail::AccumulateOp<bf16, float>{x, y}, n, vector_head(x, y), stream);
+  return launch_elementwise(detail::AddOp<float, bf16, float>{y, x, y}, n, vector_head(x, y), stream);
 }
 
 cudaError_t accumulate(const float* x, float* y, int64_t n, cudaStream_t stream) {
-  return launch_elementwise(detail::AccumulateOp<float, float>{x, y}, n, vector_head(x, y), stream);
+  return launch_elementwise(detail::AddOp<float, float, float>{y, x, y}, n, vector_head(x, y), stream);
 }
 
 cudaError_t fill(float* x, float value, int64_t n, cudaStream_t stream) {
@@ -353,11 +339,11 @@ cudaError_t init_normal(float* x, int64_t n, uint64_t seed, int64_t first, float
 }
 
 cudaError_t add(const bf16* a, const bf16* b, bf16* out, int64_t n, cudaStream_t stream) {
-  return launch_elementwise(detail::AddOp<bf16>{a, b, out}, n, vector_head(a, b, out), stream);
+  return launch_elementwise(detail::AddOp<bf16, bf16, bf16>{a, b, out}, n, vector_head(a, b, out), stream);
 }
 
 cudaError_t add(const float* a, const float* b, float* out, int64_t n, cudaStream_t stream) {
-  return launch_elementwise(detail::AddOp<float>{a, b, out}, n, vector_head(a, b, out), stream);
+  return launch_elementwise(detail::AddOp<float, float, float>{a, b, out}, n, vector_head(a, b, out), stream);
 }
 
 cudaError_t sum(const float* x, int64_t n, double* out, cudaStream_t stream) {
