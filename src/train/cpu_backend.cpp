@@ -242,16 +242,11 @@ class CpuBackend final : public ComputeBackend {
   }
   void adamw(float* master, const void* grad, DType grad_dtype, float* m, float* v, void* param_out, DType param_dtype,
              int64_t n, const kernels::cpu::AdamWConfig& cfg, int step) override {
-    if (grad_dtype == DType::fp32) {
+    if (grad_dtype == DType::fp32)
       kernels::cpu::adamw(master, static_cast<const float*>(grad), m, v, n, cfg, step);
-      if (param_out) convert(master, DType::fp32, param_out, param_dtype, n, false);
-    } else if (param_dtype == DType::bf16 || !param_out) {
-      kernels::cpu::adamw_mixed(master, static_cast<const uint16_t*>(grad), m, v, static_cast<uint16_t*>(param_out), n,
-                                cfg, step);
-    } else {
+    else
       kernels::cpu::adamw_mixed(master, static_cast<const uint16_t*>(grad), m, v, nullptr, n, cfg, step);
-      convert(master, DType::fp32, param_out, param_dtype, n, false);
-    }
+    if (param_out) convert(master, DType::fp32, param_out, param_dtype, n, false);
   }
   void convert(const void* src, DType src_dtype, void* dst, DType dst_dtype, int64_t n, bool accumulate) override {
     namespace k = kernels::cpu;

@@ -7,8 +7,6 @@
 #include <set>
 #include <sstream>
 
-#include "core/bf16.h"
-
 namespace lins {
 namespace {
 
@@ -819,7 +817,7 @@ std::vector<float> Executor::local_parameters() const {
   } else {
     std::vector<uint16_t> raw(static_cast<size_t>(n));
     impl_->be->download(raw.data(), impl_->p_local.data(), n * 2);
-    for (int64_t i = 0; i < n; ++i) out[size_t(i)] = bf16_to_float(raw[size_t(i)]);
+    kernels::cpu::cast_bf16_to_fp32(raw.data(), out.data(), n);
   }
   return out;
 }
