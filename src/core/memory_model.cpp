@@ -2,6 +2,9 @@
 #include "core/memory_model.h"
 
 #include <algorithm>
+#include <vector>
+
+#include "core/plan.h"
 
 namespace lins {
 
@@ -61,27 +64,41 @@ MemoryEstimate estimate_memory(const Schedule& s, const Workload& w, StateBytes 
   //     reduce-scatter is still in flight (decoupled), i.e. at most two modules' parameters plus two modules'
   //     gradients. With recomputation the re-gathered layer is kept until its backward, which the two-unit bound
   //     already covers. ZeRO++'s secondary gathers land in the same buffers.
-  if (L.shard_count > 1) {
-    std::vector<int64_t> units;  // padded elements per unit, forward order
-    int64_t max_module = 0;
-    int last_layer = -2;
-    for (const auto& ms : L.modules) {
-      const int layer = model.modules[ms.module].layer;
-      const bool is_layer = layer >= 0 && layer < model.dims.layers;
-      if (is_layer && layer == last_layer) {
-        units.back() += ms.padded_elems;
-      } else {
-        units.push_back(ms.padded_elems);
-      }
-      last_layer = is_layer ? layer : -2;
-      max_module = std::max(max_module, ms.padded_elems);
+  // (1b) Working copies of the one module that computes (modules compute one at a time): its parameters converted
+  //     to the compute dtype when that differs from P's storage (bf16 P with fp32 compute), and, in backward, a
+  //     scratch for its weight gradient when the backward writes a wider dtype than G's storage. The module's size is
+  //     the padded whole module when P is sharded (gradients too with ZeRO-2), else its local slice.
+  const bool p_sharded = L.shard_count > 1;
+  const bool grad_full = p_sharded || (plan.engine == Engine::zero && zero_stage(plan) == 2);
+  const double copy_bytes = b.activation != b.p ? b.activation : 0.0;
+  const double scratch_bytes = b.weight_grad != b.g ? b.weight_grad : 0.0;
+  std::vector<int64_t> units;  // padded elements per unit, forward order
+  int64_t max_module = 0;
+  double working_fwd = 0, working_bwd = 0;
+  int last_layer = -2;
+  for (const auto& ms : L.modules) {
+    const int layer = model.modules[ms.module].layer;
+    const bool is_layer = layer >= 0 && layer < model.dims.layers;
+    if (is_layer && layer == last_layer) {
+      units.back() += ms.padded_elems;
+    } else {
+      units.push_back(ms.padded_elems);
     }
+    last_layer = is_layer ? layer : -2;
+    max_module = std::max(max_module, ms.padded_elems);
+    const double param_elems = double(p_sharded ? ms.padded_elems : ms.shard_elems);
+    const double grad_elems = double(grad_full ? ms.padded_elems : ms.shard_elems);
+    working_fwd = std::max(working_fwd, param_elems * copy_bytes);
+    working_bwd = std::max(working_bwd, param_elems * copy_bytes + grad_elems * scratch_bytes);
+  }
+  double gathered_fwd = 0, gathered_bwd = 0;
+  if (p_sharded) {
     int64_t forward = units.empty() ? 0 : units[0];
     for (std::size_t i = 1; i < units.size(); ++i) forward = std::max(forward, units[i - 1] + units[i]);
-    const double fwd_bytes = double(forward) * b.p;
-    const double bwd_bytes = 2.0 * double(max_module) * (b.p + b.g);
-    m.buffer_bytes += std::max(fwd_bytes, bwd_bytes);
+    gathered_fwd = double(forward) * b.p;
+    gathered_bwd = 2.0 * double(max_module) * (b.p + b.g);
   }
+  m.buffer_bytes += std::max(gathered_fwd + working_fwd, gathered_bwd + working_bwd);
   // (2) Gradient buckets: the largest all-reduce bucket of the schedule, double-buffered (one filling while the
   //     previous one is being reduced asynchronously). ZeRO-1/2 reduce-scatter in place of each module's
   //     gradient and MiCS all-reduces its shard in place, so they need no bucket here.

@@ -11,10 +11,14 @@ namespace lins {
 
 // Bytes per parameter of each state. Mixed precision (the paper's): bf16 P and G, fp32 master + momentum + variance;
 // fp32 P and G: {4, 4, 12}. `activation`: bytes per activation element, 2 (bf16, the paper's) or 4 (fp32 compute),
-// which scales the bf16 activation estimate.
+// which scales the bf16 activation estimate and is also the dtype the running module's parameters are read in.
+// `weight_grad`: bytes per element of the weight gradient the backward writes. The paper's systems write G's dtype
+// (the default, 2); lins's kernels write fp32 weight gradients (4), which the executor rounds into bf16 G from a
+// scratch buffer of one module.
 struct StateBytes {
   double p = 2, g = 2, os = 12;
   double activation = 2;
+  double weight_grad = 2;
 };
 
 struct MemoryEstimate {

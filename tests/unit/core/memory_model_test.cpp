@@ -148,5 +148,34 @@ TEST(MemoryModel, Buffers) {
   EXPECT_DOUBLE_EQ(lins.buffer_bytes, 2.0 * bucket);
 }
 
+// The executor's working copies of the running module: its parameters in the compute dtype when that differs from
+// P's storage, and the fp32 weight-gradient scratch that is rounded into bf16 G.
+TEST(MemoryModel, WorkingCopies) {
+  const auto m = make_model_preset("llama-7b").value();
+  const Topology t{8, 4};
+  // DDP, bf16 P and G, fp32 weight gradients, bf16 compute: an fp32 gradient scratch of the largest module.
+  const auto ddp_sched = schedule(m, parse_plan("ddp", t).value(), t);
+  int64_t largest = 0;  // the MLP (3 * 4096 * 11008 + 4096 elements), a little more than the embedding
+  for (const auto& ms : ddp_sched.layout.modules) largest = std::max(largest, ms.shard_elems);
+  EXPECT_EQ(largest, 3 * 4096 * 11008 + 4096);
+  StateBytes lins_bf16;
+  lins_bf16.weight_grad = 4;
+  const double base = estimate_memory(ddp_sched, workload(m)).buffer_bytes;
+  EXPECT_DOUBLE_EQ(estimate_memory(ddp_sched, workload(m), lins_bf16).buffer_bytes - base, 4.0 * double(largest));
+  // fp32 compute on bf16 P adds the module's parameters widened to fp32 (forward and backward).
+  StateBytes cpu_default = lins_bf16;
+  cpu_default.activation = 4;
+  EXPECT_DOUBLE_EQ(estimate_memory(ddp_sched, workload(m), cpu_default).buffer_bytes - base, 8.0 * double(largest));
+  // fp32 storage and fp32 compute: no copy, no scratch.
+  EXPECT_DOUBLE_EQ(estimate_memory(ddp_sched, workload(m), StateBytes{4, 4, 12, 4, 4}).buffer_bytes, base);
+  // ZeRO-3: the working copies come on top of the backward's gathered buffers, sized by the padded whole module.
+  const auto z3_sched = schedule(m, parse_plan("zero3", t).value(), t);
+  const auto z3 = estimate_memory(z3_sched, workload(m)), z3_lins = estimate_memory(z3_sched, workload(m), lins_bf16);
+  int64_t padded = 0;
+  for (const auto& ms : z3_sched.layout.modules) padded = std::max(padded, ms.padded_elems);
+  EXPECT_DOUBLE_EQ(z3_lins.buffer_bytes - z3.buffer_bytes, 4.0 * double(padded));
+  EXPECT_DOUBLE_EQ(z3_lins.state_bytes, z3.state_bytes);
+}
+
 }  // namespace
 }  // namespace lins
