@@ -17,6 +17,11 @@ cublasStatus_t gemm_impl(BlasHandle& blas, bool trans_a, bool trans_b, int64_t m
   if (m > kMax || n > kMax || k > kMax) return CUBLAS_STATUS_INVALID_VALUE;
   cublasStatus_t st = cublasSetStream(blas.handle, stream);
   if (st != CUBLAS_STATUS_SUCCESS) return st;
+  // cublasSetStream resets the handle to cuBLAS's default workspace pool: hand our workspace back after every call.
+  if (blas.workspace != nullptr) {
+    st = cublasSetWorkspace(blas.handle, blas.workspace, blas.workspace_bytes);
+    if (st != CUBLAS_STATUS_SUCCESS) return st;
+  }
   // Row-major A[m,k] seen column-major is A^T[k,m] (ld k); row-major A[k,m] (trans_a) is A^T's transpose (ld m).
   const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
