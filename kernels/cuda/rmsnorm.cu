@@ -111,11 +111,11 @@ cudaError_t rmsnorm_forward_impl(const T* x, const T* weight, T* y, float* rstd,
 template <class T, int N>
 cudaError_t launch_backward(const T* dy, const T* x, const T* weight, const float* rstd, T* dx, float* dweight,
                             int64_t rows, int64_t dim, int blocks, size_t smem, cudaStream_t stream) {
-  if (smem > 48 * 1024) {
-    const cudaError_t e = cudaFuncSetAttribute(rmsnorm_backward_kernel<T, N>,
-                                               cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-    if (e != cudaSuccess) return e;
-  }
+  // Always opt in: without it static + dynamic must fit in 48 KB, and the kernel's static block_sum scratch makes
+  // dynamic sizes just under 48 KB (dim 12253..12288) fail as well as larger ones.
+  const cudaError_t e = cudaFuncSetAttribute(rmsnorm_backward_kernel<T, N>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(smem));
+  if (e != cudaSuccess) return e;
   rmsnorm_backward_kernel<T, N>
       <<<blocks, row_threads(dim, N), smem, stream>>>(dy, x, weight, rstd, dx, dweight, rows, dim);
   return cudaGetLastError();
