@@ -58,7 +58,9 @@ cudaError_t sum_accumulate(const float* x, int64_t n, double* out, cudaStream_t 
 // GEMM through cuBLAS: bf16 inputs, fp32 accumulation (CUBLAS_COMPUTE_32F), tensor cores.
 struct BlasHandle {
   cublasHandle_t handle = nullptr;
-  void* workspace = nullptr;  // [workspace_bytes] device memory handed to cuBLAS
+  // [workspace_bytes] device memory handed to cuBLAS before every gemm: one handle serves one stream at a time
+  // (GEMMs queued on two streams at once through one handle would share this scratch).
+  void* workspace = nullptr;
   size_t workspace_bytes = 0;
 };
 cublasStatus_t blas_create(BlasHandle* blas, size_t workspace_bytes = size_t{32} << 20);
