@@ -62,16 +62,19 @@ TEST(NcclComm, CollectivesRunAfterTheComputeStreamAndWaitOrdersItBack) {
   ASSERT_NE(world, nullptr);
   const int64_t n = 1 << 22;
   float* buf = static_cast<float*>(device_alloc(n * sizeof(float)));
-  // The compute stream writes the input (bytes 0x3f800000 = 1.0f) after a delay; the collective must see it.
+  float* sum = static_cast<float*>(device_alloc(n * sizeof(float)));
+  // The compute stream writes the input (1.0f) with a 16 MiB host-to-device copy; the collective must see it, and the
+  // compute stream must see the collective's result. Out of place: on one rank NCCL skips an in-place all-reduce
+  // entirely (nothing would be ordered or timed), while an out-of-place one is a device copy of the whole input.
   std::vector<float> ones(n, 1.0f), out(n, 0.0f);
   void* staging = nullptr;
   ASSERT_EQ(cudaMallocHost(&staging, n * sizeof(float)), cudaSuccess);
   std::memcpy(staging, ones.data(), n * sizeof(float));
   ASSERT_EQ(cudaMemsetAsync(buf, 0, n * sizeof(float), compute), cudaSuccess);
   ASSERT_EQ(cudaMemcpyAsync(buf, staging, n * sizeof(float), cudaMemcpyHostToDevice, compute), cudaSuccess);
-  Request r = world->all_reduce(buf, buf, n, DType::fp32);
+  Request r = world->all_reduce(buf, sum, n, DType::fp32);
   r.wait();  // the compute stream waits for the all-reduce; the host does not
-  ASSERT_EQ(cudaMemcpyAsync(staging, buf, n * sizeof(float), cudaMemcpyDeviceToHost, compute), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(staging, sum, n * sizeof(float), cudaMemcpyDeviceToHost, compute), cudaSuccess);
   ASSERT_EQ(cudaStreamSynchronize(compute), cudaSuccess);
   std::memcpy(out.data(), staging, n * sizeof(float));
   int64_t bad = 0;
@@ -82,6 +85,7 @@ TEST(NcclComm, CollectivesRunAfterTheComputeStreamAndWaitOrdersItBack) {
   EXPECT_EQ(world->counters().message_bytes[int(CollKind::all_reduce)], double(n) * 4);
   cudaFreeHost(staging);
   device_free(buf);
+  device_free(sum);
   world.reset();
   cudaStreamDestroy(compute);
 }
