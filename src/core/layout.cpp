@@ -12,9 +12,9 @@ namespace {
 
 int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 
-// Cuts the local buffer into (tensor, range) pieces: the part of each tensor that falls inside this rank's shard of
-// its module; padding becomes pieces with tensor -1.
-std::vector<OwnedSlice> local_pieces(const ModelSpec& model, const std::vector<ModuleShard>& shards) {
+}  // namespace
+
+std::vector<OwnedSlice> tensor_pieces(const ModelSpec& model, const std::vector<ModuleShard>& shards) {
   std::vector<OwnedSlice> pieces;
   for (const auto& ms : shards) {
     const auto& mod = model.modules[ms.module];
@@ -31,8 +31,6 @@ std::vector<OwnedSlice> local_pieces(const ModelSpec& model, const std::vector<M
   }
   return pieces;
 }
-
-}  // namespace
 
 std::vector<ModuleShard> split_modules(const ModelSpec& model, int shards, int index, int pad_multiple,
                                        int64_t* local_elems) {
@@ -89,7 +87,7 @@ ShardLayout make_layout(const ModelSpec& model, const Plan& plan, const Topology
     L.owner_index = 0;
   }
   L.owner_elems.assign(L.owner_count, 0);
-  auto pieces = local_pieces(model, L.modules);
+  auto pieces = tensor_pieces(model, L.modules);
 
   if (L.owner_count == 1) {
     for (auto& p : pieces) L.owner_elems[0] += p.elems;

@@ -26,7 +26,7 @@ struct ModuleShard {
 
 // One tensor's part of the local buffer, owned by one rank of the owner group.
 struct OwnedSlice {
-  int tensor = -1;           // index into ModelSpec::tensors; -1 for padding
+  int tensor = -1;           // index into ModelSpec::tensors; -1 for padding; -2 for a range that may span tensors
   int64_t local_offset = 0;  // inside the local buffer
   int64_t elems = 0;
   int owner = 0;  // index inside the owner group
@@ -52,6 +52,10 @@ struct ShardLayout {
 //         of every module, which is what `os_layout = intra_tensor` with module-level splitting means here;
 //   mics/zeropp: shard by the group (s_p), every rank owns its own shard.
 ShardLayout make_layout(const ModelSpec& model, const Plan& plan, const Topology& topo, int rank);
+
+// The local buffer of `shards` (this rank's shard of every module) cut at tensor boundaries, in local order: one
+// piece per tensor part inside the shard (tensor >= 0), padding as tensor -1; owner left 0.
+std::vector<OwnedSlice> tensor_pieces(const ModelSpec& model, const std::vector<ModuleShard>& shards);
 
 // Module-level even split: every module padded to a multiple of `pad_multiple` (a multiple of `shards`), rank takes
 // slice `index` of `shards`. Returns the shards and sets *local_elems to their total.

@@ -68,9 +68,12 @@ Result<OpClass> classify(const CommOp& op) {
                     "' on " + group_role_name(op.role) + " in phase " + phase_name(op.phase));
 }
 
-// A range of the local buffer owned by this rank, and where it sits in the owned (optimizer) buffers.
+// A range of the local buffer owned by this rank, and where it sits in the owned (optimizer) buffers. `decay`:
+// AdamW's weight decay applies to the whole range (matrices and the embedding; not norm weights, not padding), the
+// usual LLM practice (Megatron-LM, GPT-2/nanoGPT); owned slices are cut where that changes.
 struct OwnedRange {
   int64_t local_offset = 0, elems = 0, owned_offset = 0;
+  bool decay = false;
 };
 
 struct Range {
@@ -235,11 +238,24 @@ struct Executor::Impl {
     task = SyntheticTask{opt.seed, spec->dims.vocab, opt.seq};
 
     owner_ranges.assign(L.owner_count, {});
+    const std::vector<OwnedSlice> pieces = tensor_pieces(*spec, L.modules);  // local order, like the slices
+    std::size_t piece = 0;
     for (const auto& sl : L.slices) {
       owner_ranges[sl.owner].push_back(Range{sl.local_offset, sl.elems});
-      if (sl.owner == L.owner_index) {
-        owned.push_back(OwnedRange{sl.local_offset, sl.elems, owned_elems});
-        owned_elems += sl.elems;
+      if (sl.owner != L.owner_index) continue;
+      // Cut the slice where weight decay starts or stops applying (slices may span tensors).
+      while (piece < pieces.size() && pieces[piece].local_offset + pieces[piece].elems <= sl.local_offset) ++piece;
+      for (std::size_t q = piece; q < pieces.size() && pieces[q].local_offset < sl.local_offset + sl.elems; ++q) {
+        const int64_t a = std::max(pieces[q].local_offset, sl.local_offset);
+        const int64_t b = std::min(pieces[q].local_offset + pieces[q].elems, sl.local_offset + sl.elems);
+        const bool decay = pieces[q].tensor >= 0 && spec->tensors[pieces[q].tensor].shape.size() >= 2;
+        if (!owned.empty() && owned.back().decay == decay && owned.back().local_offset + owned.back().elems == a &&
+            owned.back().owned_offset + owned.back().elems == owned_elems) {
+          owned.back().elems += b - a;  // contiguous in both buffers: one optimizer call
+        } else {
+          owned.push_back(OwnedRange{a, b - a, owned_elems, decay});
+        }
+        owned_elems += b - a;
       }
     }
     if (owned_elems != L.owned_elems())
@@ -668,10 +684,12 @@ struct Executor::Impl {
   Status optimizer() {
     const int step = step_index + 1;
     // fp32 master weights and moments; the updated master is written (rounded, with bf16 storage) into P.
+    kernels::cpu::AdamWConfig no_decay = opt.adamw;
+    no_decay.weight_decay = 0.0f;
     for (const auto& r : owned) {
       const void* g = at(g_acc, g_owned ? r.owned_offset : r.local_offset);
       be->adamw(master.f32() + r.owned_offset, g, sd, mom.f32() + r.owned_offset, var.f32() + r.owned_offset,
-                local(r.local_offset), sd, r.elems, opt.adamw, step);
+                local(r.local_offset), sd, r.elems, r.decay ? opt.adamw : no_decay, step);
     }
     be->zero(g_acc.data(), g_acc.bytes());
     return {};

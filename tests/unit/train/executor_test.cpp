@@ -86,6 +86,43 @@ TEST(Executor, TraceHasEveryModule) {
   EXPECT_NE(json.find("\"pid\":3"), std::string::npos);
 }
 
+// AdamW decays matrices and the embedding, not norm weights: one step with weight decay 0.1 and one without, from the
+// same seed, leave the norm weights identical (same gradient, same update) and move every matrix.
+TEST(Executor, WeightDecaySkipsNormWeights) {
+  auto model = *make_model_preset("tiny");
+  std::vector<float> after[2];
+  for (int k = 0; k < 2; ++k) {
+    auto be = make_cpu_backend();
+    ExecutorOptions o = learnable_options();
+    o.adamw.weight_decay = k == 0 ? 0.0f : 0.1f;
+    auto ex = one_rank(*be, model, o);
+    ASSERT_TRUE(ex.ok()) << ex.error();
+    ASSERT_TRUE((*ex)->step().ok());
+    after[k] = (*ex)->local_parameters();
+  }
+  ASSERT_EQ(after[0].size(), after[1].size());
+  int norms = 0, matrices = 0;
+  int64_t offset = 0;  // one rank, DDP: the local buffer is every module's tensors in order, unpadded
+  for (const auto& mod : model.modules) {
+    for (int t : mod.tensors) {
+      const TensorSpec& ts = model.tensors[t];
+      int64_t differ = 0;
+      for (int64_t i = 0; i < ts.elems; ++i) differ += after[0][offset + i] != after[1][offset + i];
+      if (ts.shape.size() == 1) {
+        EXPECT_EQ(differ, 0) << ts.name << ": a norm weight is not decayed";
+        ++norms;
+      } else {
+        EXPECT_GT(differ, ts.elems / 2) << ts.name << ": a matrix is decayed";
+        ++matrices;
+      }
+      offset += ts.elems;
+    }
+  }
+  EXPECT_EQ(offset, int64_t(after[0].size()));
+  EXPECT_GT(norms, 0);
+  EXPECT_GT(matrices, 0);
+}
+
 // The paper's mixed precision on one rank: bf16 P and G, fp32 master weights and moments (16 bytes of states per
 // parameter), with fp32 activations and with bf16 activations (the GPU's tensor-core path, emulated); and fp32 states
 // with bf16 activations. The loss over 20 steps on the learnable task tracks the all-fp32 run's from the same seed
