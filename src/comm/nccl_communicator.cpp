@@ -253,6 +253,8 @@ void NcclCommunicator::group_end() {
 }
 
 void NcclCommunicator::synchronize() {
+  // The host's only wait on this communicator's collectives: a hung or dead peer shows up here (--timeout).
+  WatchdogScope watched("NCCL collectives of communicator '" + name_ + "'");
   CUDA_CHECK(cudaStreamSynchronize(stream_));
   settle_timings(true);
 }

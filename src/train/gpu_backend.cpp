@@ -31,6 +31,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "comm/watchdog.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/ops_cuda.h"
 
@@ -47,6 +48,11 @@ namespace kc = kernels::cuda;
 // model's kernels run on it, and the NCCL communicators order each collective after it at issue time (a block freed
 // while kernels that read it are still queued is only handed to work queued behind them).
 constexpr int64_t kBlockAlign = 512;
+
+// Where the host blocks on the compute stream: a collective that never completes (a hung or dead peer) stalls the
+// stream that waits for it, and is seen by the host only here, so these waits run under the watchdog (--timeout).
+constexpr const char* kStreamWait =
+    "waiting for the GPU compute stream (its kernels and the NCCL collectives it waits for)";
 
 class GpuBackend final : public ComputeBackend {
  public:
@@ -117,6 +123,7 @@ class GpuBackend final : public ComputeBackend {
   }
   void download(void* dst, const void* src, int64_t bytes) override {
     if (bytes <= 0) return;
+    WatchdogScope watched(kStreamWait);  // into pageable memory the copy itself already blocks
     CUDA_CHECK(cudaMemcpyAsync(dst, src, size_t(bytes), cudaMemcpyDeviceToHost, stream_));
     CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
@@ -144,12 +151,18 @@ class GpuBackend final : public ComputeBackend {
   double elapsed_s(const Event& start, const Event& end) override {
     if (!start.native || !end.native) return end.host_s - start.host_s;
     auto a = static_cast<cudaEvent_t>(start.native.get()), b = static_cast<cudaEvent_t>(end.native.get());
-    CUDA_CHECK(cudaEventSynchronize(b));
+    {
+      WatchdogScope watched(kStreamWait);
+      CUDA_CHECK(cudaEventSynchronize(b));
+    }
     float ms = 0.f;
     CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
     return double(ms) * 1e-3;
   }
-  void synchronize() override { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+  void synchronize() override {
+    WatchdogScope watched(kStreamWait);
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
   void* native_stream() override { return stream_; }
 
   DType compute_dtype() const override { return compute_; }
