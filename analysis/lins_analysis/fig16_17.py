@@ -2,7 +2,6 @@
 the baseline system with the MiCS plan, Lins's engine with the same MiCS plan, and Lins's engine with its own
 planned strategy."""
 
-import numpy as np
 import pandas as pd
 
 from . import NoData
@@ -49,12 +48,8 @@ def _draw(data, out_dir, name, value_of, ylabel, title, formats):
         m = rows[rows["model"] == model]
         for key, label, colour, marker in SERIES:
             for source, series in m[m["series"] == key].groupby("source"):
-                series = series.sort_values("world_size")
-                feasible = series["feasible"] != 0
-                ax.plot(series["world_size"], np.where(feasible, value_of(series), np.nan),
-                        label=label + (" (proj.)" if source == "projected" else ""),
-                        **style.line_kwargs(colour, marker, source))
-                style.mark_oom(ax, series.loc[~feasible, "world_size"], colour)
+                style.plot_scaling_series(ax, series, value_of, label + (" (proj.)" if source == "projected" else ""),
+                                          colour, marker, source)
         style.gpu_axis(ax, m["world_size"])
         ax.set_title(model)
         ax.set_ylabel(ylabel)

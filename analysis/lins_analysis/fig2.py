@@ -51,12 +51,8 @@ def _draw_steps(ax, rows, value_of, ylabel):
     for strategy in style.sort_strategies(rows["strategy"]):
         colour, marker = style.strategy_style(strategy)
         for source, series in rows[rows["strategy"] == strategy].groupby("source"):
-            series = series.sort_values("world_size")
-            feasible = series["feasible"] != 0
             label = style.strategy_label(strategy) + (" (proj.)" if source == "projected" else "")
-            ax.plot(series["world_size"], np.where(feasible, value_of(series), np.nan), label=label,
-                    **style.line_kwargs(colour, marker, source))
-            style.mark_oom(ax, series.loc[~feasible, "world_size"], colour)
+            style.plot_scaling_series(ax, series, value_of, label, colour, marker, source)
     style.gpu_axis(ax, rows["world_size"])
     ax.set_ylabel(ylabel)
     ax.set_ylim(bottom=0)

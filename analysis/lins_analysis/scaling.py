@@ -1,8 +1,6 @@
 """Shared drawing of the scaling figures (Fig. 11 MFU, Fig. 12 TGS, Fig. 13 peak memory): one panel per model,
 x = GPU count, one series per system (ZeRO-1, ZeRO-3, ZeRO++, MiCS, Lins), out-of-memory points marked "oom"."""
 
-import numpy as np
-
 from . import NoData
 from . import style
 from .load import pick_model_order, summarise_steps
@@ -43,16 +41,12 @@ def draw_metric(data, out_dir, name, value_of, ylabel, title, formats=("png", "p
         for strategy in style.sort_strategies(m["strategy"]):
             colour, marker = style.strategy_style(strategy)
             for (source, backend), series in m[m["strategy"] == strategy].groupby(["source", "backend"]):
-                series = series.sort_values("world_size")
-                feasible = series["feasible"] != 0
-                y = np.where(feasible, value_of(series), np.nan)
                 label = style.strategy_label(strategy)
                 if mixed_backends:
                     label += f" [{backend}]"
                 if source == "projected":
                     label += " (proj.)"
-                ax.plot(series["world_size"], y, label=label, **style.line_kwargs(colour, marker, source))
-                style.mark_oom(ax, series.loc[~feasible, "world_size"], colour)
+                style.plot_scaling_series(ax, series, value_of, label, colour, marker, source)
         style.gpu_axis(ax, m["world_size"])
         ax.set_title(model)
         ax.set_ylabel(ylabel)

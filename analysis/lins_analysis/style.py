@@ -3,6 +3,8 @@ hollow (with a note in the legend), out-of-memory points marked "oom", and savin
 
 import os
 
+import numpy as np
+
 import matplotlib
 
 matplotlib.use("Agg")  # headless: no display is ever needed
@@ -70,6 +72,15 @@ def mark_oom(ax, xs, colour):
         ax.annotate("oom", xy=(x, 0), xycoords=("data", "axes fraction"), xytext=(0, 4),
                     textcoords="offset points", ha="center", va="bottom", color=colour, fontsize=8,
                     fontweight="bold")
+
+
+def plot_scaling_series(ax, series, value_of, label, colour, marker, source):
+    """One curve over GPU counts: the value where the run fit in memory, a gap and an "oom" mark where it did not."""
+    series = series.sort_values("world_size")
+    feasible = series["feasible"] != 0
+    ax.plot(series["world_size"], np.where(feasible, value_of(series), np.nan), label=label,
+            **line_kwargs(colour, marker, source))
+    mark_oom(ax, series.loc[~feasible, "world_size"], colour)
 
 
 def panel_grid(n, width=4.2, height=3.4):
