@@ -87,11 +87,17 @@ LINS_BIN=""       # lins with the GPU backend, for the step run (needs CMake, MP
 LINS_ALONE=0      # the full configure failed: try lins alone (tests and benchmarks off) after the standalone build
 if [ "${GPU_CHECK_STANDALONE:-0}" != 1 ] && command -v cmake >/dev/null 2>&1 && command -v ninja >/dev/null 2>&1; then
   log "configure (CMake, sm_$ARCH)"
+  # Tests and benchmarks on explicitly: a build folder where lins alone was configured (below) caches them off.
   if timeout 120 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$ARCH" \
-    -DLINS_CUDA=ON >>"$BUILD_LOG" 2>&1; then
-    # Targets: every executable the gpu-labelled tests run, and the GPU benchmark. ctest names the tests, but leaves
-    # out the command of a test whose executable is not built yet, so the commands come from the CTestTestfiles.
-    targets=$(ctest --test-dir "$BUILD_DIR" -L gpu -N --show-only=json-v1 2>>"$BUILD_LOG" | python3 -c '
+    -DLINS_CUDA=ON -DLINS_TESTS=ON -DLINS_BENCHMARKS=ON >>"$BUILD_LOG" 2>&1; then
+    if ! grep -q "lins: CUDA/NCCL path ON" "$BUILD_LOG"; then
+      # Without NCCL (or a CUDA compiler) CMake defines no GPU target, and lins has no GPU backend.
+      log "CMake found no NCCL or no CUDA compiler (set NCCL_HOME or CUDACXX): no GPU targets; standalone build"
+      grep -m3 -i "nccl not found\|no CUDA compiler" "$BUILD_LOG" | tee -a "$SUMMARY"
+    else
+      # Targets: every executable the gpu-labelled tests run, and the GPU benchmark. ctest names the tests, but leaves
+      # out the command of a test whose executable is not built yet, so the commands come from the CTestTestfiles.
+      targets=$(ctest --test-dir "$BUILD_DIR" -L gpu -N --show-only=json-v1 2>>"$BUILD_LOG" | python3 -c '
 import glob, json, os, re, sys
 build = os.path.realpath(sys.argv[1])
 gpu = {t["name"] for t in json.load(sys.stdin).get("tests", [])}
@@ -102,19 +108,20 @@ for f in glob.glob(os.path.join(build, "**", "CTestTestfile.cmake"), recursive=T
         if (m.group(1) or m.group(2)) in gpu and exe.startswith(build + os.sep):
             names.add(os.path.basename(exe))
 print(" ".join(sorted(names)))' "$BUILD_DIR" 2>>"$BUILD_LOG")
-    if [ -z "$targets" ]; then
-      targets="kernels_gpu_test gpu_comm_test gpu_step_test"
-      log "found no gpu-labelled test executables in the CTestTestfiles; building the known ones: $targets"
-    fi
-    targets="$targets bench_kernels_gpu lins"
-    log "build (ninja -j$JOBS): $targets"
-    # shellcheck disable=SC2086  # one word per target
-    if timeout "$(left 200)" ninja -C "$BUILD_DIR" -j "$JOBS" $targets >>"$BUILD_LOG" 2>&1; then
-      MODE=cmake
-      LINS_BIN="$BUILD_DIR/lins"
-    else
-      log "CMake build failed or ran out of time (tail of build.log below); trying the standalone build"
-      tail -20 "$BUILD_LOG" | tee -a "$SUMMARY"
+      if [ -z "$targets" ]; then
+        targets="kernels_gpu_test gpu_comm_test gpu_step_test"
+        log "found no gpu-labelled test executables in the CTestTestfiles; building the known ones: $targets"
+      fi
+      targets="$targets bench_kernels_gpu lins"
+      log "build (ninja -j$JOBS): $targets"
+      # shellcheck disable=SC2086  # one word per target
+      if timeout "$(left 200)" ninja -C "$BUILD_DIR" -j "$JOBS" $targets >>"$BUILD_LOG" 2>&1; then
+        MODE=cmake
+        LINS_BIN="$BUILD_DIR/lins"
+      else
+        log "CMake build failed or ran out of time (tail of build.log below); trying the standalone build"
+        tail -20 "$BUILD_LOG" | tee -a "$SUMMARY"
+      fi
     fi
   else
     log "CMake configure failed (missing MPI, GoogleTest, Google Benchmark or OpenBLAS?); standalone build"
@@ -181,9 +188,15 @@ fi
 # benchmarks' libraries, configure again without them and build lins alone, after the kernel tests' build.
 if [ "$LINS_ALONE" = 1 ]; then
   log "configure (CMake, sm_$ARCH) without tests and benchmarks, for lins alone"
-  if timeout 120 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$ARCH" \
-    -DLINS_CUDA=ON -DLINS_TESTS=OFF -DLINS_BENCHMARKS=OFF >>"$BUILD_LOG" 2>&1; then
-    if timeout "$(left 200)" ninja -C "$BUILD_DIR" -j "$JOBS" lins >>"$BUILD_LOG" 2>&1; then
+  cfg_log=$(mktemp)
+  timeout 120 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$ARCH" \
+    -DLINS_CUDA=ON -DLINS_TESTS=OFF -DLINS_BENCHMARKS=OFF >"$cfg_log" 2>&1
+  cfg_rc=$?
+  cat "$cfg_log" >>"$BUILD_LOG"
+  if [ "$cfg_rc" = 0 ]; then
+    if ! grep -q "lins: CUDA/NCCL path ON" "$cfg_log"; then
+      log "CMake found no NCCL or no CUDA compiler (set NCCL_HOME or CUDACXX): lins would have no GPU backend"
+    elif timeout "$(left 200)" ninja -C "$BUILD_DIR" -j "$JOBS" lins >>"$BUILD_LOG" 2>&1; then
       LINS_BIN="$BUILD_DIR/lins"
       log "lins built (tests and benchmarks off)"
     else
@@ -192,8 +205,9 @@ if [ "$LINS_ALONE" = 1 ]; then
     fi
   else
     log "CMake configure failed without tests and benchmarks too (MPI or OpenBLAS missing?): no step run"
-    grep -m3 -i "error\|not found" "$BUILD_LOG" | tee -a "$SUMMARY"
+    grep -m3 -i "error\|not found" "$cfg_log" | tee -a "$SUMMARY"
   fi
+  rm -f "$cfg_log"
 fi
 log "build mode: $MODE${LINS_BIN:+, lins: $LINS_BIN}"
 
