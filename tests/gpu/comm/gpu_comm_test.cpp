@@ -9,6 +9,7 @@
 
 #include "comm/mesh_comms.h"
 #include "comm/nccl_communicator.h"
+#include "mpi_world.h"
 #include "reference.h"
 
 namespace lins {
@@ -24,16 +25,8 @@ struct DeviceMemory {
   void release(void* p) { device_free(p); }
 };
 
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int world_size() {
-  int s = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &s);
-  return s;
-}
+using test::world_rank;
+using test::world_size;
 
 std::unique_ptr<Communicator> nccl_world(cudaStream_t compute = nullptr) {
   CommOptions o;

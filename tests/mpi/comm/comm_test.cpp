@@ -9,26 +9,19 @@
 #include <limits>
 #include <thread>
 
-#include "core/bf16.h"
 #include "comm/mesh_comms.h"
 #include "comm/mpi_communicator.h"
+#include "core/bf16.h"
 #include "core/model_spec.h"
 #include "core/schedule.h"
+#include "mpi_world.h"
 #include "reference.h"
 
 namespace lins {
 namespace {
 
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int world_size() {
-  int s = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &s);
-  return s;
-}
+using test::world_rank;
+using test::world_size;
 std::vector<int> divisors(int n) {
   std::vector<int> d;
   for (int k = 1; k <= n; ++k)

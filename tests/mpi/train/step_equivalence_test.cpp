@@ -28,6 +28,7 @@
 #include <tuple>
 #include <vector>
 
+#include "../comm/mpi_world.h"
 #include "comm/mesh_comms.h"
 #include "core/memory_model.h"
 #include "core/workload.h"
@@ -50,16 +51,8 @@ constexpr double kBf16LossRelTol = 1e-3;
 constexpr double kBf16ParamAbsTol = 8e-3;
 constexpr double kBf16ParamMeanTol = 5e-5;
 
-int world_size() {
-  int w = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &w);
-  return w;
-}
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
+using test::world_rank;
+using test::world_size;
 
 ExecutorOptions options(int micro_batches, bool recompute = false, DType dtype = DType::fp32) {
   ExecutorOptions o;
