@@ -51,6 +51,30 @@ if [ -z "$NVCC" ]; then
   exit 1
 fi
 export CUDACXX=$NVCC
+
+# --- libraries the machine lacks -----------------------------------------------------------------------------------
+# OpenMPI, OpenBLAS, GoogleTest and Google Benchmark, carried as packages in .deps/debs/ (scripts/gpu-deps.sh fetch)
+# where the machine has no working MPI compiler wrapper; NCCL from the CUDA Python wheels (nvidia-nccl-cu*) where neither NCCL_HOME is set nor
+# the toolkit holds it.
+DEPS_CMAKE_ARGS=()
+if ! mpicc --version >/dev/null 2>&1 && ls .deps/debs/*.deb >/dev/null 2>&1; then
+  # shellcheck source=scripts/gpu-deps.sh
+  if . scripts/gpu-deps.sh use >>"$SUMMARY" 2>&1; then
+    read -ra DEPS_CMAKE_ARGS <<<"$LINS_DEPS_CMAKE_ARGS"
+    log "using the carried packages in .deps/ (OpenMPI, OpenBLAS, GoogleTest, Google Benchmark)"
+  else
+    log "the carried packages in .deps/debs/ could not be unpacked (see above)"
+  fi
+fi
+cuda_root=$(dirname "$(dirname "$NVCC")")
+if [ -z "${NCCL_HOME:-}" ] && ! ls "$cuda_root"/lib*/libnccl.so* "$cuda_root"/targets/*/lib/libnccl.so* \
+  /usr/lib/x86_64-linux-gnu/libnccl.so* >/dev/null 2>&1; then
+  nccl_dir=$(python3 -c 'import nvidia.nccl as n; print(list(n.__path__)[0])' 2>/dev/null)
+  if [ -n "$nccl_dir" ] && [ -f "$nccl_dir/include/nccl.h" ]; then
+    export NCCL_HOME=$nccl_dir
+    export LD_LIBRARY_PATH="$nccl_dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  fi
+fi
 COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 DIRTY=$(git status --porcelain 2>/dev/null | grep -qv '^??' && echo true || echo false)
 
@@ -89,7 +113,7 @@ if [ "${GPU_CHECK_STANDALONE:-0}" != 1 ] && command -v cmake >/dev/null 2>&1 && 
   log "configure (CMake, sm_$ARCH)"
   # Tests and benchmarks on explicitly: a build folder where lins alone was configured (below) caches them off.
   if timeout 120 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$ARCH" \
-    -DLINS_CUDA=ON -DLINS_TESTS=ON -DLINS_BENCHMARKS=ON >>"$BUILD_LOG" 2>&1; then
+    -DLINS_CUDA=ON -DLINS_TESTS=ON -DLINS_BENCHMARKS=ON "${DEPS_CMAKE_ARGS[@]}" >>"$BUILD_LOG" 2>&1; then
     if ! grep -q "lins: CUDA/NCCL path ON" "$BUILD_LOG"; then
       # Without NCCL (or a CUDA compiler) CMake defines no GPU target, and lins has no GPU backend.
       log "CMake found no NCCL or no CUDA compiler (set NCCL_HOME or CUDACXX): no GPU targets; standalone build"
@@ -124,7 +148,8 @@ print(" ".join(sorted(names)))' "$BUILD_DIR" 2>>"$BUILD_LOG")
       fi
     fi
   else
-    log "CMake configure failed (missing MPI, GoogleTest, Google Benchmark or OpenBLAS?); standalone build"
+    log "CMake configure failed (missing MPI, GoogleTest, Google Benchmark or OpenBLAS? scripts/gpu-deps.sh" \
+      "carries them); standalone build"
     grep -m3 -i "error\|not found" "$BUILD_LOG" | tee -a "$SUMMARY"
     LINS_ALONE=1
   fi
@@ -190,7 +215,7 @@ if [ "$LINS_ALONE" = 1 ]; then
   log "configure (CMake, sm_$ARCH) without tests and benchmarks, for lins alone"
   cfg_log=$(mktemp)
   timeout 120 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$ARCH" \
-    -DLINS_CUDA=ON -DLINS_TESTS=OFF -DLINS_BENCHMARKS=OFF >"$cfg_log" 2>&1
+    -DLINS_CUDA=ON -DLINS_TESTS=OFF -DLINS_BENCHMARKS=OFF "${DEPS_CMAKE_ARGS[@]}" >"$cfg_log" 2>&1
   cfg_rc=$?
   cat "$cfg_log" >>"$BUILD_LOG"
   if [ "$cfg_rc" = 0 ]; then
