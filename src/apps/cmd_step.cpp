@@ -342,8 +342,8 @@ int run_step(const Args& args) {
                              : Result<double>(make_error(be.error()));
     if (auto s = agree_any(rate ? Status() : Status(make_error(rate.error()))); !s) return fail(s.error());
     peak_tflops = all_sum(*rate) / world;
-    peak_source = "GPU backend GEMM (fp32 tensors, bf16 tensor cores) " + std::to_string(T) + "x" +
-                  std::to_string(model->dims.ffn) + "x" + std::to_string(model->dims.hidden) +
+    peak_source = std::string("GPU backend GEMM (") + dtype_name(compute) + " tensors, bf16 tensor cores) " +
+                  std::to_string(T) + "x" + std::to_string(model->dims.ffn) + "x" + std::to_string(model->dims.hidden) +
                   " measured on every rank, mean (give --peak-tflops for the device's datasheet peak)";
   } else {
     const int64_t T = int64_t(workload->seq) * workload->micro_batch_size;

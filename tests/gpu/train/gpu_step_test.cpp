@@ -196,6 +196,7 @@ Run run(ComputeBackend& be, const ModelSpec& model, const ExecutorOptions& o, bo
   w.recompute = o.recompute;
   StateBytes bytes = state_bytes_of(o.state_dtype);
   bytes.activation = dtype_bytes(be.compute_dtype());  // activations as this backend keeps them
+  bytes.weight_grad = 4;                               // the model's backward writes fp32 weight gradients
   const MemoryEstimate est = estimate_memory(sched, w, bytes, MemoryOf::schedule_rank);
   r.model_mem_bytes = est.total_bytes;
   r.model_state_bytes = est.state_bytes;
