@@ -235,6 +235,7 @@ void NcclCommunicator::group_end() {
     comm_fatal(__FILE__, __LINE__, "NcclCommunicator::group_end", "group_end without a matching group_start");
   if (--group_depth_ > 0) return;
   NCCL_CHECK(ncclGroupEnd());
+  if (group_pending_.empty()) return;  // an empty group: nothing to record or time
   cudaEvent_t stop;
   CUDA_CHECK(cudaEventCreate(&stop));
   CUDA_CHECK(cudaEventRecord(stop, stream_));
