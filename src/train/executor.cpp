@@ -381,6 +381,19 @@ struct Executor::Impl {
     return {};
   }
 
+  // Waits for one request and times the wait twice: the host's (wait_s and the trace, named `what`) and the compute
+  // stream's (wait_spans). Returns when the host's wait ended.
+  double timed_wait(Request& req, const std::string& what) {
+    const double t0 = now();
+    Event w0 = be->record_event();
+    req.wait();
+    wait_spans.push_back(WaitSpan{std::move(w0), be->record_event()});
+    const double t1 = now();
+    wait_s += t1 - t0;
+    add_trace(what, "wait", t0, t1, 1);
+    return t1;
+  }
+
   Status wait_op(int i) {
     if (i < 0) return {};
     Inflight& f = inflight[i];
@@ -388,13 +401,7 @@ struct Executor::Impl {
       return make_error("executor: waited for op " + std::to_string(i) + " (" + sched->ops[i].label +
                         ") before it was issued");
     if (f.done) return {};
-    const double t0 = now();
-    Event w0 = be->record_event();
-    f.req.wait();
-    wait_spans.push_back(WaitSpan{std::move(w0), be->record_event()});
-    const double t1 = now();
-    wait_s += t1 - t0;
-    add_trace(std::string("wait ") + op_class_name(cls[i]) + " " + sched->ops[i].label, "wait", t0, t1, 1);
+    const double t1 = timed_wait(f.req, std::string("wait ") + op_class_name(cls[i]) + " " + sched->ops[i].label);
     add_trace(std::string(coll_kind_name(sched->ops[i].kind)) + " " + sched->ops[i].label, "comm", f.issue_s, t1, 2);
     f.done = true;
     return complete(i, f);
@@ -413,13 +420,7 @@ struct Executor::Impl {
     for (int i : bcast_of_module[m]) {
       Inflight& f = carried[i];
       if (!f.issued || f.done) continue;
-      const double t0 = now();
-      Event w0 = be->record_event();
-      f.req.wait();
-      wait_spans.push_back(WaitSpan{std::move(w0), be->record_event()});
-      const double t1 = now();
-      wait_s += t1 - t0;
-      add_trace("wait broadcast " + sched->ops[i].label + " (previous step)", "wait", t0, t1, 1);
+      timed_wait(f.req, "wait broadcast " + sched->ops[i].label + " (previous step)");
       f.done = true;
       unpack_broadcast(i, f);
       f = Inflight{};
