@@ -126,13 +126,14 @@ class ComputeBackend {
                              float grad_scale, double* loss_sum) = 0;
   virtual void embedding_forward(const void* table, const int32_t* ids, void* out, int64_t n, int64_t dim) = 0;
   virtual void embedding_backward(const void* dout, const int32_t* ids, float* dtable, int64_t n, int64_t dim) = 0;
-  virtual void add(void* y, const void* x, int64_t n) = 0;  // y += x, compute_dtype() elements
+  // y += x over n compute_dtype() elements: convert() accumulating within the compute dtype.
+  void add(void* y, const void* x, int64_t n) { convert(x, compute_dtype(), y, compute_dtype(), n, true); }
   // AdamW on n owned elements: master, m, v (fp32) updated in place from grad (fp32 or bf16); param_out (may be
   // null) receives the updated master weights in param_dtype (rounded to nearest even for bf16).
   virtual void adamw(float* master, const void* grad, DType grad_dtype, float* m, float* v, void* param_out,
                      DType param_dtype, int64_t n, const kernels::cpu::AdamWConfig& cfg, int step) = 0;
   // Mixed precision: dst[i] = src[i] in dst's dtype or, with accumulate, dst[i] + src[i] (summed in fp32, rounded
-  // once to dst's dtype). Any pair of fp32 and bf16; fp32 into fp32 with accumulate is add().
+  // once to dst's dtype). Any pair of fp32 and bf16.
   virtual void convert(const void* src, DType src_dtype, void* dst, DType dst_dtype, int64_t n, bool accumulate) = 0;
 
  protected:

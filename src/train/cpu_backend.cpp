@@ -233,13 +233,6 @@ class CpuBackend final : public ComputeBackend {
     F32View vd(dout, n * dim, compute_);
     kernels::cpu::embedding_backward(vd.get(), ids, dtable, n, dim);
   }
-  void add(void* y, const void* x, int64_t n) override {
-    if (compute_ == DType::fp32) {
-      kernels::cpu::add(static_cast<float*>(y), static_cast<const float*>(x), n);
-    } else {
-      kernels::cpu::accumulate_bf16_into_bf16(static_cast<uint16_t*>(y), static_cast<const uint16_t*>(x), n);
-    }
-  }
   void adamw(float* master, const void* grad, DType grad_dtype, float* m, float* v, void* param_out, DType param_dtype,
              int64_t n, const kernels::cpu::AdamWConfig& cfg, int step) override {
     if (grad_dtype == DType::fp32)

@@ -263,12 +263,6 @@ class GpuBackend final : public ComputeBackend {
     else
       CUDA_CHECK(kc::embedding_backward(F(dout), ids, dtable, n, dim, stream_));
   }
-  void add(void* y, const void* x, int64_t n) override {  // y += x (out aliases a: element-wise)
-    if (bf16_)
-      CUDA_CHECK(kc::add(B(y), B(x), B(y), n, stream_));
-    else
-      CUDA_CHECK(kc::add(F(y), F(x), F(y), n, stream_));
-  }
   void adamw(float* master, const void* grad, DType grad_dtype, float* m, float* v, void* param_out, DType param_dtype,
              int64_t n, const kernels::cpu::AdamWConfig& cfg, int step) override {
     // One fused pass for each of the four (gradient, parameter) dtype pairs, the gradient taken as given (grad_scale
