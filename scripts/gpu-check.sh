@@ -109,11 +109,14 @@ TEST_BIN=""
 BENCH_BIN=""
 LINS_BIN=""       # lins with the GPU backend, for the step run (needs CMake, MPI and OpenBLAS)
 LINS_ALONE=0      # the full configure failed: try lins alone (tests and benchmarks off) after the standalone build
+# $1: ON or OFF, the tests and benchmarks (set explicitly either way: the build folder caches them).
+cmake_configure() {
+  timeout 120 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$ARCH" \
+    -DLINS_CUDA=ON -DLINS_TESTS="$1" -DLINS_BENCHMARKS="$1" "${DEPS_CMAKE_ARGS[@]}"
+}
 if [ "${GPU_CHECK_STANDALONE:-0}" != 1 ] && command -v cmake >/dev/null 2>&1 && command -v ninja >/dev/null 2>&1; then
   log "configure (CMake, sm_$ARCH)"
-  # Tests and benchmarks on explicitly: a build folder where lins alone was configured (below) caches them off.
-  if timeout 120 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$ARCH" \
-    -DLINS_CUDA=ON -DLINS_TESTS=ON -DLINS_BENCHMARKS=ON "${DEPS_CMAKE_ARGS[@]}" >>"$BUILD_LOG" 2>&1; then
+  if cmake_configure ON >>"$BUILD_LOG" 2>&1; then
     if ! grep -q "lins: CUDA/NCCL path ON" "$BUILD_LOG"; then
       # Without NCCL (or a CUDA compiler) CMake defines no GPU target, and lins has no GPU backend.
       log "CMake found no NCCL or no CUDA compiler (set NCCL_HOME or CUDACXX): no GPU targets; standalone build"
@@ -214,8 +217,7 @@ fi
 if [ "$LINS_ALONE" = 1 ]; then
   log "configure (CMake, sm_$ARCH) without tests and benchmarks, for lins alone"
   cfg_log=$(mktemp)
-  timeout 120 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$ARCH" \
-    -DLINS_CUDA=ON -DLINS_TESTS=OFF -DLINS_BENCHMARKS=OFF "${DEPS_CMAKE_ARGS[@]}" >"$cfg_log" 2>&1
+  cmake_configure OFF >"$cfg_log" 2>&1
   cfg_rc=$?
   cat "$cfg_log" >>"$BUILD_LOG"
   if [ "$cfg_rc" = 0 ]; then
