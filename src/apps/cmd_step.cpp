@@ -38,6 +38,7 @@
 #include "kernels/ops.h"
 #include "train/executor.h"
 #if LINS_TRAIN_GPU
+#include "comm/nccl_communicator.h"
 #include "train/gpu_backend.h"
 #endif
 
@@ -159,18 +160,6 @@ Result<double> measure_backend_gemm_tflops(ComputeBackend& be, int64_t m, int64_
   return 2.0 * double(m) * double(n) * double(k) * iters / s / 1e12;
 }
 
-#if LINS_TRAIN_GPU
-// This rank's index among the ranks of its node (MPI_COMM_TYPE_SHARED), which picks its CUDA device.
-int local_rank() {
-  MPI_Comm local;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
-  int r = 0;
-  MPI_Comm_rank(local, &r);
-  MPI_Comm_free(&local);
-  return r;
-}
-#endif
-
 std::string group_summary(const Plan& plan, const Topology& topo) {
   std::string s;
   for (int r = 0; r < kGroupRoleCount; ++r) {
@@ -266,7 +255,7 @@ int run_step(const Args& args) {
     const int devices = gpu_device_count();
     const Status seen = devices > 0 ? Status() : Status(make_error("no CUDA device is visible to this rank"));
     if (auto s = agree_any(seen); !s) return fail("--backend gpu: " + s.error() + " (use --backend cpu)");
-    const int device = local_rank() % devices;
+    const int device = node_local_rank(MPI_COMM_WORLD) % devices;
     make_backend = [device, compute] { return make_gpu_backend(device, compute); };
 #else
     return fail(

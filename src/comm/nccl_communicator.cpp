@@ -81,17 +81,23 @@ std::shared_ptr<cudaEvent_t> make_done_event() {
 
 }  // namespace
 
-Result<std::unique_ptr<NcclCommunicator>> NcclCommunicator::create(MPI_Comm comm, std::string name, Axis axis,
-                                                                   CUstream_st* compute_stream) {
-  int rank = 0, size = 1;
+int node_local_rank(MPI_Comm comm) {
+  int rank = 0;
   MPI_CHECK(MPI_Comm_rank(comm, &rank));
-  MPI_CHECK(MPI_Comm_size(comm, &size));
-  // Local rank among the ranks of this host picks the device.
   MPI_Comm local;
   MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local));
   int local_rank = 0;
   MPI_CHECK(MPI_Comm_rank(local, &local_rank));
   MPI_CHECK(MPI_Comm_free(&local));
+  return local_rank;
+}
+
+Result<std::unique_ptr<NcclCommunicator>> NcclCommunicator::create(MPI_Comm comm, std::string name, Axis axis,
+                                                                   CUstream_st* compute_stream) {
+  int rank = 0, size = 1;
+  MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  MPI_CHECK(MPI_Comm_size(comm, &size));
+  const int local_rank = node_local_rank(comm);  // picks the device
   const int devices = cuda_device_count();
   // Every rank must agree before anyone enters ncclCommInitRank, or the others would wait there forever.
   int have = devices > 0, all_have = 0;

@@ -21,6 +21,10 @@ namespace lins {
 
 // Devices visible to this process; 0 when there is no driver or no device (never an error).
 int cuda_device_count();
+// This rank's index among the ranks of `comm` on its host (MPI_COMM_TYPE_SHARED). Its remainder modulo
+// cuda_device_count() is the device NcclCommunicator selects, and so the device every other GPU user of the rank
+// (compute backend, tests) must use.
+int node_local_rank(MPI_Comm comm);
 // "NCCL 2.28.9", "CUDA runtime 13.0, driver 13.0", the name of device `device` ("" when none).
 std::string nccl_version_string();
 std::string cuda_version_string();

@@ -159,13 +159,8 @@ int main(int argc, char** argv) {
     MPI_Finalize();
     return 77;
   }
-  // The device NcclCommunicator picks (local rank % devices), selected before any test creates a stream on it.
-  MPI_Comm node;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-  int local = 0;
-  MPI_Comm_rank(node, &local);
-  MPI_Comm_free(&node);
-  cudaSetDevice(local % lins::cuda_device_count());
+  // The device NcclCommunicator picks, selected before any test creates a stream on it.
+  cudaSetDevice(lins::node_local_rank(MPI_COMM_WORLD) % lins::cuda_device_count());
   testing::InitGoogleTest(&argc, argv);
   int rc = RUN_ALL_TESTS(), worst = 0;
   MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
