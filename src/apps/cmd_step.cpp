@@ -243,9 +243,7 @@ int run_step(const Args& args) {
       return fail("--" + option + ": unknown dtype '" + v + "'; valid: fp32, bf16");
     }
   }
-  StateBytes state_bytes = precision == DType::bf16 ? StateBytes{2, 2, 12} : StateBytes{4, 4, 12};
-  state_bytes.activation = dtype_bytes(compute);
-  state_bytes.weight_grad = 4;  // the model's backward writes fp32 weight gradients on both backends
+  const StateBytes state_bytes = executor_state_bytes(precision, compute);
   // Each rank's backend for one strategy; the GPU one runs on device (local rank % devices), as NCCL's bootstrap.
   std::function<Result<std::unique_ptr<ComputeBackend>>()> make_backend = [compute] {
     return Result<std::unique_ptr<ComputeBackend>>(make_cpu_backend(compute));

@@ -23,6 +23,13 @@ double activation_bytes(const ModelSpec& model, int seq, int micro_batch_size, b
   return layers + logits;
 }
 
+StateBytes executor_state_bytes(DType storage, DType compute) {
+  StateBytes b = storage == DType::bf16 ? StateBytes{2, 2, 12} : StateBytes{4, 4, 12};
+  b.activation = dtype_bytes(compute);
+  b.weight_grad = 4;
+  return b;
+}
+
 MemoryEstimate estimate_memory(const Schedule& s, const Workload& w, StateBytes b, MemoryOf which) {
   const ShardLayout& L = s.layout;
   const Plan& plan = s.plan;

@@ -21,6 +21,11 @@ struct StateBytes {
   double weight_grad = 2;
 };
 
+// The bytes of lins's own executor (lins step and the step tests): P and G in the storage dtype with fp32 master
+// weights and Adam moments ({2, 2, 12} or {4, 4, 12}), activations in the compute dtype, and the fp32 weight gradients
+// its kernels write.
+StateBytes executor_state_bytes(DType storage, DType compute);
+
 struct MemoryEstimate {
   double p_bytes = 0;                  // local parameter shard (plus the ZeRO++ secondary partition)
   double g_bytes = 0;                  // gradients kept across micro-batches

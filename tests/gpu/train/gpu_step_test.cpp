@@ -71,11 +71,6 @@ struct Run {
   int64_t param_count = 0;
 };
 
-// Bytes per parameter of P, G and OS (master weights, momentum, variance) for a storage dtype.
-StateBytes state_bytes_of(DType storage) {
-  return storage == DType::bf16 ? StateBytes{2, 2, 12} : StateBytes{4, 4, 12};
-}
-
 // A GPU configuration: storage of P and G (ExecutorOptions::state_dtype) and the backend's compute dtype.
 struct GpuConfig {
   DType storage;
@@ -194,10 +189,8 @@ Run run(ComputeBackend& be, const ModelSpec& model, const ExecutorOptions& o, bo
   w.micro_batches = o.micro_batches;
   w.global_batch_tokens = int64_t(o.seq) * o.micro_batch_size * o.micro_batches;
   w.recompute = o.recompute;
-  StateBytes bytes = state_bytes_of(o.state_dtype);
-  bytes.activation = dtype_bytes(be.compute_dtype());  // activations as this backend keeps them
-  bytes.weight_grad = 4;                               // the model's backward writes fp32 weight gradients
-  const MemoryEstimate est = estimate_memory(sched, w, bytes, MemoryOf::schedule_rank);
+  const MemoryEstimate est =
+      estimate_memory(sched, w, executor_state_bytes(o.state_dtype, be.compute_dtype()), MemoryOf::schedule_rank);
   r.model_mem_bytes = est.total_bytes;
   r.model_state_bytes = est.state_bytes;
   r.param_count = model.param_count();

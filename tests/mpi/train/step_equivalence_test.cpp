@@ -130,8 +130,8 @@ void run_and_check(const ModelSpec& model, const Topology& topo, const std::stri
   w.micro_batches = micro_batches;
   w.global_batch_tokens = e.global_tokens();
   w.recompute = recompute;
-  const StateBytes state_bytes = bf16 ? StateBytes{2, 2, 12} : StateBytes{4, 4, 12};
-  const MemoryEstimate mem = estimate_memory(e.schedule(), w, state_bytes, MemoryOf::schedule_rank);
+  const MemoryEstimate mem =
+      estimate_memory(e.schedule(), w, executor_state_bytes(dtype, compute), MemoryOf::schedule_rank);
   const double expected_states = mem.state_bytes;
 
   for (int s = 0; s < kSteps; ++s) {
