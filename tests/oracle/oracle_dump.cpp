@@ -1,6 +1,6 @@
-// oracle_dump: runs one real training step of lins (the Executor, DDP on one rank, CPU backend) and writes what an
-// independent reference needs to check it: the initial parameters, the loss, every parameter's gradient as the
-// optimizer received it, and the parameters (fp32 master weights and the stored P) after one AdamW update.
+// oracle_dump: runs real training steps of lins (the Executor, DDP on one rank, CPU backend) and writes what an
+// independent reference needs to check them: the initial parameters, each step's loss, every parameter's gradient as
+// the optimizer received it, and the parameters (fp32 master weights and the stored P) after each AdamW update.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -207,11 +207,14 @@ const CommandSpec kSpec{
         {"seq", 0, "S", "16", "tokens per sequence"},
         {"seed", 0, "N", "1", "seed of the initial weights and the data"},
         {"lr", 0, "RATE", "0.001", "AdamW learning rate"},
-        {"out", 0, "DIR", "", "output folder: meta.json and init/, grad/, master/, param/ (one .npy per tensor)"},
+        {"steps", 0, "N", "2",
+         "optimizer steps (AdamW's betas show only from the second: the first normalises them away)"},
+        {"out", 0, "DIR", "", "output folder: meta.json, init/ and per step stepN/{grad,master,param}/ (.npy files)"},
     },
-    "The loss is the mean token loss of the global batch. grad/ holds the gradient the optimizer read (after\n"
-    "accumulation over micro-batches, in the storage dtype widened to fp32); master/ the fp32 master weights after\n"
-    "the update; param/ the stored parameters P after it (bf16 widened to fp32 with --precision bf16)."};
+    "meta.json's loss lists each step's mean token loss over the global batch. In stepN/, grad/ holds the gradient\n"
+    "the optimizer read (accumulated over the micro-batches, in the storage dtype widened to fp32); master/ the fp32\n"
+    "master weights after the update; param/ the stored parameters P after it (bf16 widened to fp32 with\n"
+    "--precision bf16)."};
 
 int run(int argc, char** argv) {
   auto args = parse_args(kSpec, std::vector<std::string>(argv + 1, argv + argc));
@@ -228,8 +231,10 @@ int run(int argc, char** argv) {
   auto S = args->get_positive_int("seq");
   auto seed = args->get_size("seed");
   auto lr = args->get_double("lr");
-  for (const std::string* e : {M ? nullptr : &M.error(), B ? nullptr : &B.error(), S ? nullptr : &S.error(),
-                               seed ? nullptr : &seed.error(), lr ? nullptr : &lr.error()})
+  auto steps = args->get_positive_int("steps");
+  for (const std::string* e :
+       {M ? nullptr : &M.error(), B ? nullptr : &B.error(), S ? nullptr : &S.error(), seed ? nullptr : &seed.error(),
+        lr ? nullptr : &lr.error(), steps ? nullptr : &steps.error()})
     if (e) return fail(*e);
 
   ExecutorOptions o;
@@ -250,14 +255,20 @@ int run(int argc, char** argv) {
 
   const fs::path out = args->get("out");
   if (auto s = write_tensors(*model, *offsets, (*ex)->local_parameters(), out / "init"); !s) return fail(s.error());
-  auto st = (*ex)->step();
-  if (!st) return fail(st.error());
-  if (auto s = (*ex)->finish(); !s) return fail(s.error());
-  std::vector<float> grad, master;
-  if (auto s = gather_calls(be.calls, (*ex)->layout().local_elems, &grad, &master); !s) return fail(s.error());
-  if (auto s = write_tensors(*model, *offsets, grad, out / "grad"); !s) return fail(s.error());
-  if (auto s = write_tensors(*model, *offsets, master, out / "master"); !s) return fail(s.error());
-  if (auto s = write_tensors(*model, *offsets, (*ex)->local_parameters(), out / "param"); !s) return fail(s.error());
+  JsonArray losses;
+  for (int step = 1; step <= *steps; ++step) {
+    be.calls.clear();
+    auto st = (*ex)->step();
+    if (!st) return fail(st.error());
+    if (auto s = (*ex)->finish(); !s) return fail(s.error());
+    losses.push(st->loss_sum / double((*ex)->global_tokens()));
+    std::vector<float> grad, master;
+    if (auto s = gather_calls(be.calls, (*ex)->layout().local_elems, &grad, &master); !s) return fail(s.error());
+    const fs::path dir = out / ("step" + std::to_string(step));
+    if (auto s = write_tensors(*model, *offsets, grad, dir / "grad"); !s) return fail(s.error());
+    if (auto s = write_tensors(*model, *offsets, master, dir / "master"); !s) return fail(s.error());
+    if (auto s = write_tensors(*model, *offsets, (*ex)->local_parameters(), dir / "param"); !s) return fail(s.error());
+  }
 
   JsonObject meta;
   meta.set("model", args->get("model"))
@@ -266,14 +277,14 @@ int run(int argc, char** argv) {
       .set("micro_batch_size", *B)
       .set("seq", *S)
       .set("seed", (long long)*seed)
+      .set("steps", *steps)
       .set("lr", double(o.adamw.lr))
       .set("beta1", double(o.adamw.beta1))
       .set("beta2", double(o.adamw.beta2))
       .set("eps", double(o.adamw.eps))
       .set("weight_decay", double(o.adamw.weight_decay))
-      .set("loss_sum", st->loss_sum)
       .set("global_tokens", (long long)(*ex)->global_tokens())
-      .set("loss", st->loss_sum / double((*ex)->global_tokens()));
+      .set("loss", std::move(losses));
   std::ofstream(out / "meta.json") << meta.dump() << "\n";
   return 0;
 }
