@@ -11,8 +11,8 @@ namespace lins {
 double activation_bytes(const ModelSpec& model, int seq, int micro_batch_size, bool recompute) {
   const double s = seq, b = micro_batch_size, h = model.dims.hidden, L = model.dims.layers, V = model.dims.vocab;
   // Megatron-LM (Korthikanti et al. 2022) per layer in bf16: sbh(34 + 5as/h); FlashAttention never materialises
-  // the a*s*s attention scores, which leaves 34*s*b*h bytes per layer (PAPER.md section 3). The SwiGLU MLP keeps a
-  // few more tensors than GPT's GeLU MLP; the estimate ignores that, as the paper's source does.
+  // the a*s*s attention scores, which leaves 34*s*b*h bytes per layer (the paper's memory analysis does the same). The
+  // SwiGLU MLP keeps a few more tensors than GPT's GeLU MLP; the estimate ignores that, as the paper's source does.
   const double layer = 34.0 * s * b * h;
   // Full recomputation keeps only each layer's input (bf16, 2*s*b*h) and re-runs one layer at a time in backward,
   // so one layer's full working set is alive on top of the checkpoints.
@@ -65,12 +65,12 @@ MemoryEstimate estimate_memory(const Schedule& s, const Workload& w, StateBytes 
   m.activation_bytes = activation_bytes(model, w.seq, w.micro_batch_size, w.recompute) * b.activation / 2.0;
 
   // Buffers.
-  // (1) Gathered parameters when P is sharded: forward prefetches the whole next layer while one runs (PAPER.md
-  //     section 6), so two consecutive "units" (embedding, each layer = attn + mlp, head) are gathered at once;
-  //     backward holds the module running, the next module prefetched and the full gradient of the module whose
-  //     reduce-scatter is still in flight (decoupled), i.e. at most two modules' parameters plus two modules'
-  //     gradients. With recomputation the re-gathered layer is kept until its backward, which the two-unit bound
-  //     already covers. ZeRO++'s secondary gathers land in the same buffers.
+  // (1) Gathered parameters when P is sharded: forward prefetches the whole next layer while one runs (the
+  //     executor's overlap rule, core/simulator.h), so two consecutive "units" (embedding, each layer = attn + mlp,
+  //     head) are gathered at once; backward holds the module running, the next module prefetched and the full gradient
+  //     of the module whose reduce-scatter is still in flight (decoupled), i.e. at most two modules' parameters plus
+  //     two modules' gradients. With recomputation the re-gathered layer is kept until its backward, which the two-unit
+  //     bound already covers. ZeRO++'s secondary gathers land in the same buffers.
   // (1b) Working copies of the one module that computes (modules compute one at a time): its parameters converted
   //     to the compute dtype when that differs from P's storage (bf16 P with fp32 compute), and, in backward, a
   //     scratch for its weight gradient when the backward writes a wider dtype than G's storage. The module's size is
@@ -113,10 +113,25 @@ MemoryEstimate estimate_memory(const Schedule& s, const Workload& w, StateBytes 
   for (const auto& op : s.ops)
     if (op.kind == CollKind::all_reduce && op.module < 0) bucket = std::max(bucket, op.bytes());
   m.buffer_bytes += 2.0 * double(bucket);
-  // Not counted: CUDA context and NCCL's own buffers (a fixed few hundred MiB per GPU), allocator fragmentation.
+  // Not counted here: CUDA context, cuBLAS workspace, NCCL's buffers and allocator fragmentation; add_memory_reserve
+  // adds them, so total_bytes stays comparable with what an allocator reports for the tensors alone.
 
   m.total_bytes = m.state_bytes + m.activation_bytes + m.buffer_bytes;
   return m;
+}
+
+int schedule_communicators(const Schedule& s) {
+  bool used[kGroupRoleCount] = {};
+  for (const auto& op : s.ops) used[static_cast<int>(op.role)] = true;
+  int n = 0;
+  for (bool u : used) n += u;
+  return n;
+}
+
+void add_memory_reserve(MemoryEstimate& m, const Schedule& s, const MemoryReserve& r) {
+  m.communicators = schedule_communicators(s);
+  m.reserve_bytes = r.cuda_context_bytes + r.cublas_workspace_bytes + m.communicators * r.nccl_bytes_per_communicator +
+                    r.fragmentation_fraction * m.total_bytes;
 }
 
 }  // namespace lins
