@@ -262,7 +262,7 @@ int run_step(const Args& args) {
 #endif
   }
 
-  auto cost = parse_cost_model(a);
+  auto cost = parse_cost_model(a, topo->gpus_per_node);
   if (!cost) return fail(cost.error());
   auto timeout = a.get_double("timeout");
   if (!timeout) return fail(timeout.error());
