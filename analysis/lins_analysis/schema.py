@@ -23,7 +23,8 @@ STEP_COLUMNS = [
 # Columns read as text; every other step column is numeric.
 STEP_TEXT_COLUMNS = ["source", "strategy", "engine", "plan", "os_layout", "model", "backend", "precision", "compute", "overlap"]
 
-# The six sharding factors of a plan (PAPER.md section 2), in the paper's order.
+# The six sharding factors of a plan (P, G and OS, each sharded over GPUs of a node (s0) and across nodes (s1)), in
+# the paper's order.
 PLAN_FACTORS = ["s0_p", "s1_p", "s0_g", "s1_g", "s0_os", "s1_os"]
 
 SOURCES = ("measured", "projected")
