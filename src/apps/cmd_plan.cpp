@@ -39,7 +39,8 @@ CommandSpec plan_spec() {
   spec.options = concat_options(
       spec.options,
       {
-          {"gpu-mem", 0, "SIZE", "80GiB", "memory per GPU; plans that need more are marked infeasible"},
+          {"gpu-mem", 0, "SIZE", "80GiB",
+           "memory per GPU; plans whose tensors plus reserve need more are marked infeasible"},
           {"bucket", 0, "SIZE", "25M", "gradient all-reduce bucket U"},
           {"top", 0, "N", "10", "alternatives shown in the table (the CSV has all)"},
           {"plan", 0, "PLAN", "", "evaluate just this plan: " + presets},

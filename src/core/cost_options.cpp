@@ -100,7 +100,7 @@ std::vector<OptionSpec> memory_reserve_options() {
   const MemoryReserve d;
   return {
       {"reserve-context", 0, "SIZE", std::to_string(static_cast<long long>(d.cuda_context_bytes)),
-       "memory the CUDA context takes on each GPU (default: PyTorch's measurement with eager module loading)"},
+       "memory the CUDA context takes on each GPU (the default is PyTorch's measurement with eager module loading)"},
       {"reserve-cublas", 0, "SIZE", size_text(d.cublas_workspace_bytes), "cuBLAS workspace of the compute stream"},
       {"reserve-nccl", 0, "SIZE", size_text(d.nccl_bytes_per_communicator),
        "NCCL buffers per communicator (the plan's group roles each have one)"},
