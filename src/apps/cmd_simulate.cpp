@@ -46,6 +46,7 @@ CommandSpec simulate_spec() {
   opts = concat_options(opts, workload_options("4096", "1", "4M"));
   opts = concat_options(opts, cost_options("paper-a800", "paper"));
   opts = concat_options(opts, engine_options());
+  opts = concat_options(opts, memory_reserve_options());
   opts = concat_options(opts, own);
   for (auto& o : opts)
     if (o.name == "model") o.help = "model preset, or a comma-separated list of presets";
@@ -161,8 +162,12 @@ int run_simulate(const Args& argv) {
     if (!v) return fail(v.error());
     overlaps.push_back(*v);
   }
-  auto cost = parse_cost_model(*args);
+  auto cost = parse_cost_model(*args, *R);
   if (!cost) return fail(cost.error());
+  if (cost->profile())
+    for (const auto& note : cost->profile()->notes()) std::fprintf(stderr, "lins simulate: %s\n", note.c_str());
+  auto reserve = parse_memory_reserve(*args);
+  if (!reserve) return fail(reserve.error());
   auto pricing = parse_pricing(args->get("pricing"));
   if (!pricing) return fail(pricing.error());
   auto gpu_mem = args->get_size("gpu-mem");
@@ -221,6 +226,7 @@ int run_simulate(const Args& argv) {
       popt.gpu_mem_bytes = double(*gpu_mem);
       popt.bucket_bytes = static_cast<int64_t>(*bucket);
       popt.rank_by = *pricing;
+      popt.reserve = *reserve;
       for (const auto& strategy : strategies) {
         Plan plan;
         if (strategy == "lins") {
@@ -247,14 +253,15 @@ int run_simulate(const Args& argv) {
           so.overlap = ov;
           auto sched = build_schedule(model, plan, topo, so);
           if (!sched) return fail(sched.error());
-          const auto mem = estimate_memory(*sched, *workload, StateBytes{});
+          auto mem = estimate_memory(*sched, *workload, StateBytes{});
+          add_memory_reserve(mem, *sched, *reserve);
           const PredictedComm predicted = predict_comm(*sched, *cost, *pricing);
           const auto proj = project_step(*sched, model, workload->seq, workload->micro_batch_size, workload->recompute,
                                          rates, [&](const CommOp& op) { return cost->op_time_s(op, topo, *pricing); });
           const double tokens = double(workload->global_batch_tokens);
           const double tgs = tokens / gpus / proj.step_s;
           const double mfu = model.flops_per_token(workload->seq) * tgs / (*peak * 1e12);
-          const bool feasible = mem.total_bytes <= double(*gpu_mem);
+          const bool feasible = mem.required_bytes() <= double(*gpu_mem);
           StepRow row;
           set_run_columns(row, "projected", strategy, plan, *workload, topo, "gpu", DType::bf16, DType::bf16, ov);
           row.set("step", 0).set("step_time_s", proj.step_s).set("step_time_min_s", proj.step_s);
@@ -289,7 +296,12 @@ int run_simulate(const Args& argv) {
   assume.set("optimizer_bytes_per_owned_param",
              "26: fp32 master, m, v read and written; bf16 grad read, param written");
   assume.set("network", cost->network().name).set("network_description", cost->network().description);
-  assume.set("profile", args->get("profile").empty() ? "none (alpha-beta only)" : args->get("profile"));
+  assume.set("network_model", cost->model_description());
+  assume.set("memory_reserve", "CUDA context " + args->get("reserve-context") + ", cuBLAS " +
+                                   args->get("reserve-cublas") + ", NCCL " + args->get("reserve-nccl") +
+                                   " per communicator, fragmentation " + args->get("reserve-fragmentation") +
+                                   " of the tensors; feasible = tensors + reserve fit --gpu-mem");
+  assume.set("profile", cost->profile() ? cost->profile()->source() : "none (the network model only)");
   assume.set("pricing", pricing_name(*pricing));
   assume.set("communication",
              "each engine's communication streams (collectives of one stream run one at a time in issue order; "
