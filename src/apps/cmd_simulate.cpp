@@ -2,6 +2,7 @@
 // the same Schedule the executor runs, priced by the cost model, compute from FLOPs at a sustained rate, overlap by
 // the executor's rules (core/simulator.h). Writes the step CSV schema with source=projected, plus a provenance file
 // stating every assumption.
+#include <cctype>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -41,6 +42,8 @@ CommandSpec simulate_spec() {
        "recompute activations for llama-30b only, as the paper does (also with "
        "--recompute: every model)"},
       {"out", 'o', "FILE", "results/simulate/projection.csv", "CSV to write (a .json provenance file beside it)"},
+      {"trace", 0, "DIR", "",
+       "write the projected step of every row as a Chrome trace (compute, waits, each stream's collectives) into DIR"},
   };
   auto opts = concat_options(model_options("llama-7b"), topology_options("8", ""));
   opts = concat_options(opts, workload_options("4096", "1", "4M"));
@@ -206,6 +209,12 @@ int run_simulate(const Args& argv) {
     std::filesystem::create_directories(dir, ec);
     if (ec) return fail("cannot create the folder of --out " + out_path + ": " + ec.message());
   }
+  const std::string trace_dir = args->get("trace");
+  if (!trace_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(trace_dir, ec);
+    if (ec) return fail("cannot create the --trace folder " + trace_dir + ": " + ec.message());
+  }
   auto writer = CsvWriter::open(out_path, StepRow::header());
   if (!writer) return fail(writer.error());
 
@@ -256,8 +265,19 @@ int run_simulate(const Args& argv) {
           auto mem = estimate_memory(*sched, *workload, StateBytes{});
           add_memory_reserve(mem, *sched, *reserve);
           const PredictedComm predicted = predict_comm(*sched, *cost, *pricing);
-          const auto proj = project_step(*sched, model, workload->seq, workload->micro_batch_size, workload->recompute,
-                                         rates, [&](const CommOp& op) { return cost->op_time_s(op, topo, *pricing); });
+          std::vector<TraceEvent> trace;
+          const auto proj = project_step(
+              *sched, model, workload->seq, workload->micro_batch_size, workload->recompute, rates,
+              [&](const CommOp& op) { return cost->op_time_s(op, topo, *pricing); },
+              trace_dir.empty() ? nullptr : &trace);
+          if (!trace_dir.empty()) {
+            std::string stem = model.name + "." + std::to_string(gpus) + "." + strategy + "." + overlap_name(ov);
+            for (char& ch : stem)
+              if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '.' && ch != '-') ch = '_';
+            const auto path = std::filesystem::path(trace_dir) / ("projected." + stem + ".json");
+            if (auto w = write_file_atomic(path.string(), chrome_trace_json(trace, 0, sched->streams)); !w)
+              return fail(w.error());
+          }
           const double tokens = double(workload->global_batch_tokens);
           const double tgs = tokens / gpus / proj.step_s;
           const double mfu = model.flops_per_token(workload->seq) * tgs / (*peak * 1e12);
