@@ -100,6 +100,10 @@ DIRTY=$(git status --porcelain 2>/dev/null | grep -qv '^??' && echo true || echo
 } >"$OUT/provenance.json"
 log "commit $COMMIT, nvcc $NVCC, arch sm_$ARCH, $(nproc) CPUs"
 nvidia-smi -L 2>&1 | tee -a "$SUMMARY" || log "nvidia-smi not found"
+# A GPU nvidia-smi lists must be used: a test that skips on such a machine (exit 77, "no device") hides a broken driver
+# or runtime, so skipped tests count as failures here.
+GPU_PRESENT=0
+nvidia-smi -L 2>/dev/null | grep -q '^GPU ' && GPU_PRESENT=1
 
 # --- build: the CMake project, else the standalone nvcc build --------------------------------------------------------
 BUILD_LOG="$OUT/build.log"
@@ -248,6 +252,10 @@ if [ "$MODE" = cmake ]; then
     >>"$TESTS_LOG" 2>&1
   TEST_RC=$?
   grep -E "tests passed|tests failed|Passed|Failed|Not Run|Skipped|\*\*\*" "$TESTS_LOG" | tail -40 | tee -a "$SUMMARY"
+  if [ "$GPU_PRESENT" = 1 ] && grep -q "(Skipped)" "$TESTS_LOG"; then
+    log "FAIL: nvidia-smi lists a GPU but tests were skipped as if there were none (see tests.log)"
+    TEST_RC=1
+  fi
 elif [ "$MODE" = standalone ]; then
   log "kernels_gpu_test, every case (the gpu label's kernel tests; other areas need the CMake build)"
   TEST_RC=0
@@ -264,11 +272,11 @@ elif [ "$MODE" = standalone ]; then
     rc=$?
     case $rc in
       0) verdict=passed ;;
-      77) verdict=skipped ;;
+      77) verdict=skipped; [ "$GPU_PRESENT" = 1 ] && verdict="FAILED: skipped, but nvidia-smi lists a GPU" ;;
       *) verdict="FAILED rc=$rc" ;;
     esac
     log "  gpu_kernels.$c: $verdict"
-    [ $rc = 0 ] || [ $rc = 77 ] || TEST_RC=1
+    [ $rc = 0 ] || { [ $rc = 77 ] && [ "$GPU_PRESENT" = 0 ]; } || TEST_RC=1
   done
 fi
 log "tests: rc=$TEST_RC"

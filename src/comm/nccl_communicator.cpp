@@ -7,18 +7,12 @@
 
 #include "comm/check.h"
 #include "comm/cuda_check.h"
+#include "comm/cuda_devices.h"
 #include "comm/watchdog.h"
 
 namespace lins {
 
-int cuda_device_count() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();  // clear the sticky "no driver" error
-    return 0;
-  }
-  return n;
-}
+int cuda_device_count() { return cuda_device_count_or_exit(); }
 
 std::string nccl_version_string() {
   int v = 0;

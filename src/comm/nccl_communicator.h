@@ -19,7 +19,9 @@ struct ncclComm;     // ncclComm_t
 
 namespace lins {
 
-// Devices visible to this process; 0 when there is no driver or no device (never an error).
+// Devices visible to this process; 0 when the machine has no GPU (cudaErrorNoDevice, or no driver and no NVIDIA
+// device node). Any other cudaGetDeviceCount error (a broken or too old driver) prints it and exits with status 1:
+// see comm/cuda_devices.h.
 int cuda_device_count();
 // This rank's index among the ranks of `comm` on its host (MPI_COMM_TYPE_SHARED). Its remainder modulo
 // cuda_device_count() is the device NcclCommunicator selects, and so the device every other GPU user of the rank
