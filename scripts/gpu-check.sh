@@ -62,6 +62,8 @@ if ! mpicc --version >/dev/null 2>&1 && ls .deps/debs/*.deb >/dev/null 2>&1; the
   if . scripts/gpu-deps.sh use >>"$SUMMARY" 2>&1; then
     read -ra DEPS_CMAKE_ARGS <<<"$LINS_DEPS_CMAKE_ARGS"
     log "using the carried packages in .deps/ (OpenMPI, OpenBLAS, GoogleTest, Google Benchmark)"
+    # Every carried program and library must find what it links to here, or MPI programs fail at start.
+    lins_gpu_deps_check >>"$SUMMARY" 2>&1 || log "some carried libraries cannot load here (listed above)"
   else
     log "the carried packages in .deps/debs/ could not be unpacked (see above)"
   fi
