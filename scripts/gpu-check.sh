@@ -9,6 +9,8 @@
 #              so that a test that does not compile loses neither lins nor the other tests
 #   tests      ctest -L gpu (each test's own timeout: 60 s a kernel case, 120 s the communicator and step tests);
 #              on a machine where nvidia-smi lists a GPU, a skipped test counts as failed
+#   sanitizer  each failed kernel case again under compute-sanitizer memcheck, then racecheck (at most 60 s a run,
+#              150 s in all), so that one run names the faulting kernel
 #   bench      bench_kernels_gpu (at most 120 s)
 #   step       one rank of `lins step --backend gpu --precision bf16 --compute bf16` (bf16 storage+compute: bf16 P and
 #              G, bf16 activations and tensor-core kernels end to end, the paper's configuration) on llama-7b layer
@@ -23,8 +25,8 @@
 #
 #   scripts/gpu-check.sh OUTDIR [ARCHIVE]
 # OUTDIR gets: summary.txt (every stage's verdict and timing, test and benchmark summaries, the step runs' logs and
-# breakdowns), provenance.json, nvidia-smi.txt, build.log, tests.log, bench_kernels_gpu.{csv,json,log},
-# step/ and step-fp32/ (step.csv, step.provenance.json). ARCHIVE, when given, is a
+# breakdowns), provenance.json, nvidia-smi.txt, build.log, tests.log, sanitizer/ (when a kernel case failed),
+# bench_kernels_gpu.{csv,json,log}, step/ and step-fp32/ (step.csv, step.provenance.json). ARCHIVE, when given, is a
 # .tar.gz of OUTDIR, rewritten after every stage (a run cut short keeps what was done), for a caller that can take
 # back only a few files.
 # Environment: CUDA_ARCH (90), BUILD_DIR (build-gpu), JOBS (nproc), GPU_CHECK_BUDGET_S (520), BENCH_ARGS (extra
@@ -208,7 +210,7 @@ checkpoint
 BUILD_LOG="$OUT/build.log"
 : >"$BUILD_LOG"
 MODE=none         # cmake (configured with the CUDA/NCCL path) or standalone (nvcc alone)
-TEST_BIN=""       # the kernel test executable (standalone build)
+TEST_BIN=""       # the kernel test executable, for the sanitizer reruns
 BENCH_BIN=""
 LINS_BIN=""       # lins with the GPU backend, for the step run (needs CMake, MPI, OpenBLAS, CUDA and NCCL)
 LINS_ALONE=0      # the full configure failed: try lins alone (tests and benchmarks off) after the standalone build
@@ -283,6 +285,7 @@ print(" ".join(sorted(names)))' "$BUILD_DIR" 2>>"$BUILD_LOG")
         grep -E "^FAILED:|error:" "$BUILD_LOG" | head -20 | tee -a "$SUMMARY"
         BUILD_OK=0
       fi
+      TEST_BIN="$BUILD_DIR/tests/gpu/kernels/kernels_gpu_test"
       BENCH_BIN="$BUILD_DIR/bench/bench_kernels_gpu"
     fi
   else
@@ -383,11 +386,13 @@ checkpoint
 TESTS_LOG="$OUT/tests.log"
 : >"$TESTS_LOG"
 TEST_RC=1
+FAILED_CASES=()  # kernel cases that failed, for the sanitizer
 t=$(stage_budget 360 $((STEP_RESERVE_S + 30)) 30)
 if [ "$t" = 0 ] && [ "$MODE" != none ]; then
   fail "no time left for the tests"
 elif [ "$MODE" = cmake ]; then
   log "ctest -L gpu (timeout ${t}s in all)"
+  rm -f "$BUILD_DIR/Testing/Temporary/LastTestsFailed.log"
   # Each test's own TIMEOUT (tests/gpu: 60 s a kernel case, 120 s the communicator and step tests) applies; -V keeps
   # every test's output (the step test's loss comparison too) in tests.log.
   timeout "$t" ctest --test-dir "$BUILD_DIR" -L gpu -V -j 1 >>"$TESTS_LOG" 2>&1
@@ -397,6 +402,11 @@ elif [ "$MODE" = cmake ]; then
   if [ "$GPU_PRESENT" = 1 ] && grep -q "(Skipped)\|\*\*\*Skipped" "$TESTS_LOG"; then
     fail "nvidia-smi lists a GPU but tests were skipped as if there were none (see tests.log)"
     TEST_RC=1
+  fi
+  if [ -f "$BUILD_DIR/Testing/Temporary/LastTestsFailed.log" ]; then
+    while IFS=: read -r _ name; do
+      case $name in gpu_kernels.*) FAILED_CASES+=("${name#gpu_kernels.}") ;; esac
+    done <"$BUILD_DIR/Testing/Temporary/LastTestsFailed.log"
   fi
   [ "$TEST_RC" = 0 ] || fail "gpu tests (tests.log)"
 elif [ "$MODE" = standalone ]; then
@@ -420,15 +430,58 @@ elif [ "$MODE" = standalone ]; then
     esac
     [ $rc = 77 ] && [ "$GPU_PRESENT" = 1 ] && verdict="FAILED: skipped, but nvidia-smi lists a GPU" && rc=1
     log "  gpu_kernels.$c: $verdict"
-    [ $rc = 0 ] || [ $rc = 77 ] || TEST_RC=1
+    if [ $rc != 0 ] && [ $rc != 77 ]; then
+      TEST_RC=1
+      FAILED_CASES+=("$c")
+    fi
   done
   [ "$TEST_RC" = 0 ] || fail "gpu kernel tests (tests.log)"
 fi
 # A GPU whose driver or runtime does not work fails every test at its first CUDA call, with one message: shown once.
+DEVICE_BROKEN=0
 if grep -q "cudaGetDeviceCount failed" "$TESTS_LOG"; then
+  DEVICE_BROKEN=1
   fail "the GPU does not work: $(grep -m1 "cudaGetDeviceCount failed" "$TESTS_LOG" | sed 's/^[0-9]*: //')"
 fi
 log "tests: rc=$TEST_RC"
+checkpoint
+
+# --- sanitizer reruns of the failed kernel cases -------------------------------------------------------------------------
+SANITIZER=""
+for s in "$CUDA_ROOT/bin/compute-sanitizer" "$CUDA_ROOT/compute-sanitizer/compute-sanitizer" \
+  "$(command -v compute-sanitizer 2>/dev/null)"; do
+  [ -n "$s" ] && [ -x "$s" ] && SANITIZER=$s && break
+done
+if [ "${#FAILED_CASES[@]}" -gt 0 ]; then
+  if [ "$DEVICE_BROKEN" = 1 ]; then
+    log "failed kernel cases not rerun under compute-sanitizer: the device itself does not work (above)"
+  elif [ -z "$SANITIZER" ] || [ ! -x "$TEST_BIN" ]; then
+    log "failed kernel cases (${FAILED_CASES[*]}) not rerun under compute-sanitizer:" \
+      "${SANITIZER:-no compute-sanitizer in $CUDA_ROOT or on PATH}${TEST_BIN:+, test binary $TEST_BIN}"
+  else
+    mkdir -p "$OUT/sanitizer"
+    stage_end=$(($(elapsed) + $(stage_budget 150 "$STEP_RESERVE_S" 20)))
+    log "compute-sanitizer (memcheck, then racecheck) on the failed kernel cases: ${FAILED_CASES[*]}"
+    for c in "${FAILED_CASES[@]}"; do
+      for tool in memcheck racecheck; do
+        st=$((stage_end - $(elapsed)))
+        [ "$st" -gt 60 ] && st=60
+        if [ "$st" -lt 15 ]; then
+          log "  $c $tool: not run (out of time)"
+          continue
+        fi
+        slog="$OUT/sanitizer/$c.$tool.log"
+        timeout "$st" "$SANITIZER" --tool "$tool" --error-exitcode 86 "$TEST_BIN" "$c" >"$slog" 2>&1
+        rc=$?
+        # The tool's findings: its error lines (with the kernel and source line) and its summary.
+        log "  $c $tool: rc=$rc$([ $rc = 124 ] && echo " (ran out of time after ${st}s)")," \
+          "$(grep -m1 "ERROR SUMMARY\|RACECHECK SUMMARY" "$slog" | sed 's/^=* *//')"
+        grep -E "^=+ +(Invalid|Error|Race|Warning|Program hit|    at |Address|Saved host)" "$slog" | head -15 |
+          tee -a "$SUMMARY"
+      done
+    done
+  fi
+fi
 checkpoint
 
 # --- benchmarks ------------------------------------------------------------------------------------------------------
