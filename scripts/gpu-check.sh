@@ -190,6 +190,7 @@ prov = {
     "nccl_header": e["GC_NCCL_HEADER"] or None,
     "nccl_header_version": ".".join(nccl[p] for p in ("MAJOR", "MINOR", "PATCH")) if nccl else None,
     "nccl_env": {k: v for k, v in e.items() if k.startswith("NCCL_")},
+    "mpi_env": {k: v for k, v in e.items() if k.startswith(("OMPI_", "OPAL_", "PMIX_"))},
     "mpi": run("mpirun", "--version").splitlines()[:1],
     "cmake": run("cmake", "--version").splitlines()[:1],
     "ninja": run("ninja", "--version"),

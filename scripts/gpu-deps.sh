@@ -141,13 +141,20 @@ lins_gpu_deps_use() {
   # orted) is not relocated by it, so its plugin folder is named outright.
   export OPAL_PREFIX="$dest/usr"
   export PMIX_MCA_mca_base_component_path="$lib/pmix2/lib/pmix"
+  # OpenMPI's default launcher (plm rsh) needs ssh or rsh even to start the local daemon of a singleton (a program run
+  # without mpirun calling MPI_Init): without either, MPI_Init fails ("plm_rsh_agent ... could not be found"). The
+  # packages do not carry ssh; where the machine has neither, the launcher for the local node alone is used.
+  if [ -z "${OMPI_MCA_plm:-}" ] && ! command -v ssh >/dev/null 2>&1 && ! command -v rsh >/dev/null 2>&1; then
+    export OMPI_MCA_plm=isolated
+  fi
   LINS_DEPS_CMAKE_ARGS="-DCMAKE_PREFIX_PATH=$dest/usr -DMPI_C_COMPILER=$dest/usr/bin/mpicc.openmpi"
   LINS_DEPS_CMAKE_ARGS+=" -DMPIEXEC_EXECUTABLE=$dest/usr/bin/orterun"
   LINS_DEPS_CMAKE_ARGS+=" -DOPENBLAS_INCLUDE_DIR=$dest/usr/include/x86_64-linux-gnu/openblas-pthread"
   LINS_DEPS_CMAKE_ARGS+=" -DOPENBLAS_LIBRARY=$lib/openblas-pthread/libopenblas.so"
   export LINS_DEPS_CMAKE_ARGS
   echo "gpu-deps: using OpenMPI, OpenBLAS, GoogleTest and Google Benchmark from $dest" \
-    "(base libraries taken from .deps/fallback:${exposed:- none, the machine has them all})"
+    "(base libraries taken from .deps/fallback:${exposed:- none, the machine has them all}" \
+    "${OMPI_MCA_plm:+; OpenMPI launcher: $OMPI_MCA_plm})"
 }
 
 # After use: every program and library carried must find all it links to (and the symbol versions it needs, such as
