@@ -61,6 +61,10 @@ SUMMARY="$OUT/summary.txt"
 FAILURES=()
 
 elapsed() { echo $(($(date +%s) - START)); }
+# Whether exit status $1 is timeout's: 124 after its TERM, 137 after the KILL that follows 10 s later (-k 10) when a
+# process ignores TERM (a CUDA call stuck in the driver can). timeout signals the command's whole process group, so a
+# test binary under ctest, or MPI's daemon, goes too.
+timed_out() { [ "$1" = 124 ] || [ "$1" = 137 ]; }
 log() { echo "[gpu-check +$(elapsed)s] $*" | tee -a "$SUMMARY"; }
 fail() {
   FAILURES+=("$1")
@@ -142,14 +146,14 @@ export NCCL_DEBUG=${NCCL_DEBUG:-WARN}
 GPU_PRESENT=0
 {
   echo "# nvidia-smi"
-  timeout 30 nvidia-smi 2>&1 || echo "(nvidia-smi failed or is missing: exit $?)"
+  timeout -k 5 30 nvidia-smi 2>&1 || echo "(nvidia-smi failed or is missing: exit $?)"
   echo
   echo "# nvidia-smi -q"
-  timeout 30 nvidia-smi -q 2>&1 || echo "(exit $?)"
+  timeout -k 5 30 nvidia-smi -q 2>&1 || echo "(exit $?)"
 } >"$OUT/nvidia-smi.txt"
-if timeout 30 nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+if timeout -k 5 30 nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
   GPU_PRESENT=1
-  timeout 30 nvidia-smi -L 2>&1 | tee -a "$SUMMARY"
+  timeout -k 5 30 nvidia-smi -L 2>&1 | tee -a "$SUMMARY"
 else
   log "nvidia-smi lists no GPU (missing, or no device): GPU tests may skip"
 fi
@@ -229,7 +233,7 @@ LINS_ALONE=0      # the full configure failed: try lins alone (tests and benchma
 BUILD_OK=1
 # $1: ON or OFF, the tests and benchmarks (set explicitly either way: the build folder caches them); $2: timeout.
 cmake_configure() {
-  timeout "$2" cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$ARCH" \
+  timeout -k 10 "$2" cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$ARCH" \
     -DLINS_CUDA=ON -DLINS_TESTS="$1" -DLINS_BENCHMARKS="$1" "${DEPS_CMAKE_ARGS[@]}"
 }
 # Why CMake built no GPU path: its NCCL or CUDA lines (not found, too old, no compiler).
@@ -242,9 +246,9 @@ build() {
   shift 2
   log "build $what (ninja -j$JOBS $*, timeout ${t}s)"
   local s=$(($(date +%s)))
-  timeout "$t" ninja -C "$BUILD_DIR" -j "$JOBS" "$@" >>"$BUILD_LOG" 2>&1
+  timeout -k 10 "$t" ninja -C "$BUILD_DIR" -j "$JOBS" "$@" >>"$BUILD_LOG" 2>&1
   local rc=$?
-  [ $rc = 124 ] && log "  ran out of time after ${t}s"
+  timed_out $rc && log "  ran out of time after ${t}s"
   log "  $what: rc=$rc in $(($(date +%s) - s))s"
   return $rc
 }
@@ -325,27 +329,28 @@ if [ "$MODE" != cmake ]; then
   for f in kernels/cuda/*.cu; do
     o="$SA/$(basename "$f" .cu).o"
     objs+=("$o")
-    timeout "$t" "$NVCC" "${flags[@]}" -c "$f" -o "$o" >>"$BUILD_LOG" 2>&1 &
+    timeout -k 10 "$t" "$NVCC" "${flags[@]}" -c "$f" -o "$o" >>"$BUILD_LOG" 2>&1 &
     pids+=($!)
   done
   for f in kernels/cpu/*.cpp $blas_src; do
     o="$SA/cpu_$(basename "$f" .cpp).o"
     objs+=("$o")
     # shellcheck disable=SC2086  # empty when a system BLAS is used
-    timeout "$t" ${CXX:-c++} -std=c++20 -O2 -I"$ROOT" -I"$ROOT/src" $blas_inc -c "$f" -o "$o" >>"$BUILD_LOG" 2>&1 &
+    timeout -k 10 "$t" ${CXX:-c++} -std=c++20 -O2 -I"$ROOT" -I"$ROOT/src" $blas_inc -c "$f" -o "$o" \
+      >>"$BUILD_LOG" 2>&1 &
     pids+=($!)
   done
   ok=1
   for p in "${pids[@]}"; do wait "$p" || ok=0; done
   if [ $ok = 1 ]; then
     # shellcheck disable=SC2086  # empty when the bundled sgemm is used
-    "$NVCC" "${flags[@]}" -x cu -c tests/gpu/kernels/kernels_gpu_test.cpp -o "$SA/kernels_gpu_test.o" \
-      >>"$BUILD_LOG" 2>&1 && "$NVCC" "${flags[@]}" "$SA/kernels_gpu_test.o" "${objs[@]}" -o "$SA/kernels_gpu_test" \
-      -lcublas $blas_lib >>"$BUILD_LOG" 2>&1 || ok=0
+    timeout -k 10 "$t" "$NVCC" "${flags[@]}" -x cu -c tests/gpu/kernels/kernels_gpu_test.cpp \
+      -o "$SA/kernels_gpu_test.o" >>"$BUILD_LOG" 2>&1 && timeout -k 10 "$t" "$NVCC" "${flags[@]}" \
+      "$SA/kernels_gpu_test.o" "${objs[@]}" -o "$SA/kernels_gpu_test" -lcublas $blas_lib >>"$BUILD_LOG" 2>&1 || ok=0
     kobjs=()
     for o in "${objs[@]}"; do case "$o" in */cpu_*) ;; *) kobjs+=("$o") ;; esac; done
-    "$NVCC" "${flags[@]}" src/bench/bench_kernels_gpu.cu "${kobjs[@]}" -o "$SA/bench_kernels_gpu" -lcublas \
-      >>"$BUILD_LOG" 2>&1 || ok=0
+    timeout -k 10 "$t" "$NVCC" "${flags[@]}" src/bench/bench_kernels_gpu.cu "${kobjs[@]}" \
+      -o "$SA/bench_kernels_gpu" -lcublas >>"$BUILD_LOG" 2>&1 || ok=0
   else
     ok=0
   fi
@@ -398,22 +403,20 @@ FAILED_CASES=()  # kernel cases that failed, for the sanitizer
 t=$(essential_budget 360 $((STEP_RESERVE_S + 30)) 60)
 if [ "$MODE" = cmake ]; then
   log "ctest -L gpu (timeout ${t}s in all)"
-  rm -f "$BUILD_DIR/Testing/Temporary/LastTestsFailed.log"
   # Each test's own TIMEOUT (tests/gpu: 60 s a kernel case, 120 s the communicator and step tests) applies; -V keeps
   # every test's output (the step test's loss comparison too) in tests.log.
-  timeout "$t" ctest --test-dir "$BUILD_DIR" -L gpu -V -j 1 >>"$TESTS_LOG" 2>&1
+  timeout -k 10 "$t" ctest --test-dir "$BUILD_DIR" -L gpu -V -j 1 >>"$TESTS_LOG" 2>&1
   TEST_RC=$?
-  [ "$TEST_RC" = 124 ] && fail "ctest ran out of time after ${t}s: the tests not reached did not run"
+  timed_out "$TEST_RC" && fail "ctest ran out of time after ${t}s: the tests not reached did not run"
   grep -E "^ *[0-9]+/[0-9]+ Test +#|tests passed|tests failed" "$TESTS_LOG" | tail -40 | tee -a "$SUMMARY"
   if [ "$GPU_PRESENT" = 1 ] && grep -q "(Skipped)\|\*\*\*Skipped" "$TESTS_LOG"; then
     fail "nvidia-smi lists a GPU but tests were skipped as if there were none (see tests.log)"
     TEST_RC=1
   fi
-  if [ -f "$BUILD_DIR/Testing/Temporary/LastTestsFailed.log" ]; then
-    while IFS=: read -r _ name; do
-      case $name in gpu_kernels.*) FAILED_CASES+=("${name#gpu_kernels.}") ;; esac
-    done <"$BUILD_DIR/Testing/Temporary/LastTestsFailed.log"
-  fi
+  # The kernel cases that ran and failed (wrong values, a timeout, a crash), from ctest's result lines: kept even when
+  # ctest itself was cut short.
+  failed_re='s/.*Test +#[0-9]+: gpu_kernels\.([A-Za-z0-9_]+) .*\*\*\*(Failed|Timeout|Exception).*/\1/p'
+  read -ra FAILED_CASES <<<"$(sed -nE "$failed_re" "$TESTS_LOG" | tr '\n' ' ')"
   [ "$TEST_RC" = 0 ] || fail "gpu tests (tests.log)"
 elif [ "$MODE" = standalone ]; then
   log "kernels_gpu_test, every case (the gpu label's kernel tests; other areas need the CMake build)"
@@ -427,7 +430,7 @@ elif [ "$MODE" = standalone ]; then
       continue
     fi
     echo "=== gpu_kernels.$c" >>"$TESTS_LOG"
-    timeout "$ct" "$TEST_BIN" "$c" >>"$TESTS_LOG" 2>&1
+    timeout -k 10 "$ct" "$TEST_BIN" "$c" >>"$TESTS_LOG" 2>&1
     rc=$?
     case $rc in
       0) verdict=passed ;;
@@ -481,10 +484,10 @@ if [ "${#FAILED_CASES[@]}" -gt 0 ]; then
           continue
         fi
         slog="$OUT/sanitizer/$c.$tool.log"
-        timeout "$st" "$SANITIZER" --tool "$tool" --error-exitcode 86 "$TEST_BIN" "$c" >"$slog" 2>&1
+        timeout -k 10 "$st" "$SANITIZER" --tool "$tool" --error-exitcode 86 "$TEST_BIN" "$c" >"$slog" 2>&1
         rc=$?
         # The tool's findings: its error lines (with the kernel and source line) and its summary.
-        log "  $c $tool: rc=$rc$([ $rc = 124 ] && echo " (ran out of time after ${st}s)")," \
+        log "  $c $tool: rc=$rc$(timed_out $rc && echo " (ran out of time after ${st}s)")," \
           "$(grep -m1 "ERROR SUMMARY\|RACECHECK SUMMARY" "$slog" | sed 's/^=* *//')"
         grep -E "^=+ +(Invalid|Error|Race|Warning|Program hit|    at |Address|Saved host)" "$slog" | head -15 |
           tee -a "$SUMMARY"
@@ -508,7 +511,7 @@ elif [ "$t" = 0 ]; then
 else
   log "bench_kernels_gpu (timeout ${t}s) ${BENCH_ARGS:-}"
   # shellcheck disable=SC2086
-  timeout "$t" "$BENCH_BIN" --csv "$OUT/bench_kernels_gpu.csv" --json "$OUT/bench_kernels_gpu.json" \
+  timeout -k 10 "$t" "$BENCH_BIN" --csv "$OUT/bench_kernels_gpu.csv" --json "$OUT/bench_kernels_gpu.json" \
     ${BENCH_ARGS:-} >"$OUT/bench_kernels_gpu.log" 2>&1
   BENCH_RC=$?
   cat "$OUT/bench_kernels_gpu.log" >>"$SUMMARY"
@@ -553,7 +556,7 @@ PY
 step_run() {
   mkdir -p "$3"
   # shellcheck disable=SC2086  # STEP_ARGS is a list of flags
-  timeout "$4" "$LINS_BIN" step --backend gpu --precision "$1" --compute "$2" --model llama-7b --layers 2 \
+  timeout -k 10 "$4" "$LINS_BIN" step --backend gpu --precision "$1" --compute "$2" --model llama-7b --layers 2 \
     --seq 4096 --micro-batch 1 --micro-batches 1 --strategies ddp,zero3,lins --warmup 1 --steps 3 --peak-tflops 989 \
     --timeout $(($4 - 10)) --out "$3" ${STEP_ARGS:-} >>"$SUMMARY" 2>&1
 }
@@ -569,8 +572,11 @@ elif [ -n "$LINS_BIN" ] && [ -x "$LINS_BIN" ]; then
   step_run bf16 bf16 "$OUT/step" "$t"
   STEP_RC=$?
   [ -s "$OUT/step/step.csv" ] && step_breakdown "$OUT/step/step.csv" "bf16 storage+compute"
-  [ "$STEP_RC" = 124 ] && fail "lins step, bf16 storage+compute: out of time after ${t}s (log above)"
-  [ "$STEP_RC" != 0 ] && [ "$STEP_RC" != 124 ] && fail "lins step, bf16 storage+compute: rc=$STEP_RC (log above)"
+  if timed_out "$STEP_RC"; then
+    fail "lins step, bf16 storage+compute: out of time after ${t}s (log above)"
+  elif [ "$STEP_RC" != 0 ]; then
+    fail "lins step, bf16 storage+compute: rc=$STEP_RC (log above)"
+  fi
   checkpoint
   t=$(stage_budget 100000 0 "${STEP_FP32_MIN_S:-75}")
   if [ "$t" != 0 ]; then
