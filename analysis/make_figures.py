@@ -37,7 +37,9 @@ def make_all(data_dirs, out_dir, only=None, formats=("png", "pdf"), log=print):
     """Draws the selected figures; returns {name: list of paths} and {name: reason it lacked data}."""
     data = load(data_dirs)
     log(f"read {len(data.steps)} step rows, {len(data.profiles)} profile rows, {len(data.plans)} plan rows, "
-        f"{len(data.traces)} traces, {len(data.provenance)} provenance files from {', '.join(data_dirs)}")
+        f"{len(data.traces)} traces, {len(data.provenance)} provenance files from {', '.join(data_dirs)}"
+        + (f" ({len(data.other)} other tables no figure draws: action logs, replay and collective tables)"
+           if data.other else ""))
     for path, why in data.skipped:
         log(f"  skipped {path}: {why}")
     drawn, missing = {}, {}

@@ -22,6 +22,17 @@ class Dataset:
     traces: list = field(default_factory=list)                     # (path, list of trace events)
     provenance: dict = field(default_factory=dict)                 # path -> parsed JSON
     skipped: list = field(default_factory=list)                    # (path, why it was not used)
+    # Tables of other commands that no figure draws: `lins step --trace` action logs, `lins replay --csv` tables,
+    # `lins step --collective-log` files. Counted, not reported one by one.
+    other: list = field(default_factory=list)                      # (path, what it is)
+
+
+# Headers of the tables `other` holds (their first columns).
+OTHER_TABLES = {
+    ("step", "position", "action"): "action log (lins step --trace)",
+    ("strategy", "rank", "measured_s", "replayed_s"): "replay table (lins replay --csv)",
+    ("system", "strategy", "rank", "step", "index", "kind"): "collective log (lins step --collective-log)",
+}
 
 
 def find_files(paths):
@@ -135,7 +146,11 @@ def load(paths):
                 df["file"], df["run"] = path, run
                 plans.append(df)
             else:
-                data.skipped.append((path, "CSV header is not a step, profile or plan table"))
+                kind = next((what for cols, what in OTHER_TABLES.items() if tuple(header[:len(cols)]) == cols), None)
+                if kind:
+                    data.other.append((path, kind))
+                else:
+                    data.skipped.append((path, "CSV header is not a step, profile or plan table"))
         elif path.endswith(".json"):
             try:
                 doc = _read_json(path)
