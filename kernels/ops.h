@@ -34,6 +34,9 @@ void swiglu_backward(const float* dout, const float* gate, const float* up, floa
 void rope(float* x, int batch, int seq, int heads, int head_dim, float theta, bool inverse);
 
 // Causal multi-head attention, out[T, H]; lse[batch, heads, seq] (log-sum-exp of each softmax row) kept for backward.
+// The scores are formed kAttentionBlockRows query rows at a time against the keys up to the block's last row, so
+// only the lower triangle of the [seq, seq] score matrix (and the diagonal blocks) is computed.
+constexpr int kAttentionBlockRows = 64;
 void attention_forward(const float* q, const float* k, const float* v, float* out, float* lse, int batch, int seq,
                        int heads, int head_dim);
 void attention_backward(const float* dout, const float* q, const float* k, const float* v, const float* out,
