@@ -19,8 +19,9 @@ namespace lins::kernels::cpu {
 namespace {
 
 // Row reductions with eight partial results, so the compiler vectorises them (a single accumulator is a serial
-// dependency it may not reorder). Deterministic: the order depends only on n.
-float row_max(const float* x, int n) {
+// dependency it may not reorder). Deterministic: the order depends only on n. Always inlined, so that each copy of
+// the kernels (LINS_CPU_VECTOR_CLONES) compiles them for its own instruction set.
+[[gnu::always_inline]] inline float row_max(const float* x, int n) {
   float m[8];
   for (int k = 0; k < 8; ++k) m[k] = x[0];
   int j = 0;
@@ -33,7 +34,7 @@ float row_max(const float* x, int n) {
 }
 
 // x[j] = exp(x[j] - shift) for j < n; returns their sum (same eight-lane order as row_max).
-float exp_shift_sum(float* x, int n, float shift) {
+[[gnu::always_inline]] inline float exp_shift_sum(float* x, int n, float shift) {
   float s[8] = {};
   int j = 0;
   for (; j + 8 <= n; j += 8)
@@ -50,7 +51,7 @@ float exp_shift_sum(float* x, int n, float shift) {
   return r;
 }
 
-float row_dot(const float* a, const float* b, int n) {
+[[gnu::always_inline]] inline float row_dot(const float* a, const float* b, int n) {
   float s[8] = {};
   int j = 0;
   for (; j + 8 <= n; j += 8)
@@ -69,8 +70,8 @@ float* scratch(std::vector<float>& buf, size_t n) {
 
 }  // namespace
 
-void attention_forward(const float* q, const float* k, const float* v, float* out, float* lse, int batch, int seq,
-                       int heads, int head_dim) {
+LINS_CPU_VECTOR_CLONES void attention_forward(const float* q, const float* k, const float* v, float* out, float* lse,
+                                              int batch, int seq, int heads, int head_dim) {
   const int64_t H = int64_t(heads) * head_dim;
   const float scale = 1.0f / std::sqrt(float(head_dim));
   thread_local std::vector<float> s_buf;
@@ -104,9 +105,9 @@ void attention_forward(const float* q, const float* k, const float* v, float* ou
     }
 }
 
-void attention_backward(const float* dout, const float* q, const float* k, const float* v, const float* out,
-                        const float* lse, float* dq, float* dk, float* dv, int batch, int seq, int heads,
-                        int head_dim) {
+LINS_CPU_VECTOR_CLONES void attention_backward(const float* dout, const float* q, const float* k, const float* v,
+                                               const float* out, const float* lse, float* dq, float* dk, float* dv,
+                                               int batch, int seq, int heads, int head_dim) {
   const int64_t H = int64_t(heads) * head_dim;
   const float scale = 1.0f / std::sqrt(float(head_dim));
   thread_local std::vector<float> p_buf, dp_buf;
