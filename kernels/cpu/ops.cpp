@@ -115,7 +115,8 @@ void gemm_strided(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, f
     g_gemm_stats.calls += 1;
     g_gemm_stats.flops += 2.0 * double(m) * double(n) * double(k);
     g_gemm_stats.seconds += dt;
-    if (g_gemm_stats.observer) g_gemm_stats.observer(GemmShape{trans_a, trans_b, m, n, k, lda, ldb, ldc}, dt);
+    if (g_gemm_stats.observer)
+      g_gemm_stats.observer(GemmShape{trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta}, dt);
   }
 }
 

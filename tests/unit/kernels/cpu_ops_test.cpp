@@ -90,16 +90,23 @@ TEST(CpuGemm, MatchesNaiveForEveryTransposition) {
 TEST(CpuGemm, CountsFlopsAndShapesWhenTimed) {
   reset_gemm_stats();
   set_gemm_timing(true);
-  static int seen = 0;
-  seen = 0;
-  set_gemm_observer([](const GemmShape& s, double) { seen += int(s.m * s.n * s.k); });
-  Vec a(6, 1.0f), b(6, 1.0f), c(4);
-  gemm(false, false, 2, 2, 3, 1.0f, a.data(), b.data(), 0.0f, c.data());
+  static GemmShape seen;
+  seen = GemmShape{};
+  set_gemm_observer([](const GemmShape& s, double) { seen = s; });
+  Vec a(6, 1.0f), b(6, 1.0f), c(4, 1.0f);
+  gemm(false, true, 2, 2, 3, 0.5f, a.data(), b.data(), 2.0f, c.data());
   set_gemm_timing(false);
   EXPECT_EQ(gemm_stats().calls, 1);
   EXPECT_DOUBLE_EQ(gemm_stats().flops, 24.0);
-  EXPECT_EQ(seen, 12);
-  EXPECT_FLOAT_EQ(c[0], 3.0f);
+  EXPECT_EQ(seen.m * seen.n * seen.k, 12);
+  EXPECT_FALSE(seen.trans_a);
+  EXPECT_TRUE(seen.trans_b);
+  EXPECT_EQ(seen.lda, 3);
+  EXPECT_EQ(seen.ldb, 3);
+  EXPECT_EQ(seen.ldc, 2);
+  EXPECT_EQ(seen.alpha, 0.5f);
+  EXPECT_EQ(seen.beta, 2.0f);
+  EXPECT_FLOAT_EQ(c[0], 0.5f * 3.0f + 2.0f);
   reset_gemm_stats();
 }
 
