@@ -110,13 +110,23 @@ LINS_CPU_VECTOR_CLONES void attention_backward(const float* dout, const float* q
                                                int batch, int seq, int heads, int head_dim) {
   const int64_t H = int64_t(heads) * head_dim;
   const float scale = 1.0f / std::sqrt(float(head_dim));
-  thread_local std::vector<float> p_buf, dp_buf;
+  thread_local std::vector<float> p_buf, dp_buf, d_buf;
   float* p = scratch(p_buf, size_t(kAttentionBlockRows) * seq);    // [rows, r1] probabilities
   float* dp = scratch(dp_buf, size_t(kAttentionBlockRows) * seq);  // [rows, r1] dP, then dS
+  // D = rowsum(dO * O) of every (sequence, head, query), [batch, heads, seq] as lse: one pass over O and dO in
+  // memory order, rather than a strided row of each per query inside the head loop.
+  float* dsum = scratch(d_buf, size_t(batch) * heads * seq);
+  for (int b = 0; b < batch; ++b)
+    for (int i = 0; i < seq; ++i)
+      for (int h = 0; h < heads; ++h) {
+        const int64_t at = (int64_t(b) * seq + i) * H + int64_t(h) * head_dim;
+        dsum[(int64_t(b) * heads + h) * seq + i] = row_dot(out + at, dout + at, head_dim);
+      }
   for (int b = 0; b < batch; ++b)
     for (int h = 0; h < heads; ++h) {
       const int64_t base = int64_t(b) * seq * H + int64_t(h) * head_dim;
       const float* l = lse + (int64_t(b) * heads + h) * seq;
+      const float* d = dsum + (int64_t(b) * heads + h) * seq;
       // Row blocks from the last: its keys span the whole sequence, so it writes dK and dV (beta 0) and the blocks
       // above add into their leading rows.
       const int last = (seq - 1) / kAttentionBlockRows * kAttentionBlockRows;
@@ -131,8 +141,7 @@ LINS_CPU_VECTOR_CLONES void attention_backward(const float* dout, const float* q
           float* prow = p + int64_t(i) * r1;
           float* dsrow = dp + int64_t(i) * r1;
           const int n = r0 + i + 1;
-          const float li = l[r0 + i];
-          const float di = row_dot(out + at + int64_t(i) * H, dout + at + int64_t(i) * H, head_dim);
+          const float li = l[r0 + i], di = d[r0 + i];
           for (int j = 0; j < n; ++j) {
             const float pj = exp_poly(prow[j] - li);
             prow[j] = pj;
