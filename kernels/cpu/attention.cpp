@@ -1,7 +1,6 @@
-// Causal multi-head attention on the CPU, computing only the lower triangle of each head's score matrix: the queries
-// are taken kAttentionBlockRows at a time and each row block meets only the keys up to its own last row (sgemm on
-// strided views of the [T, H] buffers; inside the diagonal block the masked scores are zeroed). Softmax rows keep
-// their log-sum-exp and the backward recomputes the probabilities from it (the FlashAttention recipe with row tiles).
+// Causal multi-head attention on the CPU over the lower triangle of each head's scores only: kAttentionBlockRows
+// queries at a time meet the keys up to their block's last row (sgemm on strided views of the [T, H] buffers), and
+// the backward recomputes the probabilities from each row's log-sum-exp (FlashAttention's recipe, in row tiles).
 // Loops that clamp before exp_poly vectorise only when compares may not trap; nothing here reads FP exceptions.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("no-trapping-math")
