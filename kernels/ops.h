@@ -34,6 +34,9 @@ void swiglu_backward(const float* dout, const float* gate, const float* up, floa
 void rope(float* x, int batch, int seq, int heads, int head_dim, float theta, bool inverse);
 
 // Causal multi-head attention, out[T, H]; lse[batch, heads, seq] (log-sum-exp of each softmax row) kept for backward.
+// The scores are formed kAttentionBlockRows query rows at a time against the keys up to the block's last row, so
+// only the lower triangle of the [seq, seq] score matrix (and the diagonal blocks) is computed.
+constexpr int kAttentionBlockRows = 64;
 void attention_forward(const float* q, const float* k, const float* v, float* out, float* lse, int batch, int seq,
                        int heads, int head_dim);
 void attention_backward(const float* dout, const float* q, const float* k, const float* v, const float* out,
@@ -75,10 +78,12 @@ void adamw_mixed(float* master, const uint16_t* grad, float* m, float* v, uint16
                  const AdamWConfig& cfg, int step);
 
 // GEMM accounting for the step benchmark: when timing is on, every gemm/gemm_strided call adds its FLOPs (2mnk)
-// and wall seconds, and reports its shape to the observer (if any).
+// and wall seconds, and reports its shape to the observer (if any). The shape carries alpha and beta too, so a
+// replay issues the same calls (OpenBLAS scales or zeroes C first unless beta is 1).
 struct GemmShape {
   bool trans_a = false, trans_b = false;
   int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0, ldc = 0;
+  float alpha = 1.0f, beta = 0.0f;
 };
 using GemmObserver = void (*)(const GemmShape& shape, double seconds);
 struct GemmStats {

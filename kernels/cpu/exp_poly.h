@@ -5,6 +5,16 @@
 #include <bit>
 #include <cstdint>
 
+// LINS_CPU_VECTOR_CLONES on a kernel compiles it twice, for the x86-64 baseline (SSE2) and for AVX2, and picks the
+// AVX2 copy at load time where the CPU has it: the build targets the baseline, and the element-wise loops run twice
+// as wide on AVX2. The AVX2 copy has no FMA (GCC fuses a * b + c only when FMA is enabled), and vectorised loops keep
+// the scalar order of operations, so both copies give bit-identical results.
+#if defined(__GNUC__) && defined(__x86_64__) && defined(__ELF__)
+#define LINS_CPU_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define LINS_CPU_VECTOR_CLONES
+#endif
+
 namespace lins::kernels::cpu {
 
 // exp(x) in fp32 by Cephes' method (x = n ln2 + r, |r| <= ln2 / 2, degree-6 polynomial for e^r, 2^n from the

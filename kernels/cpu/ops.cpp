@@ -1,6 +1,7 @@
 // fp32 CPU implementations of kernels/ops.h: GEMM on OpenBLAS sgemm, the element-wise and row-wise kernels of the
 // LLaMA step (RMSNorm, SwiGLU, RoPE, cross-entropy, embedding) and AdamW. Attention lives in attention.cpp.
-// Loops that clamp before exp_poly vectorise only when compares may not trap; nothing here reads FP exceptions.
+// Each element-wise kernel is one vectorisable pass (LINS_CPU_VECTOR_CLONES: baseline and AVX2 copies). Loops that
+// clamp before exp_poly vectorise only when compares may not trap; nothing here reads FP exceptions.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("no-trapping-math")
 #endif
@@ -54,6 +55,42 @@ const RopeTable& rope_table(int seq, int head_dim, float theta) {
 
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
+// Row reductions with eight partial results, so the compiler vectorises them (a single accumulator is a serial
+// dependency it may not reorder). Deterministic: the order depends only on n. Always inlined, so that each copy of a
+// kernel (LINS_CPU_VECTOR_CLONES) compiles them for its own instruction set.
+[[gnu::always_inline]] inline float sum_squares(const float* x, int64_t n) {
+  float s[8] = {};
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    for (int k = 0; k < 8; ++k) s[k] += x[j + k] * x[j + k];
+  float r = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+  for (; j < n; ++j) r += x[j] * x[j];
+  return r;
+}
+
+// sum of a[j] * b[j] * c[j], multiplied left to right.
+[[gnu::always_inline]] inline float dot3(const float* a, const float* b, const float* c, int64_t n) {
+  float s[8] = {};
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    for (int k = 0; k < 8; ++k) s[k] += a[j + k] * b[j + k] * c[j + k];
+  float r = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+  for (; j < n; ++j) r += a[j] * b[j] * c[j];
+  return r;
+}
+
+[[gnu::always_inline]] inline float max_of(const float* x, int64_t n) {
+  float m[8];
+  for (int k = 0; k < 8; ++k) m[k] = x[0];
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    for (int k = 0; k < 8; ++k) m[k] = x[j + k] > m[k] ? x[j + k] : m[k];
+  float r = m[0];
+  for (int k = 1; k < 8; ++k) r = m[k] > r ? m[k] : r;
+  for (; j < n; ++j) r = x[j] > r ? x[j] : r;
+  return r;
+}
+
 }  // namespace
 
 void set_gemm_timing(bool on) { g_gemm_timing = on; }
@@ -78,7 +115,8 @@ void gemm_strided(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, f
     g_gemm_stats.calls += 1;
     g_gemm_stats.flops += 2.0 * double(m) * double(n) * double(k);
     g_gemm_stats.seconds += dt;
-    if (g_gemm_stats.observer) g_gemm_stats.observer(GemmShape{trans_a, trans_b, m, n, k, lda, ldb, ldc}, dt);
+    if (g_gemm_stats.observer)
+      g_gemm_stats.observer(GemmShape{trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta}, dt);
   }
 }
 
@@ -88,44 +126,41 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
   gemm_strided(trans_a, trans_b, m, n, k, alpha, a, trans_a ? m : k, b, trans_b ? k : n, beta, c, n);
 }
 
-void rmsnorm_forward(const float* x, const float* weight, float* y, float* rstd, int64_t rows, int64_t dim, float eps) {
+LINS_CPU_VECTOR_CLONES void rmsnorm_forward(const float* x, const float* weight, float* y, float* rstd, int64_t rows,
+                                            int64_t dim, float eps) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * dim;
     float* yr = y + r * dim;
-    float ss = 0.0f;
-    for (int64_t i = 0; i < dim; ++i) ss += xr[i] * xr[i];
-    const float s = 1.0f / std::sqrt(ss / float(dim) + eps);
+    const float s = 1.0f / std::sqrt(sum_squares(xr, dim) / float(dim) + eps);
     rstd[r] = s;
     for (int64_t i = 0; i < dim; ++i) yr[i] = xr[i] * s * weight[i];
   }
 }
 
-void rmsnorm_backward(const float* dy, const float* x, const float* weight, const float* rstd, float* dx,
-                      float* dweight, int64_t rows, int64_t dim) {
+LINS_CPU_VECTOR_CLONES void rmsnorm_backward(const float* dy, const float* x, const float* weight, const float* rstd,
+                                             float* dx, float* dweight, int64_t rows, int64_t dim) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * dim;
     const float* dyr = dy + r * dim;
     float* dxr = dx + r * dim;
     const float s = rstd[r];
     // y = x * s * w with s = (mean(x^2) + eps)^-1/2: dx = s * g - x * s^3 * mean(g * x), g = dy * w.
-    float gx = 0.0f;
-    for (int64_t i = 0; i < dim; ++i) {
-      gx += dyr[i] * weight[i] * xr[i];
-      dweight[i] += dyr[i] * xr[i] * s;
-    }
+    const float gx = dot3(dyr, weight, xr, dim);
+    for (int64_t i = 0; i < dim; ++i) dweight[i] += dyr[i] * xr[i] * s;
     const float c = s * s * s * gx / float(dim);
     for (int64_t i = 0; i < dim; ++i) dxr[i] = s * dyr[i] * weight[i] - xr[i] * c;
   }
 }
 
-void swiglu_forward(const float* gate, const float* up, float* out, int64_t n) {
+LINS_CPU_VECTOR_CLONES void swiglu_forward(const float* gate, const float* up, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i];
     out[i] = g / (1.0f + exp_poly(-g)) * up[i];
   }
 }
 
-void swiglu_backward(const float* dout, const float* gate, const float* up, float* dgate, float* dup, int64_t n) {
+LINS_CPU_VECTOR_CLONES void swiglu_backward(const float* dout, const float* gate, const float* up, float* dgate,
+                                            float* dup, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i];
     const float sig = 1.0f / (1.0f + exp_poly(-g));
@@ -136,7 +171,7 @@ void swiglu_backward(const float* dout, const float* gate, const float* up, floa
   }
 }
 
-void rope(float* x, int batch, int seq, int heads, int head_dim, float theta, bool inverse) {
+LINS_CPU_VECTOR_CLONES void rope(float* x, int batch, int seq, int heads, int head_dim, float theta, bool inverse) {
   // Meta LLaMA convention: consecutive pairs (2i, 2i+1) rotate by pos * theta^(-2i / head_dim).
   const int half = head_dim / 2;
   const RopeTable& t = rope_table(seq, head_dim, theta);
@@ -156,20 +191,30 @@ void rope(float* x, int batch, int seq, int heads, int head_dim, float theta, bo
     }
 }
 
-double cross_entropy(const float* logits, const int32_t* targets, float* dlogits, int64_t rows, int64_t vocab,
-                     float grad_scale) {
+LINS_CPU_VECTOR_CLONES double cross_entropy(const float* logits, const int32_t* targets, float* dlogits, int64_t rows,
+                                            int64_t vocab, float grad_scale) {
   double total = 0.0;
   for (int64_t r = 0; r < rows; ++r) {
     const float* lr = logits + r * vocab;
     float* dr = dlogits + r * vocab;
-    float mx = lr[0];
-    for (int64_t i = 1; i < vocab; ++i) mx = std::max(mx, lr[i]);
+    const float mx = max_of(lr, vocab);
     const int32_t t = targets[r];
     const float target_logit = lr[t];  // read before dlogits (which may alias logits) is written
-    // dr = exp(logit - max), summed in fp64; then scaled to grad_scale * softmax.
-    for (int64_t i = 0; i < vocab; ++i) dr[i] = exp_poly(lr[i] - mx);
-    double sum = 0.0;
-    for (int64_t i = 0; i < vocab; ++i) sum += dr[i];
+    // dr = exp(logit - max), summed in fp64 (eight partial sums, as the row reductions); then scaled to
+    // grad_scale * softmax.
+    double s[8] = {};
+    int64_t i = 0;
+    for (; i + 8 <= vocab; i += 8)
+      for (int k = 0; k < 8; ++k) {
+        const float e = exp_poly(lr[i + k] - mx);
+        dr[i + k] = e;
+        s[k] += double(e);
+      }
+    double sum = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+    for (; i < vocab; ++i) {
+      dr[i] = exp_poly(lr[i] - mx);
+      sum += double(dr[i]);
+    }
     total += double(mx) + std::log(sum) - double(target_logit);
     const float scale_r = float(double(grad_scale) / sum);
     for (int64_t i = 0; i < vocab; ++i) dr[i] *= scale_r;
@@ -182,7 +227,8 @@ void embedding_forward(const float* table, const int32_t* ids, float* out, int64
   for (int64_t i = 0; i < n; ++i) std::memcpy(out + i * dim, table + int64_t(ids[i]) * dim, sizeof(float) * dim);
 }
 
-void embedding_backward(const float* dout, const int32_t* ids, float* dtable, int64_t n, int64_t dim) {
+LINS_CPU_VECTOR_CLONES void embedding_backward(const float* dout, const int32_t* ids, float* dtable, int64_t n,
+                                               int64_t dim) {
   for (int64_t i = 0; i < n; ++i) {
     float* row = dtable + int64_t(ids[i]) * dim;
     const float* d = dout + i * dim;
@@ -223,31 +269,31 @@ void adamw(float* master, const float* grad, float* m, float* v, int64_t n, cons
   }
 }
 
-void add(float* y, const float* x, int64_t n) {
+LINS_CPU_VECTOR_CLONES void add(float* y, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }
 
-void scale(float* y, float alpha, int64_t n) {
+LINS_CPU_VECTOR_CLONES void scale(float* y, float alpha, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] *= alpha;
 }
 
-void cast_fp32_to_bf16(const float* x, uint16_t* y, int64_t n) {
+LINS_CPU_VECTOR_CLONES void cast_fp32_to_bf16(const float* x, uint16_t* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = float_to_bf16(x[i]);
 }
 
-void cast_bf16_to_fp32(const uint16_t* x, float* y, int64_t n) {
+LINS_CPU_VECTOR_CLONES void cast_bf16_to_fp32(const uint16_t* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = bf16_to_float(x[i]);
 }
 
-void accumulate_fp32_into_bf16(uint16_t* y, const float* x, int64_t n) {
+LINS_CPU_VECTOR_CLONES void accumulate_fp32_into_bf16(uint16_t* y, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = float_to_bf16(bf16_to_float(y[i]) + x[i]);
 }
 
-void accumulate_bf16_into_bf16(uint16_t* y, const uint16_t* x, int64_t n) {
+LINS_CPU_VECTOR_CLONES void accumulate_bf16_into_bf16(uint16_t* y, const uint16_t* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = bf16_add(y[i], x[i]);
 }
 
-void accumulate_bf16_into_fp32(float* y, const uint16_t* x, int64_t n) {
+LINS_CPU_VECTOR_CLONES void accumulate_bf16_into_fp32(float* y, const uint16_t* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += bf16_to_float(x[i]);
 }
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <unordered_map>
 #include <vector>
 
@@ -84,19 +85,19 @@ class F32View {
   F32View(const void* p, int64_t n, DType dtype, bool load = true)
       : p_(const_cast<void*>(p)), n_(n), bf16_(dtype == DType::bf16) {
     if (!bf16_) return;
-    copy_.resize(size_t(n));
-    if (load) kernels::cpu::cast_bf16_to_fp32(static_cast<const uint16_t*>(p), copy_.data(), n);
+    copy_ = std::make_unique_for_overwrite<float[]>(size_t(n));  // every element is loaded or written by the kernel
+    if (load) kernels::cpu::cast_bf16_to_fp32(static_cast<const uint16_t*>(p), copy_.get(), n);
   }
-  float* get() { return bf16_ ? copy_.data() : static_cast<float*>(p_); }
+  float* get() { return bf16_ ? copy_.get() : static_cast<float*>(p_); }
   void store() {
-    if (bf16_) kernels::cpu::cast_fp32_to_bf16(copy_.data(), static_cast<uint16_t*>(p_), n_);
+    if (bf16_) kernels::cpu::cast_fp32_to_bf16(copy_.get(), static_cast<uint16_t*>(p_), n_);
   }
 
  private:
   void* p_;
   int64_t n_;
   bool bf16_;
-  std::vector<float> copy_;
+  std::unique_ptr<float[]> copy_;
 };
 
 // Freed blocks are kept by size and handed out again (the step allocates the same sizes every micro-batch), so
