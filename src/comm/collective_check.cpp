@@ -10,15 +10,33 @@ namespace lins {
 namespace {
 
 void put(void* buf, DType dtype, int64_t i, double v) {
-  if (dtype == DType::fp32) {
-    static_cast<float*>(buf)[i] = float(v);
-  } else {
-    static_cast<uint16_t*>(buf)[i] = float_to_bf16(float(v));
+  switch (dtype) {
+    case DType::fp32:
+      static_cast<float*>(buf)[i] = float(v);
+      return;
+    case DType::bf16:
+      static_cast<uint16_t*>(buf)[i] = float_to_bf16(float(v));
+      return;
   }
 }
 double get(const void* buf, DType dtype, int64_t i) {
-  if (dtype == DType::fp32) return static_cast<const float*>(buf)[i];
-  return bf16_to_float(static_cast<const uint16_t*>(buf)[i]);
+  switch (dtype) {
+    case DType::fp32:
+      return static_cast<const float*>(buf)[i];
+    case DType::bf16:
+      return bf16_to_float(static_cast<const uint16_t*>(buf)[i]);
+  }
+  return NAN;  // not reached: the switch names every dtype
+}
+// Relative rounding error of one addition in `dtype`.
+double unit_roundoff(DType dtype) {
+  switch (dtype) {
+    case DType::fp32:
+      return kFp32UnitRoundoff;
+    case DType::bf16:
+      return kBf16UnitRoundoff;
+  }
+  return 1.0;
 }
 
 }  // namespace
@@ -38,7 +56,7 @@ void check_fill_constant(void* buf, DType dtype, int64_t count, double value) {
 int64_t count_wrong(CollKind kind, const void* result, DType dtype, int64_t count, const std::vector<int>& members,
                     int me, int root) {
   const int n = static_cast<int>(members.size());
-  const double u = dtype == DType::fp32 ? kFp32UnitRoundoff : kBf16UnitRoundoff;
+  const double u = unit_roundoff(dtype);
   int64_t wrong = 0;
   auto sum_ok = [&](double got, int64_t index) {
     double s = 0, a = 0;

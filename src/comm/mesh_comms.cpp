@@ -11,7 +11,7 @@
 
 namespace lins {
 
-const char* backend_name(Backend b) { return b == Backend::mpi ? "mpi" : "nccl"; }
+const char* backend_name(Backend b) { return kBackendNames.name(b); }
 
 bool nccl_built() { return LINS_COMM_NCCL != 0; }
 
@@ -26,14 +26,18 @@ bool cuda_device_present() {
 Backend default_backend() { return cuda_device_present() ? Backend::nccl : Backend::mpi; }
 
 Result<Backend> parse_backend(std::string_view text) {
-  if (text == "mpi") return Backend::mpi;
-  if (text == "nccl") {
-    if (!nccl_built())
-      return make_error("backend 'nccl' is not available: this binary was built without CUDA/NCCL; use --backend mpi");
-    return Backend::nccl;
+  auto b = kBackendNames.parse(text);
+  if (!b) return make_error(b.error() + (nccl_built() ? "" : " (nccl needs a build with CUDA)"));
+  switch (*b) {
+    case Backend::mpi:
+      return *b;
+    case Backend::nccl:
+      if (!nccl_built())
+        return make_error(
+            "backend 'nccl' is not available: this binary was built without CUDA/NCCL; use --backend mpi");
+      return *b;
   }
-  return make_error("unknown backend '" + std::string(text) + "'; valid backends: mpi" +
-                    (nccl_built() ? ", nccl" : " (nccl needs a build with CUDA)"));
+  return *b;
 }
 
 Result<std::unique_ptr<Communicator>> make_communicator(Backend backend, MPI_Comm comm, std::string name, Axis axis,

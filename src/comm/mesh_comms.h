@@ -1,4 +1,4 @@
-// Communicators for every group role of a plan (PAPER.md section 2: groups from consecutive ranks), for either
+// Communicators for every group role of a plan (each group a block of consecutive ranks, core/groups.h), for either
 // backend, plus the group shapes a bandwidth profile covers. The training step gets its communicators here:
 //   auto mesh = make_mesh_comms(Backend::mpi, MPI_COMM_WORLD, plan, topo);  mesh->get(GroupRole::p_shard) ...
 #pragma once
@@ -14,6 +14,7 @@
 #include "comm/communicator.h"
 #include "comm/mpi_communicator.h"
 #include "core/groups.h"
+#include "core/names.h"
 #include "core/plan.h"
 #include "core/result.h"
 #include "core/topology.h"
@@ -21,8 +22,15 @@
 namespace lins {
 
 enum class Backend { mpi, nccl };
+// --backend of `lins comm` and the backend column of its CSV.
+inline constexpr NameTable<Backend, 2> kBackendNames{"backend",
+                                                     {{
+                                                         {Backend::mpi, "mpi", "", "host memory, MPI collectives"},
+                                                         {Backend::nccl, "nccl", "", "device memory, NCCL collectives"},
+                                                     }}};
+static_assert(kBackendNames.complete(Backend::nccl));
 const char* backend_name(Backend b);
-// "mpi" or "nccl"; the error lists what is valid in this build.
+// "mpi" or "nccl"; an unknown name, or nccl in a build without it, is an error that says what is valid in this build.
 Result<Backend> parse_backend(std::string_view text);
 bool nccl_built();           // this binary was built with CUDA and NCCL
 bool cuda_device_present();  // nccl_built() and at least one CUDA device is visible

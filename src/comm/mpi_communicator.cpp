@@ -19,7 +19,7 @@
 
 namespace lins {
 
-const char* mpi_progress_name(MpiProgress p) { return p == MpiProgress::thread ? "thread" : "nonblocking"; }
+const char* mpi_progress_name(MpiProgress p) { return kMpiProgressNames.name(p); }
 
 namespace {
 
@@ -50,10 +50,26 @@ MPI_Op mpi_bf16_sum_op() {
   return g_bf16_op;
 }
 
-MPI_Datatype mpi_datatype(DType dtype) { return dtype == DType::fp32 ? MPI_FLOAT : MPI_UINT16_T; }
+MPI_Datatype mpi_datatype(DType dtype) {
+  switch (dtype) {
+    case DType::fp32:
+      return MPI_FLOAT;
+    case DType::bf16:
+      return MPI_UINT16_T;  // summed by mpi_bf16_sum_op
+  }
+  return MPI_DATATYPE_NULL;
+}
 
 namespace {
-MPI_Op sum_op(DType dtype) { return dtype == DType::fp32 ? MPI_SUM : mpi_bf16_sum_op(); }
+MPI_Op sum_op(DType dtype) {
+  switch (dtype) {
+    case DType::fp32:
+      return MPI_SUM;
+    case DType::bf16:
+      return mpi_bf16_sum_op();
+  }
+  return MPI_OP_NULL;
+}
 }  // namespace
 
 namespace {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "core/names.h"
 #include "core/result.h"
 
 namespace lins {
@@ -26,6 +27,14 @@ enum class MpiProgress {
   // on: then() and stream_wait() complete what they depend on at once, on the calling thread.
   nonblocking,
 };
+// --mpi-progress of `lins comm` and `lins step`, and their provenance.
+inline constexpr NameTable<MpiProgress, 2> kMpiProgressNames{
+    "progress mode",
+    {{
+        {MpiProgress::thread, "thread", "", "a progress thread per communication stream"},
+        {MpiProgress::nonblocking, "nonblocking", "", "MPI_I* collectives"},
+    }}};
+static_assert(kMpiProgressNames.complete(MpiProgress::nonblocking));
 const char* mpi_progress_name(MpiProgress p);
 
 struct MpiStream;  // a progress thread and its queue (defined in the .cpp)

@@ -54,7 +54,15 @@ void copy_to_host(void* dst, const void* src, size_t bytes) {
 
 namespace {
 
-ncclDataType_t nccl_type(DType d) { return d == DType::fp32 ? ncclFloat32 : ncclBfloat16; }
+ncclDataType_t nccl_type(DType d) {
+  switch (d) {
+    case DType::fp32:
+      return ncclFloat32;
+    case DType::bf16:
+      return ncclBfloat16;
+  }
+  return ncclFloat32;  // not reached: the switch names every dtype
+}
 
 // Completion of one collective: the compute stream waits on its event; the host never blocks here.
 struct NcclRequest final : Request::Impl {

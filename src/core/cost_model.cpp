@@ -19,14 +19,6 @@ std::string trim(std::string_view s) {
   return std::string(s.substr(b, e - b));
 }
 
-std::optional<CollKind> parse_kind(const std::string& s) {
-  if (s == "all_gather") return CollKind::all_gather;
-  if (s == "reduce_scatter") return CollKind::reduce_scatter;
-  if (s == "all_reduce") return CollKind::all_reduce;
-  if (s == "broadcast") return CollKind::broadcast;
-  return std::nullopt;
-}
-
 // A positive finite number written plainly ("1048576", "1.5e9"); rejects "nan", "inf", "-1", "0", "12abc".
 std::optional<double> parse_positive(const std::string& s) {
   if (s.empty()) return std::nullopt;
@@ -107,9 +99,8 @@ Result<BandwidthProfile> BandwidthProfile::parse(std::string_view text, const st
       return make_error(at + "has " + std::to_string(fields.size()) + " fields, expected " +
                         std::to_string(header_fields) + " as in the header (truncated or garbled line?)");
     const std::string& op_text = fields[col[0]];
-    auto kind = parse_kind(op_text);
-    if (!kind)
-      return make_error(at + "op '" + op_text + "' is not one of all_gather, reduce_scatter, all_reduce, broadcast");
+    auto kind = kCollKindNames.parse(op_text, "op");
+    if (!kind) return make_error(at + kind.error());
     auto intra = parse_count(fields[col[1]]);
     if (!intra) return make_error(at + "mesh_intra '" + fields[col[1]] + "' is not a positive whole number");
     auto inter = parse_count(fields[col[2]]);
@@ -221,7 +212,8 @@ Result<AlphaBeta> network_preset(std::string_view name) {
   return make_error("unknown network '" + std::string(name) + "'; valid networks: " + names);
 }
 
-const char* pricing_name(Pricing p) { return p == Pricing::paper_isolated ? "paper" : "shared"; }
+const char* pricing_name(Pricing p) { return kPricingNames.name(p); }
+Result<Pricing> parse_pricing(std::string_view text) { return kPricingNames.parse(text, "--pricing"); }
 
 int concurrent_groups(Mesh mesh, const Topology& topo) {
   if (mesh.inter <= 1 || mesh.intra >= topo.gpus_per_node) return 1;
@@ -284,14 +276,8 @@ double& CommTimeBreakdown::term_s(Term t) {
 }
 double CommTimeBreakdown::term_s(Term t) const { return const_cast<CommTimeBreakdown*>(this)->term_s(t); }
 
-const char* network_model_name(NetworkModel m) { return m == NetworkModel::nccl ? "nccl" : "alpha-beta"; }
-
-Result<NetworkModel> parse_network_model(std::string_view text) {
-  if (text == "nccl") return NetworkModel::nccl;
-  if (text == "alpha-beta") return NetworkModel::alpha_beta;
-  return make_error("unknown network model '" + std::string(text) + "'; valid models: nccl (NCCL " + kNcclModelVersion +
-                    "'s algorithm and protocol model), alpha-beta (hierarchical ring)");
-}
+const char* network_model_name(NetworkModel m) { return kNetworkModelNames.name(m); }
+Result<NetworkModel> parse_network_model(std::string_view text) { return kNetworkModelNames.parse(text); }
 
 CostModel::CostModel(AlphaBeta network) : net_(std::move(network)) {}
 CostModel::CostModel(AlphaBeta network, BandwidthProfile profile)

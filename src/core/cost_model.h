@@ -89,13 +89,32 @@ enum class Pricing {
   paper_isolated,  // the paper's: each group priced alone (what a per-group profile measures)
   shared_links,    // groups of one op running at once on a node share the node's inter-node links
 };
+// --pricing and the ranked_by column of the plan CSV.
+inline constexpr NameTable<Pricing, 2> kPricingNames{
+    "pricing",
+    {{
+        {Pricing::paper_isolated, "paper", "", "each group alone, as the paper"},
+        {Pricing::shared_links, "shared", "", "groups on a node share its links"},
+    }}};
+static_assert(kPricingNames.complete(Pricing::shared_links));
 const char* pricing_name(Pricing p);
+// "paper" or "shared"; the error names --pricing and lists both.
+Result<Pricing> parse_pricing(std::string_view text);
 
 // Which model prices what no profile measured.
 enum class NetworkModel {
   alpha_beta,  // the hierarchical ring below
   nccl,        // NCCL 2.21.5's own algorithm and protocol model (nccl_model.h)
 };
+// --network-model and the network_model column of the plan CSV.
+inline constexpr NameTable<NetworkModel, 2> kNetworkModelNames{
+    "network model",
+    {{
+        {NetworkModel::alpha_beta, "alpha-beta", "", "hierarchical ring"},
+        {NetworkModel::nccl, "nccl", "", "NCCL 2.21.5's algorithm and protocol model"},
+    }}};
+static_assert(kNetworkModelNames.complete(NetworkModel::nccl));
+static_assert(std::string_view(kNcclModelVersion) == "2.21.5", "say the new version in kNetworkModelNames' help");
 const char* network_model_name(NetworkModel m);  // "alpha-beta", "nccl"
 Result<NetworkModel> parse_network_model(std::string_view text);
 

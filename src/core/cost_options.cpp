@@ -36,17 +36,15 @@ std::vector<OptionSpec> cost_options(const std::string& default_network, const s
       {"network", 0, "FILE|PRESET", default_network,
        "the cluster's network: a preset (" + names + ") or a network file (docs/cost-model.md)"},
       {"network-model", 0, "MODEL", "auto",
-       std::string("how the network prices a collective: nccl (NCCL ") + kNcclModelVersion +
-           "'s algorithm and protocol model), alpha-beta (hierarchical ring), or auto (nccl where the network "
-           "describes GPUs, else alpha-beta)"},
+       "how the network prices a collective: " + kNetworkModelNames.described() +
+           ", or auto (nccl where the network describes GPUs, else alpha-beta)"},
       {"profile", 0, "FILE", "",
        "bandwidth profile CSV from `lins comm --profile` (the network model prices the meshes it lacks)"},
       {"nccl-tests", 0, "LIST", "",
        "nccl-tests outputs (all_gather_perf, reduce_scatter_perf, all_reduce_perf, broadcast_perf stdout), "
        "comma-separated, each FILE or FILE@GPUS_PER_NODExNODES when its rank list does not say"},
       {"pricing", 0, "MODE", default_pricing,
-       std::string("paper (each group alone, as the paper) or shared (groups on a node share its links)") +
-           (allow_both ? ", or both (ranked by paper, both shown)" : "")},
+       kPricingNames.described() + (allow_both ? ", or both (ranked by paper, both shown)" : "")},
   };
 }
 
@@ -60,8 +58,8 @@ Result<CostModel> parse_cost_model(const ParsedArgs& args, int gpus_per_node) {
   const std::string model_text = args.get("network-model");
   NetworkModel model = net->has_gpu() ? NetworkModel::nccl : NetworkModel::alpha_beta;
   if (model_text != "auto") {
-    auto m = parse_network_model(model_text);
-    if (!m) return make_error("--network-model: " + m.error() + ", or auto");
+    auto m = kNetworkModelNames.parse(model_text, "--network-model", {"auto"});
+    if (!m) return make_error(m.error());
     model = *m;
   }
   std::optional<BandwidthProfile> profile;
@@ -88,12 +86,6 @@ Result<CostModel> parse_cost_model(const ParsedArgs& args, int gpus_per_node) {
   auto cost = CostModel::make(*net, model, std::move(profile));
   if (!cost) return make_error("--network-model " + std::string(network_model_name(model)) + ": " + cost.error());
   return cost;
-}
-
-Result<Pricing> parse_pricing(const std::string& text) {
-  if (text == "paper") return Pricing::paper_isolated;
-  if (text == "shared") return Pricing::shared_links;
-  return make_error("--pricing: unknown mode '" + text + "'; valid modes: paper, shared");
 }
 
 std::vector<OptionSpec> memory_reserve_options() {

@@ -21,8 +21,6 @@ std::vector<OptionSpec> cost_options(const std::string& default_network = "paper
 // (--profile and --nccl-tests files, merged) first where it covers an (op, mesh). With `gpus_per_node` > 0 the
 // network must have room for that many GPUs per node.
 Result<CostModel> parse_cost_model(const ParsedArgs& args, int gpus_per_node = 0);
-// "paper" (each group priced as if alone on the network, as the paper does) or "shared" (groups share a node's links).
-Result<Pricing> parse_pricing(const std::string& text);
 
 // --reserve-context, --reserve-cublas, --reserve-nccl (per communicator), --reserve-fragmentation.
 std::vector<OptionSpec> memory_reserve_options();

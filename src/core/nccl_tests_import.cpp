@@ -54,11 +54,10 @@ struct Columns {
 std::optional<CollKind> nccl_tests_op_from_name(std::string_view name) {
   std::string n = lower(name);
   if (auto slash = n.find_last_of('/'); slash != std::string::npos) n = n.substr(slash + 1);
-  auto has = [&](const char* a) { return n.find(a) != std::string::npos; };
-  if (has("all_gather") || has("allgather")) return CollKind::all_gather;
-  if (has("reduce_scatter") || has("reducescatter")) return CollKind::reduce_scatter;
-  if (has("all_reduce") || has("allreduce")) return CollKind::all_reduce;
-  if (has("broadcast") || has("bcast")) return CollKind::broadcast;
+  // "all_gather_perf", "allgather": any spelling of the collective tables (lower case) inside the name.
+  for (CollKind k : kCollKindNames.values())
+    for (auto spelling : kCollKindNames.spellings(k))
+      if (n.find(lower(spelling)) != std::string::npos) return k;
   return std::nullopt;
 }
 

@@ -5,6 +5,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/names.h"
 #include "core/result.h"
 
 namespace lins {
@@ -15,29 +16,19 @@ enum class Overlap {
   no_allreduce,  // as no_bcast, and each bucket all-reduce is waited for as soon as it is issued
   none,          // every collective is issued where it is needed and waited for at once
 };
+// The step CSV's overlap column and the --overlap option of `lins step` and `lins simulate`.
+inline constexpr NameTable<Overlap, 4> kOverlapNames{
+    "overlap mode",
+    {{
+        {Overlap::all, "all", "", "every overlap"},
+        {Overlap::no_bcast, "no_bcast", "", "the next forward waits for the update broadcasts"},
+        {Overlap::no_allreduce, "no_allreduce", "", "as no_bcast, and every bucket all-reduce is waited for at once"},
+        {Overlap::none, "none", "", "every collective issued where needed and waited for at once"},
+    }}};
+static_assert(kOverlapNames.complete(Overlap::none));
 
-inline const char* overlap_name(Overlap o) {
-  switch (o) {
-    case Overlap::all:
-      return "all";
-    case Overlap::no_bcast:
-      return "no_bcast";
-    case Overlap::no_allreduce:
-      return "no_allreduce";
-    case Overlap::none:
-      return "none";
-  }
-  return "?";
-}
-
-inline Result<Overlap> parse_overlap(std::string_view text) {
-  if (text == "all") return Overlap::all;
-  if (text == "no_bcast") return Overlap::no_bcast;
-  if (text == "no_allreduce") return Overlap::no_allreduce;
-  if (text == "none") return Overlap::none;
-  return make_error("--overlap: unknown mode '" + std::string(text) +
-                    "'; valid modes: all, no_bcast, no_allreduce, none");
-}
+inline const char* overlap_name(Overlap o) { return kOverlapNames.name(o); }
+inline Result<Overlap> parse_overlap(std::string_view text) { return kOverlapNames.parse(text, "--overlap"); }
 
 // What each mode turns off.
 inline bool overlaps_broadcast(Overlap o) { return o == Overlap::all; }

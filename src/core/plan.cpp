@@ -1,4 +1,4 @@
-// Plans: presets, the text syntax, the rules of PAPER.md section 2, and the legal space; see plan.h.
+// Plans: presets, the text syntax, the rules of a legal plan (validate_plan), and the legal space; see plan.h.
 #include "core/plan.h"
 
 #include <cmath>
@@ -92,25 +92,8 @@ Result<ShardFactor> group_factor(int size, const Topology& topo, const std::stri
 
 }  // namespace
 
-const char* engine_name(Engine e) {
-  switch (e) {
-    case Engine::lins:
-      return "lins";
-    case Engine::ddp:
-      return "ddp";
-    case Engine::zero:
-      return "zero";
-    case Engine::mics:
-      return "mics";
-    case Engine::zeropp:
-      return "zeropp";
-    case Engine::fsdp:
-      return "fsdp";
-  }
-  return "?";
-}
-
-const char* os_layout_name(OsLayout l) { return l == OsLayout::inter_tensor ? "inter_tensor" : "intra_tensor"; }
+const char* engine_name(Engine e) { return kEngineNames.name(e); }
+const char* os_layout_name(OsLayout l) { return kOsLayoutNames.name(l); }
 
 int zero_stage(const Plan& plan) {
   if (plan.p.total() > 1) return 3;
@@ -232,14 +215,11 @@ Result<Plan> parse_plan(std::string_view text_in, const Topology& topo) {
         if (!f) return make_error(f.error());
         (key == "p" ? plan.p : key == "g" ? plan.g : plan.os) = *f;
       } else if (key == "layout") {
-        if (value == "inter" || value == "inter_tensor") {
-          plan.os_layout = OsLayout::inter_tensor;
-        } else if (value == "intra" || value == "intra_tensor") {
-          plan.os_layout = OsLayout::intra_tensor;
-        } else {
-          return make_error("plan: layout must be 'inter' (whole tensors, Lins) or 'intra' (even split), got '" +
-                            value + "'");
-        }
+        auto layout = kOsLayoutNames.find(value);
+        if (!layout)
+          return make_error("plan: layout must be one of " + kOsLayoutNames.described() +
+                            " (or its short form inter, intra); got '" + value + "'");
+        plan.os_layout = *layout;
       } else {
         return make_error("plan: unknown key '" + key + "' in '" + text + "'; valid keys: p, g, os, layout");
       }

@@ -1,5 +1,6 @@
-// A sharding plan: the 6-tuple (s0_p, s1_p, s0_g, s1_g, s0_os, s1_os) of PAPER.md section 2, the optimizer-state
-// layout, and the engine (whose collective pattern runs it). Presets name the systems of the paper; a 6-tuple
+// A sharding plan: the 6-tuple (s0_p, s1_p, s0_g, s1_g, s0_os, s1_os) of sharding factors (parameters P, gradients G
+// and optimizer states OS, each sharded over s0 GPUs of a node times s1 nodes), the optimizer-state layout, and the
+// engine (whose collective pattern runs it). Presets name the systems of the paper; a 6-tuple
 // written as text ("p=4x1,g=4x1,os=8x1") runs on the Lins engine.
 #pragma once
 
@@ -7,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/names.h"
 #include "core/result.h"
 #include "core/topology.h"
 
@@ -32,12 +34,32 @@ enum class Engine {
   fsdp,    // PyTorch FSDP2: full shard, or HSDP (shard inside a group, all-reduce across groups)
 };
 constexpr int kEngineCount = 6;
+// The engine column of the step and plan CSVs.
+inline constexpr NameTable<Engine, kEngineCount> kEngineNames{
+    "engine",
+    {{
+        {Engine::lins, "lins", "", "Lins"},
+        {Engine::ddp, "ddp", "", "PyTorch DDP"},
+        {Engine::zero, "zero", "", "DeepSpeed ZeRO-1/2/3"},
+        {Engine::mics, "mics", "", "DeepSpeed MiCS"},
+        {Engine::zeropp, "zeropp", "", "DeepSpeed ZeRO++ hpZ"},
+        {Engine::fsdp, "fsdp", "", "PyTorch FSDP2 / HSDP"},
+    }}};
+static_assert(kEngineNames.complete(Engine::fsdp));
 
 // How optimizer states are split over the OS group.
 enum class OsLayout {
   inter_tensor,  // whole tensors (or whole local slices) per rank, largest first to the least loaded (Lins)
   intra_tensor,  // every module split evenly (DeepSpeed, FSDP)
 };
+// The os_layout column of the CSVs; a 6-tuple's ",layout=" reads the short aliases too.
+inline constexpr NameTable<OsLayout, 2> kOsLayoutNames{
+    "optimizer-state layout",
+    {{
+        {OsLayout::inter_tensor, "inter_tensor", "inter", "whole tensors per rank, as Lins"},
+        {OsLayout::intra_tensor, "intra_tensor", "intra", "every module split evenly"},
+    }}};
+static_assert(kOsLayoutNames.complete(OsLayout::intra_tensor));
 
 struct Plan {
   std::string name;  // preset name ("zero3", "mics:16") or "custom"
@@ -74,7 +96,9 @@ Result<Plan> parse_plan(std::string_view text, const Topology& topo);
 // 6-tuple (before g=, os=, layout=, hpz=) stay with it.
 std::vector<std::string> split_plan_list(std::string_view text);
 
-// Checks every rule of PAPER.md section 2. The error names the violated rule and the nearest legal plan.
+// Checks every rule a plan must keep: divisibility (s0 | R, s1 | N), fill the node first (s1 > 1 needs s0 = R),
+// nesting (s_p <= s_g <= s_os on each axis, each dividing the next) and dependency (s_g = s_p or s_g = s_os). The
+// error names the violated rule and the nearest legal plan.
 Status validate_plan(const Plan& plan, const Topology& topo);
 
 // Every legal (s0, s1) pair of one component on `topo`: s0 | R, s1 | N, and s1 > 1 implies s0 = R.

@@ -22,20 +22,6 @@ std::string percent(double x) {
   return buf;
 }
 
-const char* kind_words(CollKind k) {
-  switch (k) {
-    case CollKind::all_gather:
-      return "all-gather";
-    case CollKind::reduce_scatter:
-      return "reduce-scatter";
-    case CollKind::all_reduce:
-      return "all-reduce";
-    case CollKind::broadcast:
-      return "broadcast";
-  }
-  return "?";
-}
-
 // Why `e` loses to `best`: how much slower, and the (kind, axis) whose time grew the most.
 std::string why_loses(const PlanEvaluation& e, const PlanEvaluation& best, Pricing p) {
   const double te = e.comm(p).total_s(), tb = best.comm(p).total_s();
@@ -55,8 +41,8 @@ std::string why_loses(const PlanEvaluation& e, const PlanEvaluation& best, Prici
     }
   std::string s = (std::isfinite(rel) ? percent(rel) : std::string("more")) + " comm vs best";
   if (wk >= 0)
-    s += std::string(": more ") + (wa == 1 ? "inter-node " : "intra-node ") + kind_words(static_cast<CollKind>(wk)) +
-         " (+" + format_seconds(worst) + ")";
+    s += std::string(": more ") + (wa == 1 ? "inter-node " : "intra-node ") +
+         kCollKindNames.prose(static_cast<CollKind>(wk)) + " (+" + format_seconds(worst) + ")";
   return s;
 }
 

@@ -9,93 +9,12 @@
 
 namespace lins {
 
-const char* phase_name(Phase p) {
-  switch (p) {
-    case Phase::forward:
-      return "forward";
-    case Phase::backward:
-      return "backward";
-    case Phase::optimizer:
-      return "optimizer";
-    case Phase::next_forward:
-      return "next_forward";
-  }
-  return "?";
-}
-
-const char* coll_kind_name(CollKind k) {
-  switch (k) {
-    case CollKind::all_gather:
-      return "all_gather";
-    case CollKind::reduce_scatter:
-      return "reduce_scatter";
-    case CollKind::all_reduce:
-      return "all_reduce";
-    case CollKind::broadcast:
-      return "broadcast";
-  }
-  return "?";
-}
-
-const char* term_name(Term t) {
-  switch (t) {
-    case Term::param:
-      return "param";
-    case Term::grad:
-      return "grad";
-    case Term::os_sync:
-      return "os_sync";
-    case Term::os_bcast:
-      return "os_bcast";
-  }
-  return "?";
-}
-
-const char* purpose_name(Purpose p) {
-  switch (p) {
-    case Purpose::forward_gather:
-      return "forward_gather";
-    case Purpose::backward_gather:
-      return "backward_gather";
-    case Purpose::hpz_gather:
-      return "hpz_gather";
-    case Purpose::grad_reduce_scatter:
-      return "grad_reduce_scatter";
-    case Purpose::zero_grad_reduce:
-      return "zero_grad_reduce";
-    case Purpose::grad_bucket_all_reduce:
-      return "grad_bucket_all_reduce";
-    case Purpose::sync_bucket_all_reduce:
-      return "sync_bucket_all_reduce";
-    case Purpose::replica_all_reduce:
-      return "replica_all_reduce";
-    case Purpose::update_gather:
-      return "update_gather";
-    case Purpose::update_broadcast:
-      return "update_broadcast";
-  }
-  return "?";
-}
-
-const char* dtype_name(DType d) {
-  switch (d) {
-    case DType::fp32:
-      return "fp32";
-    case DType::bf16:
-      return "bf16";
-  }
-  return "?";
-}
-
-const char* axis_name(Axis a) {
-  switch (a) {
-    case Axis::intra:
-      return "intra";
-    case Axis::inter:
-      return "inter";
-  }
-  return "?";
-}
+const char* phase_name(Phase p) { return kPhaseNames.name(p); }
+const char* coll_kind_name(CollKind k) { return kCollKindNames.name(k); }
+const char* term_name(Term t) { return kTermNames.name(t); }
+const char* purpose_name(Purpose p) { return kPurposeNames.name(p); }
+const char* dtype_name(DType d) { return kDTypeNames.name(d); }
+const char* axis_name(Axis a) { return kAxisNames.name(a); }
 
 int dtype_bytes(DType d) {
   switch (d) {

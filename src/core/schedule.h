@@ -13,6 +13,7 @@
 #include "core/groups.h"
 #include "core/layout.h"
 #include "core/model_spec.h"
+#include "core/names.h"
 #include "core/overlap.h"
 #include "core/plan.h"
 #include "core/result.h"
@@ -21,7 +22,30 @@
 namespace lins {
 
 enum class Phase { forward, backward, optimizer, next_forward };
+inline constexpr NameTable<Phase, 4> kPhaseNames{"phase",
+                                                 {{
+                                                     {Phase::forward, "forward"},
+                                                     {Phase::backward, "backward"},
+                                                     {Phase::optimizer, "optimizer"},
+                                                     {Phase::next_forward, "next_forward"},
+                                                 }}};
+static_assert(kPhaseNames.complete(Phase::next_forward));
+
 enum class CollKind { all_gather, reduce_scatter, all_reduce, broadcast };
+constexpr int kCollKindCount = 4;
+// Written as the profile, step and collective-log CSVs spell them; read also as nccl-tests ("allgather") and NCCL
+// ("AllGather") name them.
+inline constexpr NameTable<CollKind, kCollKindCount> kCollKindNames{
+    "collective",
+    {{
+        {CollKind::all_gather, "all_gather", "allgather AllGather all-gather", "", "all-gather"},
+        {CollKind::reduce_scatter, "reduce_scatter", "reducescatter ReduceScatter reduce-scatter", "",
+         "reduce-scatter"},
+        {CollKind::all_reduce, "all_reduce", "allreduce AllReduce all-reduce", "", "all-reduce"},
+        {CollKind::broadcast, "broadcast", "bcast Broadcast"},
+    }}};
+static_assert(kCollKindNames.complete(CollKind::broadcast));
+
 // Which term of the paper's communication model an op belongs to (docs/cost-model.md); every engine maps its ops
 // onto the same four so that strategies can be compared term by term.
 enum class Term {
@@ -30,6 +54,16 @@ enum class Term {
   os_sync,   // T_os0: gradient sync once per step (DDP all-reduce, ZeRO-1 reduce-scatter, MiCS cross-group)
   os_bcast,  // T_os1: spreading updated parameters (Lins broadcasts, ZeRO-1/2 all-gathers)
 };
+constexpr int kTermCount = 4;
+inline constexpr NameTable<Term, kTermCount> kTermNames{"term",
+                                                        {{
+                                                            {Term::param, "param", "", "T_p"},
+                                                            {Term::grad, "grad", "", "T_g"},
+                                                            {Term::os_sync, "os_sync", "", "T_os0"},
+                                                            {Term::os_bcast, "os_bcast", "", "T_os1"},
+                                                        }}};
+static_assert(kTermNames.complete(Term::os_bcast));
+
 // What an op is for. The executor's handling of an op (its buffers, what happens when it lands) is chosen by purpose
 // alone; the engine decides which purposes a strategy uses and when.
 enum class Purpose {
@@ -44,12 +78,44 @@ enum class Purpose {
   update_gather,           // ZeRO-1/2: all-gather of the updated parameters after the optimizer
   update_broadcast,        // Lins: an owner broadcasts its updated slices of one module to the ranks that hold it
 };
-enum class DType { fp32, bf16 };
-enum class Axis { intra, inter };  // intra: the group lies inside one node; inter: it spans nodes
-constexpr int kCollKindCount = 4;
-constexpr int kTermCount = 4;
 constexpr int kPurposeCount = 10;
+// The action logs' purpose column.
+inline constexpr NameTable<Purpose, kPurposeCount> kPurposeNames{
+    "purpose",
+    {{
+        {Purpose::forward_gather, "forward_gather", "", "all-gather of a module's P shards before its forward"},
+        {Purpose::backward_gather, "backward_gather", "", "all-gather of a module's P shards before its backward"},
+        {Purpose::hpz_gather, "hpz_gather", "", "backward all-gather from the secondary copy of P inside the node"},
+        {Purpose::grad_reduce_scatter, "grad_reduce_scatter", "", "reduce-scatter of a module's gradient"},
+        {Purpose::zero_grad_reduce, "zero_grad_reduce", "", "ZeRO-1/2 reduce-scatter of a gradient bucket"},
+        {Purpose::grad_bucket_all_reduce, "grad_bucket_all_reduce", "",
+         "Lins T_g bucket all-reduce in a micro-batch but the last"},
+        {Purpose::sync_bucket_all_reduce, "sync_bucket_all_reduce", "",
+         "bucket all-reduce of the last micro-batch over the P replicas"},
+        {Purpose::replica_all_reduce, "replica_all_reduce", "", "all-reduce of a gradient shard across replica groups"},
+        {Purpose::update_gather, "update_gather", "", "ZeRO-1/2 all-gather of the updated parameters"},
+        {Purpose::update_broadcast, "update_broadcast", "", "Lins broadcast of an owner's updated slices"},
+    }}};
+static_assert(kPurposeNames.complete(Purpose::update_broadcast));
 
+enum class DType { fp32, bf16 };
+// Read also as nccl-tests and PyTorch name them (float, bfloat16).
+inline constexpr NameTable<DType, 2> kDTypeNames{"dtype",
+                                                 {{
+                                                     {DType::fp32, "fp32", "float float32", "4 bytes"},
+                                                     {DType::bf16, "bf16", "bfloat16", "2 bytes, bfloat16"},
+                                                 }}};
+static_assert(kDTypeNames.complete(DType::bf16));
+
+enum class Axis { intra, inter };  // intra: the group lies inside one node; inter: it spans nodes
+inline constexpr NameTable<Axis, 2> kAxisNames{"axis",
+                                               {{
+                                                   {Axis::intra, "intra", "", "the group lies inside one node"},
+                                                   {Axis::inter, "inter", "", "the group spans nodes"},
+                                               }}};
+static_assert(kAxisNames.complete(Axis::inter));
+
+// Each value's name in the tables above.
 const char* phase_name(Phase p);
 const char* coll_kind_name(CollKind k);
 const char* term_name(Term t);

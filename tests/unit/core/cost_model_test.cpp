@@ -42,6 +42,14 @@ TEST(Profile, FindsColumnsByNameAndIgnoresExtraOnes) {
   EXPECT_DOUBLE_EQ(*p->algbw_gbps(CollKind::broadcast, Mesh{4, 1}, 1000), 5.0);
 }
 
+TEST(Profile, ReadsTheOtherToolsSpellingsOfAnOp) {
+  auto p = BandwidthProfile::parse(
+      "op,mesh_intra,mesh_inter,message_bytes,algbw_gbps\nallgather,2,1,1000,4\nAllReduce,2,1,1000,6\n", "x");
+  ASSERT_TRUE(p) << p.error();
+  EXPECT_DOUBLE_EQ(*p->algbw_gbps(CollKind::all_gather, Mesh{2, 1}, 1000), 4.0);
+  EXPECT_DOUBLE_EQ(*p->algbw_gbps(CollKind::all_reduce, Mesh{2, 1}, 1000), 6.0);
+}
+
 TEST(Profile, RepeatedSizesAreAveraged) {
   auto p = BandwidthProfile::parse(
       "op,mesh_intra,mesh_inter,message_bytes,algbw_gbps\nall_reduce,2,1,1000,4\nall_reduce,2,1,1000,6\n", "x");
@@ -56,7 +64,8 @@ TEST(Profile, RejectsEachKindOfBadLine) {
   expect_error(h, "prof.csv", "no measurements");
   expect_error("op,mesh_intra,message_bytes,algbw_gbps\nall_gather,8,1000,3\n", "prof.csv:1", "mesh_inter");
   expect_error(h + "all_gather,8,1,1048576,0.0001,10,8.75\nall_gather,8,1,2097\n", "prof.csv:3", "truncated");
-  expect_error(h + "allgather,8,1,1048576,0.0001,10,8.75\n", "prof.csv:2", "not one of all_gather");
+  expect_error(h + "gather,8,1,1048576,0.0001,10,8.75\n", "prof.csv:2",
+               "op: unknown collective 'gather'; valid: all_gather, reduce_scatter, all_reduce, broadcast");
   expect_error(h + "all_gather,eight,1,1048576,0.0001,10,8.75\n", "prof.csv:2", "mesh_intra 'eight'");
   expect_error(h + "all_gather,8,0,1048576,0.0001,10,8.75\n", "prof.csv:2", "mesh_inter '0'");
   expect_error(h + "all_gather,1,1,1048576,0.0001,10,8.75\n", "prof.csv:2", "single GPU");

@@ -1,0 +1,23 @@
+// The name tables of the communication enums (backend, MPI progress mode) round-trip like the core ones.
+#include <gtest/gtest.h>
+
+#include "../core/names_check.h"
+#include "comm/mesh_comms.h"
+#include "comm/mpi_communicator.h"
+
+namespace lins {
+namespace {
+
+TEST(CommNames, EveryTableRoundTrips) {
+  expect_table_round_trips(kBackendNames, backend_name);
+  expect_table_round_trips(kMpiProgressNames, mpi_progress_name);
+}
+
+TEST(CommNames, AnUnknownBackendListsTheValidOnes) {
+  auto bad = parse_backend("carrier-pigeon");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().rfind("unknown backend 'carrier-pigeon'; valid: mpi, nccl", 0), 0u) << bad.error();
+}
+
+}  // namespace
+}  // namespace lins
