@@ -271,64 +271,91 @@ std::string num(double v) {
   return buf;
 }
 
-}  // namespace
-
-int run_plan(const Args& argv) {
-  const CommandSpec spec = plan_spec();
-  auto fail = [](const std::string& msg) {
-    std::fprintf(stderr, "lins plan: %s\n", msg.c_str());
-    return 2;
-  };
-  auto args = parse_args(spec, argv);
-  if (!args) return fail(args.error());
-  if (args->flag("help")) {
-    std::printf("%s", help_text(spec).c_str());
-    return 0;
-  }
-  if (!args->positional().empty())
-    return fail("unexpected argument '" + args->positional()[0] + "'; see lins plan --help");
-
-  auto model = parse_model(*args);
-  if (!model) return fail(model.error());
-  auto topo = parse_topology(*args, 0);
-  if (!topo) return fail(topo.error());
-  auto work = parse_workload(*args, *model, *topo);
-  if (!work) return fail(work.error());
-  auto mem = args->get_size("gpu-mem");
-  if (!mem) return fail(mem.error());
-  auto bucket = args->get_size("bucket");
-  if (!bucket) return fail(bucket.error());
-  if (*bucket == 0 || *bucket > (uint64_t(1) << 40)) return fail("--bucket must be between 1 byte and 1T");
-  auto top = args->get_positive_int("top");
-  if (!top) return fail(top.error());
+// Everything `lins plan` takes from its options.
+struct PlanOptions {
+  Workload work;
+  Topology topo;
+  std::optional<CostModel> cost;
+  PlannerOptions planner;
   View view;
-  const std::string pricing = args->get("pricing");
-  if (pricing == "paper") {
-    view.shared = false;
-  } else if (pricing == "shared") {
-    view.paper = false;
-    view.rank_by = Pricing::shared_links;
-  } else if (pricing != "both") {
-    return fail("--pricing must be paper, shared or both, got '" + pricing + "'");
+  int top = 10;
+  std::string plan;  // --plan, evaluated alone; empty (or "lins"): search every plan
+  bool explain = false;
+  std::string csv;  // --csv; empty: none
+};
+
+// --pricing: paper or shared show and rank by that pricing alone; both ranks by paper and shows both.
+Result<View> read_view(const ParsedArgs& args) {
+  View view;
+  if (args.get("pricing") == "both") return view;
+  auto pricing = args.get_enum("pricing", kPricingNames, {"both"});
+  if (!pricing) return make_error(pricing.error());
+  switch (*pricing) {
+    case Pricing::paper_isolated:
+      view.shared = false;
+      break;
+    case Pricing::shared_links:
+      view.paper = false;
+      break;
   }
-  auto cost_model = parse_cost_model(*args, topo->gpus_per_node);
-  if (!cost_model) return fail(cost_model.error());
-  const CostModel& cost = *cost_model;
-  auto reserve = parse_memory_reserve(*args);
-  if (!reserve) return fail(reserve.error());
+  view.rank_by = *pricing;
+  return view;
+}
 
-  PlannerOptions opt;
-  opt.gpu_mem_bytes = double(*mem);
-  opt.bucket_bytes = static_cast<int64_t>(*bucket);
-  opt.rank_by = view.rank_by;
-  opt.include_baselines = !args->flag("no-baselines");
-  opt.reserve = *reserve;
+Result<PlanOptions> read_plan_options(const ParsedArgs& args) {
+  PlanOptions o;
+  auto model = parse_model(args);
+  if (!model) return make_error(model.error());
+  auto topo = parse_topology(args, 0);
+  if (!topo) return make_error(topo.error());
+  o.topo = *topo;
+  auto work = parse_workload(args, *model, o.topo);
+  if (!work) return make_error(work.error());
+  o.work = *work;
+  auto mem = args.get_size("gpu-mem");
+  if (!mem) return make_error(mem.error());
+  auto bucket = args.get_size("bucket");
+  if (!bucket) return make_error(bucket.error());
+  if (*bucket == 0 || *bucket > (uint64_t(1) << 40)) return make_error("--bucket must be between 1 byte and 1T");
+  auto top = args.get_positive_int("top");
+  if (!top) return make_error(top.error());
+  o.top = *top;
+  auto view = read_view(args);
+  if (!view) return make_error(view.error());
+  o.view = *view;
+  auto cost = parse_cost_model(args, o.topo.gpus_per_node);
+  if (!cost) return make_error(cost.error());
+  o.cost = std::move(*cost);
+  auto reserve = parse_memory_reserve(args);
+  if (!reserve) return make_error(reserve.error());
+  o.planner.gpu_mem_bytes = double(*mem);
+  o.planner.bucket_bytes = static_cast<int64_t>(*bucket);
+  o.planner.rank_by = o.view.rank_by;
+  o.planner.include_baselines = !args.flag("no-baselines");
+  o.planner.reserve = *reserve;
+  if (args.has("plan") && args.get("plan") != "lins") o.plan = args.get("plan");
+  o.explain = args.flag("explain");
+  o.csv = args.get("csv");
+  return o;
+}
 
-  // Header: what was planned, on what, under which assumptions.
-  const auto& w = *work;
+const char* ranking_words(Pricing p) {
+  switch (p) {
+    case Pricing::paper_isolated:
+      return "the paper's isolated";
+    case Pricing::shared_links:
+      return "shared-link";
+  }
+  return "?";
+}
+
+// What is planned, on what, under which assumptions.
+void print_plan_header(const PlanOptions& o) {
+  const Workload& w = o.work;
+  const CostModel& cost = *o.cost;
   std::printf("lins plan: %s (%s parameters) on %d GPUs/node x %d nodes = %d GPUs\n", w.model.name.c_str(),
-              fixed(double(w.model.param_count()) / 1e9, 2).append(" B").c_str(), topo->gpus_per_node, topo->nodes,
-              topo->world());
+              fixed(double(w.model.param_count()) / 1e9, 2).append(" B").c_str(), o.topo.gpus_per_node, o.topo.nodes,
+              o.topo.world());
   std::printf("  workload: seq %d, micro-batch %d, M = %d micro-batches, %lld tokens per step, %s\n", w.seq,
               w.micro_batch_size, w.micro_batches, static_cast<long long>(w.global_batch_tokens),
               w.recompute ? "full recomputation" : "no recomputation");
@@ -340,143 +367,191 @@ int run_plan(const Args& argv) {
   if (profile)
     for (const auto& note : profile->notes()) std::fprintf(stderr, "lins plan: %s\n", note.c_str());
   std::printf("  memory limit %s per GPU, reserve included; bucket %s; ranked by %s pricing\n",
-              format_bytes(opt.gpu_mem_bytes).c_str(), format_bytes(double(opt.bucket_bytes)).c_str(),
-              view.rank_by == Pricing::paper_isolated ? "the paper's isolated" : "shared-link");
+              format_bytes(o.planner.gpu_mem_bytes).c_str(), format_bytes(double(o.planner.bucket_bytes)).c_str(),
+              ranking_words(o.view.rank_by));
+}
 
-  PlanSearch search;
-  if (args->has("plan") && args->get("plan") != "lins") {
-    auto plan = parse_plan(args->get("plan"), *topo);
-    if (!plan) return fail("--plan: " + plan.error());
-    auto e = evaluate_plan(w, *topo, *plan, cost, opt);
-    if (!e) return fail(e.error());
-    search = rank_plans({*e}, view.rank_by);
-    if (search.best < 0 && search.plans[0].feasible) search.best = 0;
-    std::printf("\n");
-    print_plan_detail("plan", search.plans[0], view);
+// --plan: that plan alone, with its details.
+Result<PlanSearch> evaluate_given_plan(const PlanOptions& o) {
+  auto plan = parse_plan(o.plan, o.topo);
+  if (!plan) return make_error("--plan: " + plan.error());
+  auto e = evaluate_plan(o.work, o.topo, *plan, *o.cost, o.planner);
+  if (!e) return make_error(e.error());
+  PlanSearch search = rank_plans({*e}, o.view.rank_by);
+  if (search.best < 0 && search.plans[0].feasible) search.best = 0;
+  std::printf("\n");
+  print_plan_detail("plan", search.plans[0], o.view);
+  return search;
+}
+
+// Every legal plan (and the baselines): the chosen one's details, the top of the ranking, the baselines' places.
+Result<PlanSearch> search_every_plan(const PlanOptions& o) {
+  auto s = search_plans(o.work, o.topo, *o.cost, o.planner);
+  if (!s) return make_error(s.error());
+  PlanSearch search = std::move(*s);
+  int fit = 0;
+  for (const auto& e : search.plans) fit += e.feasible;
+  std::printf("  searched %d legal plans%s: %d fit, %d do not\n\n", search.legal_count,
+              o.planner.include_baselines
+                  ? (" and " + std::to_string(baseline_plans(o.topo).size()) + " baselines").c_str()
+                  : "",
+              fit, int(search.plans.size()) - fit);
+  if (search.chosen()) {
+    print_plan_detail("chosen plan", *search.chosen(), o.view);
   } else {
-    auto s = search_plans(w, *topo, cost, opt);
-    if (!s) return fail(s.error());
-    search = std::move(*s);
-    int fit = 0;
-    for (const auto& e : search.plans) fit += e.feasible;
-    std::printf(
-        "  searched %d legal plans%s: %d fit, %d do not\n\n", search.legal_count,
-        opt.include_baselines ? (" and " + std::to_string(baseline_plans(*topo).size()) + " baselines").c_str() : "",
-        fit, int(search.plans.size()) - fit);
-    if (search.chosen()) {
-      print_plan_detail("chosen plan", *search.chosen(), view);
-    } else {
-      std::printf("no legal plan fits in %s per GPU\n", format_bytes(opt.gpu_mem_bytes).c_str());
-    }
-    std::vector<const PlanEvaluation*> rows, baselines;
-    int shown = 0;
-    for (const auto& e : search.plans) {
-      if (e.baseline) {
-        baselines.push_back(&e);
-      } else if (shown < *top) {
-        rows.push_back(&e);
-        ++shown;
-      }
-    }
-    std::printf(
-        "\nranked plans (top %d of %d; times in seconds per step, memory in GiB per GPU, need = total + reserve):\n",
-        shown, search.legal_count);
-    print_table(rows, view);
-    if (!baselines.empty()) {
-      std::printf("\nbaselines on their own engines (rank among all plans):\n");
-      print_table(baselines, view);
+    std::printf("no legal plan fits in %s per GPU\n", format_bytes(o.planner.gpu_mem_bytes).c_str());
+  }
+  std::vector<const PlanEvaluation*> rows, baselines;
+  int shown = 0;
+  for (const auto& e : search.plans) {
+    if (e.baseline) {
+      baselines.push_back(&e);
+    } else if (shown < o.top) {
+      rows.push_back(&e);
+      ++shown;
     }
   }
-
-  if (args->flag("explain")) {
-    const PlanEvaluation* e = search.best >= 0 ? &search.plans[search.best] : &search.plans[0];
-    ScheduleOptions so;
-    so.micro_batches = w.micro_batches;
-    so.bucket_bytes = opt.bucket_bytes;
-    so.dtype = opt.dtype;
-    auto s = build_schedule(w.model, e->plan, *topo, so);
-    if (!s) return fail(s.error());
-    print_explain(*s, cost, view);
+  std::printf(
+      "\nranked plans (top %d of %d; times in seconds per step, memory in GiB per GPU, need = total + reserve):\n",
+      shown, search.legal_count);
+  print_table(rows, o.view);
+  if (!baselines.empty()) {
+    std::printf("\nbaselines on their own engines (rank among all plans):\n");
+    print_table(baselines, o.view);
   }
+  return search;
+}
 
-  if (args->has("csv")) {
-    auto csv = CsvWriter::open(args->get("csv"), csv_columns());
-    if (!csv) return fail("--csv: " + csv.error());
-    for (const auto& e : search.plans) {
-      const auto& m = e.memory;
-      const auto& a = e.isolated;
-      const auto& b = e.shared;
-      const std::vector<std::string> row = {w.model.name,
-                                            std::to_string(w.model.param_count()),
-                                            std::to_string(topo->gpus_per_node),
-                                            std::to_string(topo->nodes),
-                                            std::to_string(w.seq),
-                                            std::to_string(w.micro_batch_size),
-                                            std::to_string(w.micro_batches),
-                                            w.recompute ? "1" : "0",
-                                            cost.network().name,
-                                            profile ? profile->source() : "",
-                                            num(opt.gpu_mem_bytes),
-                                            std::to_string(opt.bucket_bytes),
-                                            e.label(),
-                                            e.plan.to_string(),
-                                            engine_name(e.plan.engine),
-                                            e.baseline ? "1" : "0",
-                                            std::to_string(e.plan.p.intra),
-                                            std::to_string(e.plan.p.inter),
-                                            std::to_string(e.plan.g.intra),
-                                            std::to_string(e.plan.g.inter),
-                                            std::to_string(e.plan.os.intra),
-                                            std::to_string(e.plan.os.inter),
-                                            os_layout_name(e.plan.os_layout),
-                                            num(m.p_bytes),
-                                            num(m.g_bytes),
-                                            num(m.os_bytes),
-                                            num(m.state_bytes),
-                                            num(m.closed_form_state_bytes),
-                                            num(m.activation_bytes),
-                                            num(m.buffer_bytes),
-                                            num(m.total_bytes),
-                                            num(e.intra_message_bytes),
-                                            num(e.inter_message_bytes),
-                                            num(a.param_s),
-                                            num(a.grad_s),
-                                            num(a.os_sync_s),
-                                            num(a.os_bcast_s),
-                                            num(a.total_s()),
-                                            num(b.param_s),
-                                            num(b.grad_s),
-                                            num(b.os_sync_s),
-                                            num(b.os_bcast_s),
-                                            num(b.total_s()),
-                                            std::to_string(a.fallback_ops),
-                                            pricing_name(search.rank_by),
-                                            std::to_string(e.rank),
-                                            e.feasible ? "1" : "0",
-                                            e.why,
-                                            network_model_name(cost.model()),
-                                            num(m.reserve_bytes)};
-      if (auto st = csv->write_row(row); !st) {
-        std::fprintf(stderr, "lins plan: %s\n", st.error().c_str());
-        return 1;
-      }
-    }
-    if (auto st = csv->finish(); !st) {
-      std::fprintf(stderr, "lins plan: %s\n", st.error().c_str());
-      return 1;
-    }
-    std::printf("\nwrote %zu plans to %s\n", search.plans.size(), args->get("csv").c_str());
-  }
+// --explain: the schedule of the chosen (or given) plan.
+Status explain_schedule(const PlanOptions& o, const PlanSearch& search) {
+  const PlanEvaluation* e = search.best >= 0 ? &search.plans[search.best] : &search.plans[0];
+  ScheduleOptions so;
+  so.micro_batches = o.work.micro_batches;
+  so.bucket_bytes = o.planner.bucket_bytes;
+  so.dtype = o.planner.dtype;
+  auto s = build_schedule(o.work.model, e->plan, o.topo, so);
+  if (!s) return make_error(s.error());
+  print_explain(*s, *o.cost, o.view);
+  return Status::ok_status();
+}
 
-  if (search.best < 0 && !(search.plans.size() == 1 && search.plans[0].feasible)) {
-    std::fprintf(stderr,
-                 "lins plan: no plan fits in %s per GPU; the smallest needs %s (raise --gpu-mem, use "
-                 "--recompute, or shrink --micro-batch)\n",
-                 format_bytes(opt.gpu_mem_bytes).c_str(),
-                 search.plans.empty() ? "?" : format_bytes(search.plans[0].memory.required_bytes()).c_str());
+// One row of the plan CSV, in the order of csv_columns().
+std::vector<std::string> plan_csv_row(const PlanOptions& o, const PlanSearch& search, const PlanEvaluation& e) {
+  const Workload& w = o.work;
+  const CostModel& cost = *o.cost;
+  const auto& m = e.memory;
+  const auto& a = e.isolated;
+  const auto& b = e.shared;
+  return {w.model.name,
+          std::to_string(w.model.param_count()),
+          std::to_string(o.topo.gpus_per_node),
+          std::to_string(o.topo.nodes),
+          std::to_string(w.seq),
+          std::to_string(w.micro_batch_size),
+          std::to_string(w.micro_batches),
+          w.recompute ? "1" : "0",
+          cost.network().name,
+          cost.profile() ? cost.profile()->source() : "",
+          num(o.planner.gpu_mem_bytes),
+          std::to_string(o.planner.bucket_bytes),
+          e.label(),
+          e.plan.to_string(),
+          engine_name(e.plan.engine),
+          e.baseline ? "1" : "0",
+          std::to_string(e.plan.p.intra),
+          std::to_string(e.plan.p.inter),
+          std::to_string(e.plan.g.intra),
+          std::to_string(e.plan.g.inter),
+          std::to_string(e.plan.os.intra),
+          std::to_string(e.plan.os.inter),
+          os_layout_name(e.plan.os_layout),
+          num(m.p_bytes),
+          num(m.g_bytes),
+          num(m.os_bytes),
+          num(m.state_bytes),
+          num(m.closed_form_state_bytes),
+          num(m.activation_bytes),
+          num(m.buffer_bytes),
+          num(m.total_bytes),
+          num(e.intra_message_bytes),
+          num(e.inter_message_bytes),
+          num(a.param_s),
+          num(a.grad_s),
+          num(a.os_sync_s),
+          num(a.os_bcast_s),
+          num(a.total_s()),
+          num(b.param_s),
+          num(b.grad_s),
+          num(b.os_sync_s),
+          num(b.os_bcast_s),
+          num(b.total_s()),
+          std::to_string(a.fallback_ops),
+          pricing_name(search.rank_by),
+          std::to_string(e.rank),
+          e.feasible ? "1" : "0",
+          e.why,
+          network_model_name(cost.model()),
+          num(m.reserve_bytes)};
+}
+
+int fail(const std::string& msg) {
+  std::fprintf(stderr, "lins plan: %s\n", msg.c_str());
+  return 2;
+}
+
+// --csv: one row per plan; the finished file appears only when every row is in. The exit code: 0 written, 2 the
+// file cannot be opened, 1 a write failed.
+int write_plan_csv(const PlanOptions& o, const PlanSearch& search) {
+  auto csv = CsvWriter::open(o.csv, csv_columns());
+  if (!csv) return fail("--csv: " + csv.error());
+  Status st;
+  for (const auto& e : search.plans)
+    if (st) st = csv->write_row(plan_csv_row(o, search, e));
+  if (st) st = csv->finish();
+  if (!st) {
+    std::fprintf(stderr, "lins plan: %s\n", st.error().c_str());
     return 1;
   }
+  std::printf("\nwrote %zu plans to %s\n", search.plans.size(), o.csv.c_str());
   return 0;
+}
+
+// Exit 1, saying what the smallest plan needs, when no plan fits.
+int fit_verdict(const PlanOptions& o, const PlanSearch& search) {
+  if (search.best >= 0 || (search.plans.size() == 1 && search.plans[0].feasible)) return 0;
+  std::fprintf(stderr,
+               "lins plan: no plan fits in %s per GPU; the smallest needs %s (raise --gpu-mem, use "
+               "--recompute, or shrink --micro-batch)\n",
+               format_bytes(o.planner.gpu_mem_bytes).c_str(),
+               search.plans.empty() ? "?" : format_bytes(search.plans[0].memory.required_bytes()).c_str());
+  return 1;
+}
+
+}  // namespace
+
+int run_plan(const Args& argv) {
+  const CommandSpec spec = plan_spec();
+  auto args = parse_args(spec, argv);
+  if (!args) return fail(args.error());
+  if (args->flag("help")) {
+    std::printf("%s", help_text(spec).c_str());
+    return 0;
+  }
+  if (!args->positional().empty())
+    return fail("unexpected argument '" + args->positional()[0] + "'; see lins plan --help");
+  auto opt = read_plan_options(*args);
+  if (!opt) return fail(opt.error());
+  if (!opt->csv.empty())
+    if (auto s = check_output_file("--csv", opt->csv); !s) return fail(s.error());
+
+  print_plan_header(*opt);
+  auto search = opt->plan.empty() ? search_every_plan(*opt) : evaluate_given_plan(*opt);
+  if (!search) return fail(search.error());
+  if (opt->explain)
+    if (auto s = explain_schedule(*opt, *search); !s) return fail(s.error());
+  if (!opt->csv.empty())
+    if (int code = write_plan_csv(*opt, *search); code != 0) return code;
+  return fit_verdict(*opt, *search);
 }
 
 }  // namespace lins

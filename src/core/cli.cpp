@@ -1,6 +1,13 @@
 // Option-table parser and help printer; see cli.h.
 #include "core/cli.h"
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <sstream>
 
 #include "core/units.h"
@@ -26,7 +33,53 @@ std::string valid_list(const CommandSpec& spec) {
   return s.empty() ? "--help" : s + ", --help";
 }
 
+namespace fs = std::filesystem;
+
+// The first folder on the way to `dir` (itself included) that exists but is not a folder, or empty.
+fs::path blocking_file(const fs::path& dir) {
+  fs::path prefix;
+  std::error_code ec;
+  for (const auto& part : dir) {
+    prefix /= part;
+    if (fs::exists(prefix, ec) && !fs::is_directory(prefix, ec)) return prefix;
+  }
+  return {};
+}
+
+// Creates `dir` (and its parents) when missing and checks that a new file can be created in it.
+Status prepare_folder(const fs::path& dir) {
+  if (auto file = blocking_file(dir); !file.empty()) return make_error(file.string() + " is a file, not a folder");
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return make_error("cannot create the folder " + dir.string() + ": " + ec.message());
+  const auto stamp = std::chrono::steady_clock::now().time_since_epoch().count();
+  std::string name = ".lins-write-check.";
+  name.append(std::to_string(::getpid())).append(".").append(std::to_string(static_cast<long long>(stamp)));
+  const fs::path probe = dir / name;
+  std::FILE* f = std::fopen(probe.c_str(), "wb");
+  if (!f) return make_error("cannot write into the folder " + dir.string() + ": " + std::strerror(errno));
+  std::fclose(f);
+  fs::remove(probe, ec);
+  return Status::ok_status();
+}
+
 }  // namespace
+
+Status check_output_file(const std::string& option, const std::string& path) {
+  if (path.empty()) return make_error(option + " is empty; give a file name");
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) return make_error(option + " " + path + ": is a folder; give a file name inside it");
+  const fs::path dir = fs::path(path).parent_path();
+  if (auto s = prepare_folder(dir.empty() ? fs::path(".") : dir); !s)
+    return make_error(option + " " + path + ": " + s.error());
+  return Status::ok_status();
+}
+
+Status check_output_folder(const std::string& option, const std::string& dir) {
+  if (dir.empty()) return make_error(option + " is empty; give a folder");
+  if (auto s = prepare_folder(dir); !s) return make_error(option + " " + dir + ": " + s.error());
+  return Status::ok_status();
+}
 
 std::string ParsedArgs::get(const std::string& name) const {
   if (auto it = values_.find(name); it != values_.end()) return it->second;

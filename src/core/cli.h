@@ -1,11 +1,15 @@
-// One option table per subcommand: the parser and the --help text both come from it, so they cannot disagree.
+// One option table per subcommand: the parser and the --help text both come from it, so they cannot disagree. Also
+// the check every subcommand makes of the files and folders it will write, before it starts any long work.
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "core/names.h"
 #include "core/result.h"
 
 namespace lins {
@@ -35,6 +39,13 @@ class ParsedArgs {
   Result<std::uint64_t> get_size(const std::string& name) const;
   Result<int> get_positive_int(const std::string& name) const;
   Result<double> get_double(const std::string& name) const;
+  // The value of an option that names an enum value (a name or alias of `table`); the error names the option and
+  // lists the valid names, then `extra` (words the command handles itself, such as "auto").
+  template <class E, std::size_t N>
+  Result<E> get_enum(const std::string& name, const NameTable<E, N>& table,
+                     std::initializer_list<std::string_view> extra = {}) const {
+    return table.parse(get(name), "--" + name, extra);
+  }
   const std::vector<std::string>& positional() const { return positional_; }
 
  private:
@@ -49,5 +60,11 @@ class ParsedArgs {
 // options.
 Result<ParsedArgs> parse_args(const CommandSpec& spec, const std::vector<std::string>& args);
 std::string help_text(const CommandSpec& spec);
+
+// Whether the file `path` that option `option` names can be written: its folder exists (or is created now, with
+// its parents) and accepts a new file, and `path` is not a folder itself. The error names the option and the path.
+Status check_output_file(const std::string& option, const std::string& path);
+// The same for a folder the command will write files into (created now when missing).
+Status check_output_folder(const std::string& option, const std::string& dir);
 
 }  // namespace lins
