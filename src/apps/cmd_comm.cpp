@@ -40,12 +40,15 @@ const CommandSpec& comm_spec() {
           {"stepfactor", 'f', "N", "2", "multiply the size by N (at least 2) between steps"},
           {"iters", 'n', "N", "20", "timed iterations per size"},
           {"warmup_iters", 'w', "N", "5", "untimed iterations per size before timing"},
-          {"op", 'o', "OP", "all", "all_gather | reduce_scatter | all_reduce | broadcast | all"},
-          {"datatype", 'd', "TYPE", "fp32", "fp32 | bf16"},
+          {"op", 'o', "OP", "all",
+           "collective: " + kCollKindNames.list({"all"}) +
+               " (every one); nccl-tests' and NCCL's spellings (allgather, AllGather) are read too"},
+          {"datatype", 'd', "TYPE", "fp32", kDTypeNames.list() + " (also " + kDTypeNames.aliases_text() + ")"},
           {"root", 'r', "N", "0", "broadcast root (index inside the group)"},
           {"check", 'c', "0|1", "1", "check every result against values computed locally"},
-          {"backend", 0, "NAME", "auto", "mpi | nccl; auto = nccl when built with CUDA and a device exists, else mpi"},
-          {"mpi-progress", 0, "MODE", "thread", "MPI backend: thread (progress thread) | nonblocking (MPI_I*)"},
+          {"backend", 0, "NAME", "auto",
+           kBackendNames.described() + ", or auto (nccl when built with CUDA and a device exists, else mpi)"},
+          {"mpi-progress", 0, "MODE", "thread", "MPI backend: " + kMpiProgressNames.described()},
           {"gpus-per-node", 0, "N", "auto",
            "ranks per (emulated) node; auto = ranks sharing this host (4 ranks with 2 = 2 nodes of 2)"},
           {"group", 0, "GROUP", "world",
@@ -65,6 +68,7 @@ const CommandSpec& comm_spec() {
   return spec;
 }
 
+// Everything `lins comm` takes from its options.
 struct Settings {
   uint64_t min_bytes = 0, max_bytes = 0;
   int step_factor = 2, iters = 1, warmup = 0, root = 0;
@@ -73,11 +77,20 @@ struct Settings {
   DType dtype = DType::fp32;
   Backend backend = Backend::mpi;
   MpiProgress progress = MpiProgress::thread;
+  double timeout_s = 0;
   std::string gpn_text, group, csv, profile;
 };
 
-Result<Settings> read_settings(const ParsedArgs& a) {
-  Settings s;
+// A whole number that may be 0 (the parser's positive ints are at least 1).
+Result<int> get_count(const ParsedArgs& a, const std::string& name) {
+  if (a.get(name) == "0") return 0;
+  auto v = a.get_positive_int(name);
+  if (!v) return make_error(v.error() + " (0 is allowed)");
+  return *v;
+}
+
+// -b, -e, -f, -n, -w: the sizes swept and the iterations per size.
+Status read_sweep(const ParsedArgs& a, Settings& s) {
   auto minb = a.get_size("minbytes");
   if (!minb) return make_error(minb.error());
   auto maxb = a.get_size("maxbytes");
@@ -95,62 +108,59 @@ Result<Settings> read_settings(const ParsedArgs& a) {
   auto n = a.get_positive_int("iters");
   if (!n) return make_error(n.error());
   s.iters = *n;
-  const std::string w = a.get("warmup_iters");
-  if (w == "0") {
-    s.warmup = 0;
+  auto w = get_count(a, "warmup_iters");
+  if (!w) return make_error(w.error());
+  s.warmup = *w;
+  return Status::ok_status();
+}
+
+// -o, -d, --backend, --mpi-progress: what is measured and how, each from its name table.
+Status read_collectives(const ParsedArgs& a, Settings& s) {
+  if (a.get("op") == "all") {
+    s.ops = kCollKindNames.values();
   } else {
-    auto wv = a.get_positive_int("warmup_iters");
-    if (!wv) return make_error(wv.error() + " (0 is allowed)");
-    s.warmup = *wv;
+    auto op = a.get_enum("op", kCollKindNames, {"all"});
+    if (!op) return make_error(op.error());
+    s.ops = {*op};
   }
-  const std::string r = a.get("root");
-  if (r != "0") {
-    auto rv = a.get_positive_int("root");
-    if (!rv) return make_error(rv.error() + " (0 is allowed)");
-    s.root = *rv;
-  }
-  const std::string c = a.get("check");
-  if (c != "0" && c != "1") return make_error("--check must be 0 or 1, got '" + c + "'");
-  s.check = c == "1";
-  const std::string op = a.get("op");
-  if (op == "all") {
-    s.ops = {CollKind::all_gather, CollKind::reduce_scatter, CollKind::all_reduce, CollKind::broadcast};
-  } else {
-    for (int k = 0; k < kCollKindCount; ++k)
-      if (op == coll_kind_name(static_cast<CollKind>(k))) s.ops = {static_cast<CollKind>(k)};
-    if (s.ops.empty())
-      return make_error("unknown --op '" + op + "'; valid: all_gather, reduce_scatter, all_reduce, broadcast, all");
-  }
-  const std::string dt = a.get("datatype");
-  if (dt == "fp32" || dt == "float") {
-    s.dtype = DType::fp32;
-  } else if (dt == "bf16" || dt == "bfloat16") {
-    s.dtype = DType::bf16;
-  } else {
-    return make_error("unknown --datatype '" + dt + "'; valid: fp32, bf16");
-  }
+  auto dtype = a.get_enum("datatype", kDTypeNames);
+  if (!dtype) return make_error(dtype.error());
+  s.dtype = *dtype;
   const std::string be = a.get("backend");
   if (be == "auto") {
     s.backend = default_backend();
   } else {
-    auto b = parse_backend(be);
-    if (!b) return make_error("--backend: " + b.error());
-    s.backend = *b;
+    auto b = a.get_enum("backend", kBackendNames, {"auto"});
+    if (!b) return make_error(b.error());
+    auto available = parse_backend(be);  // nccl only in a build with it
+    if (!available) return make_error("--backend: " + available.error());
+    s.backend = *available;
   }
-  const std::string pr = a.get("mpi-progress");
-  if (pr == "thread") {
-    s.progress = MpiProgress::thread;
-  } else if (pr == "nonblocking") {
-    s.progress = MpiProgress::nonblocking;
-  } else {
-    return make_error("unknown --mpi-progress '" + pr + "'; valid: thread, nonblocking");
-  }
+  auto progress = a.get_enum("mpi-progress", kMpiProgressNames);
+  if (!progress) return make_error(progress.error());
+  s.progress = *progress;
+  return Status::ok_status();
+}
+
+Result<Settings> read_settings(const ParsedArgs& a) {
+  Settings s;
+  if (auto st = read_sweep(a, s); !st) return make_error(st.error());
+  auto root = get_count(a, "root");
+  if (!root) return make_error(root.error());
+  s.root = *root;
+  const std::string c = a.get("check");
+  if (c != "0" && c != "1") return make_error("--check must be 0 or 1, got '" + c + "'");
+  s.check = c == "1";
+  if (auto st = read_collectives(a, s); !st) return make_error(st.error());
   s.gpn_text = a.get("gpus-per-node");
   s.group = a.get("group");
   s.csv = a.get("csv");
   s.profile = a.get("profile");
   if (!s.profile.empty() && a.has("group"))
     return make_error("--profile sweeps every mesh itself; drop --group (or drop --profile to measure one group)");
+  auto timeout = a.get_double("timeout");
+  if (!timeout) return make_error(timeout.error());
+  s.timeout_s = *timeout;
   return s;
 }
 
@@ -348,6 +358,189 @@ std::vector<std::string> csv_row(const Measurement& m, const Settings& s, const 
           fmt("%.6g", m.busbw_gbps),    m.wrong < 0 ? "" : std::to_string(m.wrong)};
 }
 
+// --gpus-per-node (a number, or auto: the ranks sharing this host) and the world: the emulated cluster.
+Result<Topology> resolve_topology(const Settings& s, int world) {
+  int gpn = 0;
+  if (s.gpn_text == "auto") {
+    gpn = ranks_per_host();
+  } else {
+    auto v = parse_positive_int(s.gpn_text, "--gpus-per-node");
+    if (!v) return make_error(v.error() + " (or auto)");
+    gpn = *v;
+  }
+  return topology_for_world(world, gpn);
+}
+
+using LabelledGroups = std::vector<std::pair<std::string, GroupSpec>>;  // (label, group) to measure
+
+// --profile: every mesh the planner may use; else the one --group.
+Result<LabelledGroups> resolve_groups(const Settings& s, const Topology& topo) {
+  LabelledGroups groups;
+  if (!s.profile.empty()) {
+    for (const Mesh& m : profile_meshes(topo)) groups.emplace_back(m.to_string(), *mesh_group_spec(m, topo));
+    if (groups.empty())
+      return make_error(
+          "--profile needs at least 2 ranks (every mesh of a single rank is one GPU, which moves nothing)");
+  } else {
+    auto g = group_from_text(s.group, topo);
+    if (!g) return make_error(g.error());
+    groups.emplace_back(s.group, *g);
+  }
+  for (const auto& [label, g] : groups)
+    if (s.root >= g.size())
+      return make_error("--root " + std::to_string(s.root) + " is outside a group of " + std::to_string(g.size()) +
+                        " ranks (group " + label + "); give 0.." + std::to_string(g.size() - 1));
+  return groups;
+}
+
+// Rank 0 writes --csv (and its provenance beside it) and --profile: it checks both paths, and opens the CSV, before
+// anything is measured, so a bad path fails in a second, not after the sweep.
+Result<std::optional<CsvWriter>> prepare_outputs(const Settings& s, int rank) {
+  std::optional<CsvWriter> csv;
+  Status st;
+  if (rank == 0 && !s.csv.empty()) st = check_output_file("--csv", s.csv);
+  if (rank == 0 && st && !s.profile.empty()) st = check_output_file("--profile", s.profile);
+  if (rank == 0 && st && !s.csv.empty()) {
+    auto w = CsvWriter::open(s.csv, csv_columns());
+    if (w) {
+      csv.emplace(std::move(*w));
+    } else {
+      st = make_error("--csv: " + w.error());
+    }
+  }
+  if (auto a = agree(st, rank); !a) return make_error(a.error());
+  return csv;
+}
+
+void print_run_header(const Settings& s, const Topology& topo, const LabelledGroups& groups, Communicator& world_comm,
+                      int world) {
+  std::printf("# lins comm %s (commit %s): backend %s", LINS_VERSION, LINS_GIT_COMMIT, backend_name(s.backend));
+  if (auto* mpi = dynamic_cast<MpiCommunicator*>(&world_comm))
+    std::printf(" (%s progress)", mpi_progress_name(mpi->progress()));
+  std::printf(", %d ranks = %d per node x %d nodes, dtype %s, iters %d, warm-up %d, check %s\n", world,
+              topo.gpus_per_node, topo.nodes, dtype_name(s.dtype), s.iters, s.warmup, s.check ? "on" : "off");
+  for (const auto& [label, g] : groups) {
+    const Mesh m = group_mesh(g, topo, 0);
+    std::printf("#   group %-6s: %d groups of %d ranks, mesh %s (%s); rank 0's group:", label.c_str(), world / g.size(),
+                g.size(), m.to_string().c_str(), m.inter > 1 ? "inter" : "intra");
+    for (int r : group_ranks(g, 0)) std::printf(" %d", r);
+    std::printf("\n");
+  }
+  print_table_header();
+}
+
+// What the sweep leaves for the summary and the files.
+struct SweepResult {
+  std::string profile_rows;  // rank 0: the profile CSV's rows
+  int64_t total_wrong = 0;
+  double busbw_sum = 0;
+  int busbw_n = 0;
+};
+
+std::string profile_row(const Measurement& m) {
+  return std::string(coll_kind_name(m.kind)) + "," + std::to_string(m.mesh.intra) + "," + std::to_string(m.mesh.inter) +
+         "," + fmt("%.0f", m.message_bytes) + "," + fmt("%.9g", m.t_med) + "," + fmt("%.6g", m.algbw_gbps) + "," +
+         fmt("%.6g", m.busbw_gbps) + "\n";
+}
+
+// Every (group, op, size): measured on every rank, printed and written by rank 0.
+Result<SweepResult> sweep(const Settings& s, const Topology& topo, const LabelledGroups& groups,
+                          Communicator& world_comm, std::optional<CsvWriter>& csv, int rank, int world) {
+  Buffers buf(s.backend == Backend::nccl, s.max_bytes);
+  SweepResult out;
+  for (const auto& [label, g] : groups) {
+    const Mesh mesh = group_mesh(g, topo, rank);
+    auto sub = split_group(world_comm, g, topo, label);
+    if (!sub) return make_error(sub.error());
+    const auto members = group_ranks(g, rank);
+    for (CollKind kind : s.ops) {
+      for (uint64_t bytes = s.min_bytes; bytes <= s.max_bytes;) {
+        const int64_t count = count_for(kind, bytes, s.dtype, g.size());
+        if (count > 0) {
+          Measurement m = measure(**sub, members, kind, count, s, buf, rank, mesh);
+          out.total_wrong += std::max<int64_t>(0, m.wrong);
+          if (m.group_size > 1) {
+            out.busbw_sum += m.busbw_gbps;
+            ++out.busbw_n;
+          }
+          if (rank == 0) {
+            print_row(m, s);
+            if (csv)
+              if (auto st = csv->write_row(csv_row(m, s, label, world)); !st)
+                std::fprintf(stderr, "lins comm: --csv: %s\n", st.error().c_str());
+            if (m.group_size > 1 && m.t_med > 0) out.profile_rows += profile_row(m);
+          }
+        }
+        if (bytes > s.max_bytes / s.step_factor) break;
+        bytes *= s.step_factor;
+      }
+    }
+  }
+  return out;
+}
+
+void print_summary(const Settings& s, const SweepResult& r) {
+  std::printf("# Out of bounds values : %lld %s\n", static_cast<long long>(r.total_wrong),
+              s.check ? (r.total_wrong ? "WRONG" : "OK") : "(not checked)");
+  std::printf("# Avg bus bandwidth    : %.4f GB/s\n#\n", r.busbw_n ? r.busbw_sum / r.busbw_n : 0.0);
+  std::fflush(stdout);
+}
+
+// --profile: the rows with their provenance in comments, as `lins plan --profile` reads them. Exit code 0 or 2.
+int write_profile(const Settings& s, const SweepResult& r, const std::vector<std::string>& argv, const JsonObject& run,
+                  int rank) {
+  const JsonObject prov = gather_provenance(MPI_COMM_WORLD, argv, run);
+  Status st;
+  if (rank == 0) {
+    std::string text =
+        "# bandwidth profile measured by lins comm --profile; time_s = median over iterations of "
+        "the slowest rank, algbw_gbps = message_bytes / time_s / 1e9, busbw_gbps with nccl-tests' "
+        "factors; message_bytes as CommOp::bytes()\n";
+    text += "# provenance: " + prov.dump(0) + "\n";
+    text += std::string(kProfileHeader) + "\n" + r.profile_rows;
+    st = write_file_atomic(s.profile, text);
+  }
+  if (auto a = agree(st, rank); !a) {
+    if (rank == 0) std::fprintf(stderr, "lins comm: --profile: %s\n", a.error().c_str());
+    return 2;
+  }
+  if (rank == 0) std::printf("# wrote profile %s\n", s.profile.c_str());
+  return 0;
+}
+
+// --csv: the finished file and its provenance beside it. Exit code 0 or 2.
+int finish_csv(const Settings& s, std::optional<CsvWriter>& csv, const std::vector<std::string>& argv,
+               const JsonObject& run, int rank) {
+  int code = 0;
+  Status st;
+  if (rank == 0) st = csv->finish();
+  if (auto a = agree(st, rank); !a) {
+    if (rank == 0) std::fprintf(stderr, "lins comm: --csv: %s\n", a.error().c_str());
+    code = 2;
+  }
+  if (auto p = write_provenance(MPI_COMM_WORLD, provenance_path_for(s.csv), argv, run); !p) {
+    if (rank == 0) std::fprintf(stderr, "lins comm: provenance: %s\n", p.error().c_str());
+    code = 2;
+  } else if (rank == 0) {
+    std::printf("# wrote %s and %s\n", s.csv.c_str(), provenance_path_for(s.csv).c_str());
+  }
+  return code;
+}
+
+JsonObject run_summary(const Settings& s, const Topology& topo, const SweepResult& r) {
+  JsonObject run;
+  run.set("command", "comm");
+  run.set("backend", backend_name(s.backend));
+  run.set("dtype", dtype_name(s.dtype));
+  run.set("topology", topo.to_string());
+  run.set("gpus_per_node", topo.gpus_per_node);
+  run.set("nodes", topo.nodes);
+  run.set("iters", s.iters);
+  run.set("warmup_iters", s.warmup);
+  run.set("wrong_elems", static_cast<long long>(r.total_wrong));
+  return run;
+}
+
 }  // namespace
 
 int run_comm(const Args& args) {
@@ -360,181 +553,35 @@ int run_comm(const Args& args) {
   if (auto code = parse_mpi_args(comm_spec(), args, rank, &parsed)) return *code;
   auto settings = read_settings(parsed);
   if (!settings) return fail(settings.error());
-  Settings s = *settings;
-  auto timeout = parsed.get_double("timeout");
-  if (!timeout) return fail(timeout.error());
-  start_rank_watchdog(*timeout, rank);
-
-  int gpn = 0;
-  if (s.gpn_text == "auto") {
-    gpn = ranks_per_host();
-  } else {
-    auto v = parse_positive_int(s.gpn_text, "--gpus-per-node");
-    if (!v) return fail(v.error() + " (or auto)");
-    gpn = *v;
-  }
-  auto topo = topology_for_world(world, gpn);
+  const Settings& s = *settings;
+  start_rank_watchdog(s.timeout_s, rank);
+  auto csv = prepare_outputs(s, rank);
+  if (!csv) return fail(csv.error());
+  auto topo = resolve_topology(s, world);
   if (!topo) return fail(topo.error());
-
-  std::vector<std::pair<std::string, GroupSpec>> groups;  // (label, spec) to measure
-  if (!s.profile.empty()) {
-    for (const Mesh& m : profile_meshes(*topo)) groups.emplace_back(m.to_string(), *mesh_group_spec(m, *topo));
-    if (groups.empty())
-      return fail("--profile needs at least 2 ranks (every mesh of a single rank is one GPU, which moves nothing)");
-  } else {
-    auto g = group_from_text(s.group, *topo);
-    if (!g) return fail(g.error());
-    groups.emplace_back(s.group, *g);
-  }
-  for (const auto& [label, g] : groups)
-    if (s.root >= g.size())
-      return fail("--root " + std::to_string(s.root) + " is outside a group of " + std::to_string(g.size()) +
-                  " ranks (group " + label + "); give 0.." + std::to_string(g.size() - 1));
-
-  // Output files are opened before measuring, so a bad path fails in a second, not after the sweep.
-  std::optional<CsvWriter> csv;
-  if (!s.csv.empty()) {
-    Status st;
-    if (rank == 0) {
-      auto w = CsvWriter::open(s.csv, csv_columns());
-      if (w) {
-        csv.emplace(std::move(*w));
-      } else {
-        st = make_error("--csv: " + w.error());
-      }
-    }
-    if (auto a = agree(st, rank); !a) return fail(a.error());
-  }
-  if (!s.profile.empty()) {
-    Status st;
-    if (rank == 0) st = write_file_atomic(s.profile + ".partial", "");
-    if (rank == 0 && st) std::remove((s.profile + ".partial").c_str());
-    if (!st) st = make_error("--profile: cannot write beside " + s.profile + ": " + st.error());
-    if (auto a = agree(st, rank); !a) return fail(a.error());
-  }
+  auto groups = resolve_groups(s, *topo);
+  if (!groups) return fail(groups.error());
 
   CommOptions options;
   options.mpi.progress = s.progress;
   auto world_comm =
       make_communicator(s.backend, MPI_COMM_WORLD, "world", topo->nodes > 1 ? Axis::inter : Axis::intra, options);
   if (!world_comm) return fail(world_comm.error());
-
-  if (rank == 0) {
-    std::printf("# lins comm %s (commit %s): backend %s", LINS_VERSION, LINS_GIT_COMMIT, backend_name(s.backend));
-    if (auto* mpi = dynamic_cast<MpiCommunicator*>(world_comm->get()))
-      std::printf(" (%s progress)", mpi_progress_name(mpi->progress()));
-    std::printf(", %d ranks = %d per node x %d nodes, dtype %s, iters %d, warm-up %d, check %s\n", world,
-                topo->gpus_per_node, topo->nodes, dtype_name(s.dtype), s.iters, s.warmup, s.check ? "on" : "off");
-    for (const auto& [label, g] : groups) {
-      const Mesh m = group_mesh(g, *topo, 0);
-      std::printf("#   group %-6s: %d groups of %d ranks, mesh %s (%s); rank 0's group:", label.c_str(),
-                  world / g.size(), g.size(), m.to_string().c_str(), m.inter > 1 ? "inter" : "intra");
-      for (int r : group_ranks(g, 0)) std::printf(" %d", r);
-      std::printf("\n");
-    }
-    print_table_header();
-  }
-
-  const bool device = s.backend == Backend::nccl;
-  Buffers buf(device, s.max_bytes);
-  std::vector<Measurement> all;
-  std::string profile_rows;
-  int64_t total_wrong = 0;
-  double busbw_sum = 0;
-  int busbw_n = 0;
-  for (const auto& [label, g] : groups) {
-    const Mesh mesh = group_mesh(g, *topo, rank);
-    auto sub = split_group(**world_comm, g, *topo, label);
-    if (!sub) return fail(sub.error());
-    const auto members = group_ranks(g, rank);
-    for (CollKind kind : s.ops) {
-      for (uint64_t bytes = s.min_bytes; bytes <= s.max_bytes;) {
-        const int64_t count = count_for(kind, bytes, s.dtype, g.size());
-        if (count > 0) {
-          Measurement m = measure(**sub, members, kind, count, s, buf, rank, mesh);
-          total_wrong += std::max<int64_t>(0, m.wrong);
-          if (m.group_size > 1) {
-            busbw_sum += m.busbw_gbps;
-            ++busbw_n;
-          }
-          if (rank == 0) {
-            print_row(m, s);
-            if (csv) {
-              if (auto st = csv->write_row(csv_row(m, s, label, world)); !st)
-                std::fprintf(stderr, "lins comm: --csv: %s\n", st.error().c_str());
-            }
-            if (m.group_size > 1 && m.t_med > 0)
-              profile_rows += std::string(coll_kind_name(kind)) + "," + std::to_string(m.mesh.intra) + "," +
-                              std::to_string(m.mesh.inter) + "," + fmt("%.0f", m.message_bytes) + "," +
-                              fmt("%.9g", m.t_med) + "," + fmt("%.6g", m.algbw_gbps) + "," + fmt("%.6g", m.busbw_gbps) +
-                              "\n";
-          }
-          all.push_back(m);
-        }
-        if (bytes > s.max_bytes / s.step_factor) break;
-        bytes *= s.step_factor;
-      }
-    }
-  }
+  if (rank == 0) print_run_header(s, *topo, *groups, **world_comm, world);
+  auto result = sweep(s, *topo, *groups, **world_comm, *csv, rank, world);
+  if (!result) return fail(result.error());
   world_comm->reset();  // sub-communicators are gone; free the world one before writing files
+  if (rank == 0) print_summary(s, *result);
 
-  int code = total_wrong > 0 ? 1 : 0;
-  if (rank == 0) {
-    std::printf("# Out of bounds values : %lld %s\n", static_cast<long long>(total_wrong),
-                s.check ? (total_wrong ? "WRONG" : "OK") : "(not checked)");
-    std::printf("# Avg bus bandwidth    : %.4f GB/s\n#\n", busbw_n ? busbw_sum / busbw_n : 0.0);
-    std::fflush(stdout);
-  }
-
-  JsonObject run;
-  run.set("command", "comm");
-  run.set("backend", backend_name(s.backend));
-  run.set("dtype", dtype_name(s.dtype));
-  run.set("topology", topo->to_string());
-  run.set("gpus_per_node", topo->gpus_per_node);
-  run.set("nodes", topo->nodes);
-  run.set("iters", s.iters);
-  run.set("warmup_iters", s.warmup);
-  run.set("wrong_elems", static_cast<long long>(total_wrong));
+  int code = result->total_wrong > 0 ? 1 : 0;
   std::vector<std::string> argv = {"lins", "comm"};
   argv.insert(argv.end(), args.begin(), args.end());
-
-  if (!s.profile.empty()) {
-    const JsonObject prov = gather_provenance(MPI_COMM_WORLD, argv, run);
-    Status st;
-    if (rank == 0) {
-      std::string text =
-          "# bandwidth profile measured by lins comm --profile; time_s = median over iterations of "
-          "the slowest rank, algbw_gbps = message_bytes / time_s / 1e9, busbw_gbps with nccl-tests' "
-          "factors; message_bytes as CommOp::bytes()\n";
-      text += "# provenance: " + prov.dump(0) + "\n";
-      text += std::string(kProfileHeader) + "\n" + profile_rows;
-      st = write_file_atomic(s.profile, text);
-    }
-    if (auto a = agree(st, rank); !a) {
-      if (rank == 0) std::fprintf(stderr, "lins comm: --profile: %s\n", a.error().c_str());
-      code = std::max(code, 2);
-    } else if (rank == 0) {
-      std::printf("# wrote profile %s\n", s.profile.c_str());
-    }
-  }
-  if (!s.csv.empty()) {
-    Status st;
-    if (rank == 0) st = csv->finish();
-    if (auto a = agree(st, rank); !a) {
-      if (rank == 0) std::fprintf(stderr, "lins comm: --csv: %s\n", a.error().c_str());
-      code = std::max(code, 2);
-    }
-    if (auto p = write_provenance(MPI_COMM_WORLD, provenance_path_for(s.csv), argv, run); !p) {
-      if (rank == 0) std::fprintf(stderr, "lins comm: provenance: %s\n", p.error().c_str());
-      code = std::max(code, 2);
-    } else if (rank == 0) {
-      std::printf("# wrote %s and %s\n", s.csv.c_str(), provenance_path_for(s.csv).c_str());
-    }
-  }
+  const JsonObject run = run_summary(s, *topo, *result);
+  if (!s.profile.empty()) code = std::max(code, write_profile(s, *result, argv, run, rank));
+  if (!s.csv.empty()) code = std::max(code, finish_csv(s, *csv, argv, run, rank));
   if (code == 1 && rank == 0)
     std::fprintf(stderr, "lins comm: %lld wrong elements (see #wrong); the collectives returned wrong data\n",
-                 static_cast<long long>(total_wrong));
+                 static_cast<long long>(result->total_wrong));
   return finish_mpi(code);
 }
 
