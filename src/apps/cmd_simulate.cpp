@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -30,7 +31,7 @@ CommandSpec simulate_spec() {
       {"gpus", 0, "LIST", "8,32,128,512,1024", "GPU counts to project (multiples of --gpus-per-node)"},
       {"strategies", 0, "LIST", "zero1,zero3,zeropp,mics,lins",
        "presets, 6-tuples (p=AxB,g=CxD,os=ExF) or lins (the planner's choice), comma-separated"},
-      {"overlap", 0, "LIST", "all", "overlap modes (all, no_bcast, no_allreduce, none), comma-separated"},
+      {"overlap", 0, "LIST", "all", "overlap modes (" + kOverlapNames.list() + "), comma-separated"},
       {"gpu-mem", 0, "SIZE", "80GiB", "memory per GPU; plans that do not fit are written with feasible=0 (oom)"},
       {"peak-tflops", 0, "X", "312", "peak bf16 dense TFLOP/s per GPU, for MFU (A800/A100: 312)"},
       {"sustained-tflops", 0, "X", "", "compute rate of forward/backward per GPU [default: efficiency x peak]"},
@@ -119,191 +120,249 @@ int fail(const std::string& message) {
   return 2;
 }
 
-}  // namespace
-
-int run_simulate(const Args& argv) {
-  const CommandSpec spec = simulate_spec();
-  auto args = parse_args(spec, argv);
-  if (!args) return fail(args.error());
-  if (args->flag("help")) {
-    std::fputs(help_text(spec).c_str(), stdout);
-    return 0;
-  }
-  if (!args->positional().empty()) return fail("unexpected argument '" + args->positional()[0] + "'");
-
-  // Models: one (custom shapes allowed) or a list of presets.
+// Everything `lins simulate` takes from its options (the workload is read again for each model and GPU count).
+struct SimulateOptions {
   std::vector<ModelSpec> models;
-  const auto model_names = split_list(args->get("model"));
-  if (model_names.size() <= 1) {
-    auto m = parse_model(*args);
-    if (!m) return fail(m.error());
-    models.push_back(*m);
-  } else {
-    for (const char* shape : {"hidden", "layers", "heads", "ffn", "vocab"})
-      if (args->has(shape)) return fail("--" + std::string(shape) + " needs a single --model, not a list");
-    for (const auto& n : model_names) {
-      auto m = make_model_preset(n);
-      if (!m) return fail(m.error());
-      models.push_back(*m);
-    }
-  }
-  auto R = args->get_positive_int("gpus-per-node");
-  if (!R) return fail(R.error());
+  int gpus_per_node = 8;
   std::vector<int> gpu_counts;
-  for (const auto& g : split_list(args->get("gpus"))) {
-    auto v = parse_positive_int(g, "--gpus");
-    if (!v) return fail(v.error());
-    if (*v % *R != 0) return fail("--gpus " + g + " is not a multiple of --gpus-per-node " + std::to_string(*R));
-    gpu_counts.push_back(*v);
-  }
-  if (args->has("nodes")) return fail("--nodes is set by --gpus here; give the GPU counts with --gpus");
-  const auto strategies = split_plan_list(args->get("strategies"));
-  if (strategies.empty() || gpu_counts.empty()) return fail("--strategies and --gpus must not be empty");
+  std::vector<std::string> strategies;
   std::vector<Overlap> overlaps;
-  for (const auto& o : split_list(args->get("overlap"))) {
-    auto v = parse_overlap(o);
-    if (!v) return fail(v.error());
-    overlaps.push_back(*v);
-  }
-  auto cost = parse_cost_model(*args, *R);
-  if (!cost) return fail(cost.error());
-  if (cost->profile())
-    for (const auto& note : cost->profile()->notes()) std::fprintf(stderr, "lins simulate: %s\n", note.c_str());
-  auto reserve = parse_memory_reserve(*args);
-  if (!reserve) return fail(reserve.error());
-  auto pricing = parse_pricing(args->get("pricing"));
-  if (!pricing) return fail(pricing.error());
-  auto gpu_mem = args->get_size("gpu-mem");
-  if (!gpu_mem) return fail(gpu_mem.error());
-  if (*gpu_mem == 0) return fail("--gpu-mem must be positive (for example 80GiB)");
-  auto bucket = args->get_size("bucket");
-  if (!bucket || *bucket == 0) return fail(bucket ? "--bucket must be at least 1 byte" : bucket.error());
-  auto peak = args->get_double("peak-tflops");
-  auto hbm = args->get_double("hbm-gbps");
-  auto eff = args->get_double("compute-efficiency");
-  if (!peak || *peak <= 0) return fail(peak ? "--peak-tflops must be positive" : peak.error());
-  if (!hbm || *hbm <= 0) return fail(hbm ? "--hbm-gbps must be positive" : hbm.error());
-  if (!eff || *eff <= 0 || *eff > 1) return fail(eff ? "--compute-efficiency must be in (0, 1]" : eff.error());
-  double sustained = *eff * *peak * 1e12;
-  std::string rate_source = "compute-efficiency " + args->get("compute-efficiency") + " x peak";
-  if (args->has("sustained-tflops") && args->has("calibrate"))
-    return fail("give --sustained-tflops or --calibrate, not both");
-  if (args->has("sustained-tflops")) {
-    auto v = args->get_double("sustained-tflops");
-    if (!v || *v <= 0) return fail(v ? "--sustained-tflops must be positive" : v.error());
-    sustained = *v * 1e12;
-    rate_source = "given by --sustained-tflops";
-  } else if (args->has("calibrate")) {
-    auto v = calibrate_rate(args->get("calibrate"));
-    if (!v) return fail(v.error());
-    sustained = *v;
-    rate_source = "calibrated from " + args->get("calibrate");
-  }
-  const ComputeRates rates{sustained, *hbm * 1e9};
-  auto engine = parse_engine_options(*args);
-  if (!engine) return fail(engine.error());
+  std::optional<CostModel> cost;
+  MemoryReserve reserve;
+  Pricing pricing = Pricing::paper_isolated;
+  uint64_t gpu_mem = 0, bucket = 0;
+  double peak_tflops = 0, hbm_gbps = 0;
+  double sustained_flops = 0;  // forward/backward compute rate per GPU
+  std::string rate_source;     // where sustained_flops comes from
+  EngineOptions engine;
+  std::string out_path, trace_dir;
+};
 
-  const std::string out_path = args->get("out");
-  if (auto dir = std::filesystem::path(out_path).parent_path(); !dir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    if (ec) return fail("cannot create the folder of --out " + out_path + ": " + ec.message());
+// --model: one (custom shapes allowed) or a list of presets.
+Result<std::vector<ModelSpec>> read_models(const ParsedArgs& args) {
+  std::vector<ModelSpec> models;
+  const auto names = split_list(args.get("model"));
+  if (names.size() <= 1) {
+    auto m = parse_model(args);
+    if (!m) return make_error(m.error());
+    models.push_back(*m);
+    return models;
   }
-  const std::string trace_dir = args->get("trace");
-  if (!trace_dir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(trace_dir, ec);
-    if (ec) return fail("cannot create the --trace folder " + trace_dir + ": " + ec.message());
+  for (const char* shape : {"hidden", "layers", "heads", "ffn", "vocab"})
+    if (args.has(shape)) return make_error("--" + std::string(shape) + " needs a single --model, not a list");
+  for (const auto& n : names) {
+    auto m = make_model_preset(n);
+    if (!m) return make_error(m.error());
+    models.push_back(*m);
   }
-  auto writer = CsvWriter::open(out_path, StepRow::header());
-  if (!writer) return fail(writer.error());
+  return models;
+}
 
+// --gpus-per-node, --gpus, --strategies, --overlap: what is projected.
+Status read_sweep(const ParsedArgs& args, SimulateOptions& o) {
+  auto R = args.get_positive_int("gpus-per-node");
+  if (!R) return make_error(R.error());
+  o.gpus_per_node = *R;
+  for (const auto& g : split_list(args.get("gpus"))) {
+    auto v = parse_positive_int(g, "--gpus");
+    if (!v) return make_error(v.error());
+    if (*v % *R != 0) return make_error("--gpus " + g + " is not a multiple of --gpus-per-node " + std::to_string(*R));
+    o.gpu_counts.push_back(*v);
+  }
+  if (args.has("nodes")) return make_error("--nodes is set by --gpus here; give the GPU counts with --gpus");
+  o.strategies = split_plan_list(args.get("strategies"));
+  if (o.strategies.empty() || o.gpu_counts.empty()) return make_error("--strategies and --gpus must not be empty");
+  for (const auto& text : split_list(args.get("overlap"))) {
+    auto v = parse_overlap(text);
+    if (!v) return make_error(v.error());
+    o.overlaps.push_back(*v);
+  }
+  return Status::ok_status();
+}
+
+// The sustained compute rate: --sustained-tflops, else --calibrate's measured rows, else efficiency x peak.
+Status choose_sustained_rate(const ParsedArgs& args, double efficiency, SimulateOptions& o) {
+  o.sustained_flops = efficiency * o.peak_tflops * 1e12;
+  o.rate_source = "compute-efficiency " + args.get("compute-efficiency") + " x peak";
+  if (args.has("sustained-tflops") && args.has("calibrate"))
+    return make_error("give --sustained-tflops or --calibrate, not both");
+  if (args.has("sustained-tflops")) {
+    auto v = args.get_double("sustained-tflops");
+    if (!v || *v <= 0) return make_error(v ? "--sustained-tflops must be positive" : v.error());
+    o.sustained_flops = *v * 1e12;
+    o.rate_source = "given by --sustained-tflops";
+  } else if (args.has("calibrate")) {
+    auto v = calibrate_rate(args.get("calibrate"));
+    if (!v) return make_error(v.error());
+    o.sustained_flops = *v;
+    o.rate_source = "calibrated from " + args.get("calibrate");
+  }
+  return Status::ok_status();
+}
+
+// --gpu-mem, --bucket, --peak-tflops, --hbm-gbps, --compute-efficiency and the sustained rate.
+Status read_machine(const ParsedArgs& args, SimulateOptions& o) {
+  auto gpu_mem = args.get_size("gpu-mem");
+  if (!gpu_mem) return make_error(gpu_mem.error());
+  if (*gpu_mem == 0) return make_error("--gpu-mem must be positive (for example 80GiB)");
+  o.gpu_mem = *gpu_mem;
+  auto bucket = args.get_size("bucket");
+  if (!bucket || *bucket == 0) return make_error(bucket ? "--bucket must be at least 1 byte" : bucket.error());
+  o.bucket = *bucket;
+  auto peak = args.get_double("peak-tflops");
+  auto hbm = args.get_double("hbm-gbps");
+  auto eff = args.get_double("compute-efficiency");
+  if (!peak || *peak <= 0) return make_error(peak ? "--peak-tflops must be positive" : peak.error());
+  if (!hbm || *hbm <= 0) return make_error(hbm ? "--hbm-gbps must be positive" : hbm.error());
+  if (!eff || *eff <= 0 || *eff > 1) return make_error(eff ? "--compute-efficiency must be in (0, 1]" : eff.error());
+  o.peak_tflops = *peak;
+  o.hbm_gbps = *hbm;
+  return choose_sustained_rate(args, *eff, o);
+}
+
+Result<SimulateOptions> read_simulate_options(const ParsedArgs& args) {
+  SimulateOptions o;
+  auto models = read_models(args);
+  if (!models) return make_error(models.error());
+  o.models = std::move(*models);
+  if (auto s = read_sweep(args, o); !s) return make_error(s.error());
+  auto cost = parse_cost_model(args, o.gpus_per_node);
+  if (!cost) return make_error(cost.error());
+  o.cost = std::move(*cost);
+  if (o.cost->profile())
+    for (const auto& note : o.cost->profile()->notes()) std::fprintf(stderr, "lins simulate: %s\n", note.c_str());
+  auto reserve = parse_memory_reserve(args);
+  if (!reserve) return make_error(reserve.error());
+  o.reserve = *reserve;
+  auto pricing = parse_pricing(args.get("pricing"));
+  if (!pricing) return make_error(pricing.error());
+  o.pricing = *pricing;
+  if (auto s = read_machine(args, o); !s) return make_error(s.error());
+  auto engine = parse_engine_options(args);
+  if (!engine) return make_error(engine.error());
+  o.engine = *engine;
+  o.out_path = args.get("out");
+  o.trace_dir = args.get("trace");
+  return o;
+}
+
+// --out (and the provenance file beside it) and --trace, before any projection.
+Status check_outputs(const SimulateOptions& o) {
+  if (auto s = check_output_file("--out", o.out_path); !s) return s;
+  if (!o.trace_dir.empty())
+    if (auto s = check_output_folder("--trace", o.trace_dir); !s) return s;
+  return Status::ok_status();
+}
+
+// One strategy on one cluster: a preset or 6-tuple as given, or the planner's choice for "lins" (nullopt, said on
+// stderr, when no plan fits).
+Result<std::optional<Plan>> resolve_strategy(const SimulateOptions& o, const std::string& strategy,
+                                             const Workload& workload, const Topology& topo,
+                                             const PlannerOptions& popt) {
+  if (strategy != "lins") {
+    auto p = parse_plan(strategy, topo);
+    if (!p) return make_error("strategy '" + strategy + "' on " + std::to_string(topo.world()) + " GPUs: " + p.error());
+    return std::optional<Plan>(*p);
+  }
+  auto search = search_plans(workload, topo, *o.cost, popt);
+  if (!search) return make_error(search.error());
+  if (!search->chosen()) {
+    std::fprintf(stderr, "lins simulate: no legal plan of %s fits %s on %d GPUs\n", workload.model.name.c_str(),
+                 format_bytes(double(o.gpu_mem)).c_str(), topo.world());
+    return std::optional<Plan>();
+  }
+  Plan plan = search->chosen()->plan;
+  plan.name = "lins";
+  return std::optional<Plan>(plan);
+}
+
+// One projected row: the step of `plan` under overlap mode `ov`, written to the CSV (and its trace), printed.
+Status project_row(const SimulateOptions& o, const Workload& workload, const Topology& topo,
+                   const std::string& strategy, const Plan& plan, Overlap ov, CsvWriter& writer) {
+  const ModelSpec& model = workload.model;
+  const int gpus = topo.world();
+  ScheduleOptions so;
+  so.micro_batches = workload.micro_batches;
+  so.bucket_bytes = static_cast<int64_t>(o.bucket);
+  so.expand_micro_batches = true;
+  so.engine = o.engine;
+  so.overlap = ov;
+  auto sched = build_schedule(model, plan, topo, so);
+  if (!sched) return make_error(sched.error());
+  auto mem = estimate_memory(*sched, workload, StateBytes{});
+  add_memory_reserve(mem, *sched, o.reserve);
+  const PredictedComm predicted = predict_comm(*sched, *o.cost, o.pricing);
+  std::vector<TraceEvent> trace;
+  const auto proj = project_step(
+      *sched, model, workload.seq, workload.micro_batch_size, workload.recompute,
+      ComputeRates{o.sustained_flops, o.hbm_gbps * 1e9},
+      [&](const CommOp& op) { return o.cost->op_time_s(op, topo, o.pricing); }, o.trace_dir.empty() ? nullptr : &trace);
+  if (!o.trace_dir.empty()) {
+    std::string stem = model.name + "." + std::to_string(gpus) + "." + strategy + "." + overlap_name(ov);
+    for (char& ch : stem)
+      if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '.' && ch != '-') ch = '_';
+    const auto path = std::filesystem::path(o.trace_dir) / ("projected." + stem + ".json");
+    if (auto w = write_file_atomic(path.string(), chrome_trace_json(trace, 0, sched->streams)); !w) return w;
+  }
+  const double tokens = double(workload.global_batch_tokens);
+  const double tgs = tokens / gpus / proj.step_s;
+  const double mfu = model.flops_per_token(workload.seq) * tgs / (o.peak_tflops * 1e12);
+  const bool feasible = mem.required_bytes() <= double(o.gpu_mem);
+  StepRow row;
+  set_run_columns(row, "projected", strategy, plan, workload, topo, kStepBackendNames.name(StepBackend::gpu),
+                  DType::bf16, DType::bf16, ov);
+  row.set("step", 0).set("step_time_s", proj.step_s).set("step_time_min_s", proj.step_s);
+  row.set("step_time_mean_s", proj.step_s).set("forward_s", proj.forward_s);
+  row.set("backward_s", proj.backward_s).set("optimizer_s", proj.optimizer_s);
+  row.set("exposed_comm_s", proj.exposed_comm_s);
+  set_predicted_columns(row, predicted);
+  row.set("peak_mem_bytes", mem.total_bytes).set("state_bytes", mem.state_bytes);
+  row.set("model_mem_bytes", mem.total_bytes).set("model_state_bytes", mem.state_bytes);
+  row.set("tgs", tgs).set("mfu", mfu).set("peak_tflops", o.peak_tflops).set("feasible", feasible ? 1 : 0);
+  if (auto s = writer.write_row(row.ordered()); !s) return s;
+  std::printf("%-10s %6d %-22s %-12s %10.3f %10.3f %8.0f %6.1f%% %10s%s\n", model.name.c_str(), gpus,
+              strategy == "lins" ? ("lins " + plan.tuple_string()).substr(0, 22).c_str() : strategy.c_str(),
+              overlap_name(ov), proj.step_s, proj.exposed_comm_s, tgs, 100 * mfu, format_bytes(mem.total_bytes).c_str(),
+              feasible ? "" : " oom");
+  return Status::ok_status();
+}
+
+// Every (model, GPU count, strategy, overlap mode) in order; returns the rows written.
+Result<int> project_all(const SimulateOptions& o, const ParsedArgs& args, CsvWriter& writer) {
   std::printf("%-10s %6s %-22s %-12s %10s %10s %8s %7s %10s\n", "model", "gpus", "strategy", "overlap", "step_s",
               "exposed_s", "tgs", "mfu", "mem");
   int rows = 0;
-  for (const auto& model : models) {
-    for (int gpus : gpu_counts) {
-      const Topology topo{*R, gpus / *R};
-      auto workload = parse_workload(*args, model, topo);
+  for (const auto& model : o.models) {
+    for (int gpus : o.gpu_counts) {
+      const Topology topo{o.gpus_per_node, gpus / o.gpus_per_node};
+      auto workload = parse_workload(args, model, topo);
       if (!workload) {
         std::fprintf(stderr, "lins simulate: skipping %s on %d GPUs: %s\n", model.name.c_str(), gpus,
                      workload.error().c_str());
         continue;
       }
-      workload->recompute = args->flag("recompute") || (args->flag("paper-recompute") && model.name == "llama-30b");
+      workload->recompute = args.flag("recompute") || (args.flag("paper-recompute") && model.name == "llama-30b");
       PlannerOptions popt;
-      popt.gpu_mem_bytes = double(*gpu_mem);
-      popt.bucket_bytes = static_cast<int64_t>(*bucket);
-      popt.rank_by = *pricing;
-      popt.reserve = *reserve;
-      for (const auto& strategy : strategies) {
-        Plan plan;
-        if (strategy == "lins") {
-          auto search = search_plans(*workload, topo, *cost, popt);
-          if (!search) return fail(search.error());
-          if (!search->chosen()) {
-            std::fprintf(stderr, "lins simulate: no legal plan of %s fits %s on %d GPUs\n", model.name.c_str(),
-                         format_bytes(double(*gpu_mem)).c_str(), gpus);
-            continue;
-          }
-          plan = search->chosen()->plan;
-          plan.name = "lins";
-        } else {
-          auto p = parse_plan(strategy, topo);
-          if (!p) return fail("strategy '" + strategy + "' on " + std::to_string(gpus) + " GPUs: " + p.error());
-          plan = *p;
-        }
-        ScheduleOptions so;
-        so.micro_batches = workload->micro_batches;
-        so.bucket_bytes = popt.bucket_bytes;
-        so.expand_micro_batches = true;
-        so.engine = *engine;
-        for (Overlap ov : overlaps) {
-          so.overlap = ov;
-          auto sched = build_schedule(model, plan, topo, so);
-          if (!sched) return fail(sched.error());
-          auto mem = estimate_memory(*sched, *workload, StateBytes{});
-          add_memory_reserve(mem, *sched, *reserve);
-          const PredictedComm predicted = predict_comm(*sched, *cost, *pricing);
-          std::vector<TraceEvent> trace;
-          const auto proj = project_step(
-              *sched, model, workload->seq, workload->micro_batch_size, workload->recompute, rates,
-              [&](const CommOp& op) { return cost->op_time_s(op, topo, *pricing); },
-              trace_dir.empty() ? nullptr : &trace);
-          if (!trace_dir.empty()) {
-            std::string stem = model.name + "." + std::to_string(gpus) + "." + strategy + "." + overlap_name(ov);
-            for (char& ch : stem)
-              if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '.' && ch != '-') ch = '_';
-            const auto path = std::filesystem::path(trace_dir) / ("projected." + stem + ".json");
-            if (auto w = write_file_atomic(path.string(), chrome_trace_json(trace, 0, sched->streams)); !w)
-              return fail(w.error());
-          }
-          const double tokens = double(workload->global_batch_tokens);
-          const double tgs = tokens / gpus / proj.step_s;
-          const double mfu = model.flops_per_token(workload->seq) * tgs / (*peak * 1e12);
-          const bool feasible = mem.required_bytes() <= double(*gpu_mem);
-          StepRow row;
-          set_run_columns(row, "projected", strategy, plan, *workload, topo, "gpu", DType::bf16, DType::bf16, ov);
-          row.set("step", 0).set("step_time_s", proj.step_s).set("step_time_min_s", proj.step_s);
-          row.set("step_time_mean_s", proj.step_s).set("forward_s", proj.forward_s);
-          row.set("backward_s", proj.backward_s).set("optimizer_s", proj.optimizer_s);
-          row.set("exposed_comm_s", proj.exposed_comm_s);
-          set_predicted_columns(row, predicted);
-          row.set("peak_mem_bytes", mem.total_bytes).set("state_bytes", mem.state_bytes);
-          row.set("model_mem_bytes", mem.total_bytes).set("model_state_bytes", mem.state_bytes);
-          row.set("tgs", tgs).set("mfu", mfu).set("peak_tflops", *peak).set("feasible", feasible ? 1 : 0);
-          if (auto s = writer->write_row(row.ordered()); !s) return fail(s.error());
+      popt.gpu_mem_bytes = double(o.gpu_mem);
+      popt.bucket_bytes = static_cast<int64_t>(o.bucket);
+      popt.rank_by = o.pricing;
+      popt.reserve = o.reserve;
+      for (const auto& strategy : o.strategies) {
+        auto plan = resolve_strategy(o, strategy, *workload, topo, popt);
+        if (!plan) return make_error(plan.error());
+        if (!*plan) continue;
+        for (Overlap ov : o.overlaps) {
+          if (auto s = project_row(o, *workload, topo, strategy, **plan, ov, writer); !s) return make_error(s.error());
           ++rows;
-          std::printf("%-10s %6d %-22s %-12s %10.3f %10.3f %8.0f %6.1f%% %10s%s\n", model.name.c_str(), gpus,
-                      strategy == "lins" ? ("lins " + plan.tuple_string()).substr(0, 22).c_str() : strategy.c_str(),
-                      overlap_name(ov), proj.step_s, proj.exposed_comm_s, tgs, 100 * mfu,
-                      format_bytes(mem.total_bytes).c_str(), feasible ? "" : " oom");
         }
       }
     }
   }
-  if (auto s = writer->finish(); !s) return fail(s.error());
+  return rows;
+}
 
+// The provenance file beside the CSV: the command, the version, and every assumption of the projection.
+Status write_simulate_provenance(const SimulateOptions& o, const ParsedArgs& args, const Args& argv, int rows) {
   JsonObject prov;
   std::vector<std::string> words(argv.begin(), argv.end());
   words.insert(words.begin(), "simulate");
@@ -311,18 +370,18 @@ int run_simulate(const Args& argv) {
   prov.set("argv", words).set("lins_version", LINS_VERSION).set("git_commit", LINS_GIT_COMMIT);
   prov.set("date_utc", now_utc()).set("source", "projected").set("rows", rows);
   JsonObject assume;
-  assume.set("sustained_tflops_per_gpu", sustained / 1e12).set("sustained_rate_from", rate_source);
-  assume.set("peak_tflops_per_gpu", *peak).set("optimizer_memory_gbps", *hbm);
+  assume.set("sustained_tflops_per_gpu", o.sustained_flops / 1e12).set("sustained_rate_from", o.rate_source);
+  assume.set("peak_tflops_per_gpu", o.peak_tflops).set("optimizer_memory_gbps", o.hbm_gbps);
   assume.set("optimizer_bytes_per_owned_param",
              "26: fp32 master, m, v read and written; bf16 grad read, param written");
-  assume.set("network", cost->network().name).set("network_description", cost->network().description);
-  assume.set("network_model", cost->model_description());
-  assume.set("memory_reserve", "CUDA context " + args->get("reserve-context") + ", cuBLAS " +
-                                   args->get("reserve-cublas") + ", NCCL " + args->get("reserve-nccl") +
-                                   " per communicator, fragmentation " + args->get("reserve-fragmentation") +
+  assume.set("network", o.cost->network().name).set("network_description", o.cost->network().description);
+  assume.set("network_model", o.cost->model_description());
+  assume.set("memory_reserve", "CUDA context " + args.get("reserve-context") + ", cuBLAS " +
+                                   args.get("reserve-cublas") + ", NCCL " + args.get("reserve-nccl") +
+                                   " per communicator, fragmentation " + args.get("reserve-fragmentation") +
                                    " of the tensors; feasible = tensors + reserve fit --gpu-mem");
-  assume.set("profile", cost->profile() ? cost->profile()->source() : "none (the network model only)");
-  assume.set("pricing", pricing_name(*pricing));
+  assume.set("profile", o.cost->profile() ? o.cost->profile()->source() : "none (the network model only)");
+  assume.set("pricing", pricing_name(o.pricing));
   assume.set("communication",
              "each engine's communication streams (collectives of one stream run one at a time in issue order; "
              "streams run concurrently), every op issued and waited for where its engine does (docs/engines.md)");
@@ -334,11 +393,35 @@ int run_simulate(const Args& argv) {
   assume.set("compute",
              "module FLOPs (2 per weight per token, attention 4*seq*h per token, backward 2x forward, "
              "recomputation +1 forward) at the sustained rate");
-  assume.set("memory_limit_bytes", double(*gpu_mem));
+  assume.set("memory_limit_bytes", double(o.gpu_mem));
   assume.set("mfu_formula", "72*L*h^2*(1 + s/(6h) + V/(12*L*h)) per token (Megatron-LM), no recomputation credit");
   prov.set("assumptions", assume);
-  if (auto s = write_file_atomic(out_path + ".json", prov.dump() + "\n"); !s) return fail(s.error());
-  std::printf("wrote %d projected rows to %s (assumptions in %s.json)\n", rows, out_path.c_str(), out_path.c_str());
+  return write_file_atomic(o.out_path + ".json", prov.dump() + "\n");
+}
+
+}  // namespace
+
+int run_simulate(const Args& argv) {
+  const CommandSpec spec = simulate_spec();
+  auto args = parse_args(spec, argv);
+  if (!args) return fail(args.error());
+  if (args->flag("help")) {
+    std::fputs(help_text(spec).c_str(), stdout);
+    return 0;
+  }
+  if (!args->positional().empty()) return fail("unexpected argument '" + args->positional()[0] + "'");
+  auto opt = read_simulate_options(*args);
+  if (!opt) return fail(opt.error());
+  if (auto s = check_outputs(*opt); !s) return fail(s.error());
+
+  auto writer = CsvWriter::open(opt->out_path, StepRow::header());
+  if (!writer) return fail(writer.error());
+  auto rows = project_all(*opt, *args, *writer);
+  if (!rows) return fail(rows.error());
+  if (auto s = writer->finish(); !s) return fail(s.error());
+  if (auto s = write_simulate_provenance(*opt, *args, argv, *rows); !s) return fail(s.error());
+  std::printf("wrote %d projected rows to %s (assumptions in %s.json)\n", *rows, opt->out_path.c_str(),
+              opt->out_path.c_str());
   return 0;
 }
 
