@@ -57,6 +57,103 @@ bool parse_name(const std::string& file, std::string* strategy, int* rank) {
   return true;
 }
 
+// One action log found on the command line: whose strategy and rank it is, and where.
+struct Entry {
+  std::string strategy, path;
+  int rank = 0;
+};
+
+// The action logs named by the arguments (folders: their timeline.*.rank*.csv files), by strategy then rank.
+Result<std::vector<Entry>> find_logs(const std::vector<std::string>& paths) {
+  std::vector<Entry> files;
+  for (const auto& p : paths) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(p, ec)) {
+      for (const auto& de : std::filesystem::directory_iterator(p, ec)) {
+        Entry e;
+        if (parse_name(de.path().filename().string(), &e.strategy, &e.rank))
+          e.path = de.path().string(), files.push_back(e);
+      }
+      if (ec) return make_error("cannot read the folder " + p + ": " + ec.message());
+    } else if (std::filesystem::is_regular_file(p, ec)) {
+      Entry e;
+      if (!parse_name(std::filesystem::path(p).filename().string(), &e.strategy, &e.rank)) e.strategy = p, e.rank = 0;
+      e.path = p;
+      files.push_back(e);
+    } else {
+      return make_error("'" + p + "' is neither a folder nor a file");
+    }
+  }
+  if (files.empty())
+    return make_error("no action logs (timeline.<strategy>.rank<r>.csv) found; run `lins step --trace` to write them");
+  std::sort(files.begin(), files.end(), [](const Entry& a, const Entry& b) {
+    return a.strategy != b.strategy ? a.strategy < b.strategy : a.rank < b.rank;
+  });
+  return files;
+}
+
+// --detail: every action of one log, measured against replayed.
+void print_detail(const Entry& f, const ActionLog& log, const ReplayResult& r) {
+  std::printf("%s:\n%8s %-8s %-40s %12s %12s %12s\n", f.path.c_str(), "position", "action", "label", "measured",
+              "replayed", "difference");
+  for (std::size_t pos = 0; pos < log.rows.size(); ++pos) {
+    const auto& row = log.rows[pos];
+    std::printf("%8zu %-8s %-40s %12.6f %12.6f %+12.6f\n", pos, action_kind_name(row.rec.action.kind),
+                row.label.substr(0, 40).c_str(), row.rec.end_s, r.replayed_end_s[pos],
+                r.replayed_end_s[pos] - row.rec.end_s);
+  }
+}
+
+// The table: a row per log, then a row per strategy (its slowest rank, measured and replayed alike).
+struct ReplayTable {
+  struct Worst {
+    double measured = 0, replayed = 0;
+  };
+  std::vector<std::vector<std::string>> rows;  // the CSV's rows
+  std::map<std::string, Worst> per_strategy;
+  std::vector<std::string> order;  // strategies in the order first seen
+};
+
+// Replays every log, printing a line for each (and its actions with --detail).
+Result<ReplayTable> replay_logs(const std::vector<Entry>& files, bool detail) {
+  ReplayTable t;
+  std::printf("%-22s %5s %12s %12s %8s %10s %10s %10s\n", "strategy", "rank", "measured_s", "replayed_s", "error",
+              "compute_s", "host_s", "waited_s");
+  for (const auto& f : files) {
+    auto text = read_text_file(f.path);
+    if (!text) return make_error(text.error());
+    auto log = parse_action_log(*text, f.path);
+    if (!log) return make_error(log.error());
+    auto r = replay(*log);
+    if (!r) return make_error(f.path + ": " + r.error());
+    if (detail) print_detail(f, *log, *r);
+    std::printf("%-22s %5d %12.6f %12.6f %+7.2f%% %10.6f %10.6f %10.6f%s\n", f.strategy.substr(0, 22).c_str(), f.rank,
+                r->measured_s, r->replayed_s, 100 * r->error(), r->compute_s, r->host_s, r->waited_s,
+                r->untimed_ops ? "  (ops not timed on their streams priced 0)" : "");
+    if (!t.per_strategy.count(f.strategy)) t.order.push_back(f.strategy);
+    ReplayTable::Worst& w = t.per_strategy[f.strategy];
+    w.measured = std::max(w.measured, r->measured_s);
+    w.replayed = std::max(w.replayed, r->replayed_s);
+    t.rows.push_back({f.strategy, std::to_string(f.rank), std::to_string(r->measured_s), std::to_string(r->replayed_s),
+                      std::to_string(r->error())});
+  }
+  return t;
+}
+
+// The per-strategy lines; true when a strategy's error is beyond max_error (when positive).
+bool print_per_strategy(ReplayTable& t, double max_error) {
+  std::printf("\nper strategy (slowest rank):\n%-22s %12s %12s %8s\n", "strategy", "measured_s", "replayed_s", "error");
+  bool over = false;
+  for (const auto& s : t.order) {
+    const ReplayTable::Worst& w = t.per_strategy[s];
+    const double err = w.measured > 0 ? (w.replayed - w.measured) / w.measured : 0;
+    over = over || (max_error > 0 && std::abs(err) > max_error);
+    std::printf("%-22s %12.6f %12.6f %+7.2f%%\n", s.substr(0, 22).c_str(), w.measured, w.replayed, 100 * err);
+    t.rows.push_back({s, "slowest", std::to_string(w.measured), std::to_string(w.replayed), std::to_string(err)});
+  }
+  return over;
+}
+
 }  // namespace
 
 int run_replay(const Args& argv) {
@@ -75,86 +172,17 @@ int run_replay(const Args& argv) {
   }
   if (args->positional().empty()) return fail("give a `lins step --out` folder or action log files (see --help)");
   const std::string csv_path = args->get("csv");
-  if (!csv_path.empty())  // checked before the work
-    if (auto dir = std::filesystem::path(csv_path).parent_path(); !dir.empty() && !std::filesystem::is_directory(dir))
-      return fail("the folder of --csv " + csv_path + " does not exist");
+  if (!csv_path.empty())
+    if (auto s = check_output_file("--csv", csv_path); !s) return fail(s.error());
 
-  struct Entry {
-    std::string strategy, path;
-    int rank = 0;
-  };
-  std::vector<Entry> files;
-  for (const auto& p : args->positional()) {
-    std::error_code ec;
-    if (std::filesystem::is_directory(p, ec)) {
-      for (const auto& de : std::filesystem::directory_iterator(p, ec)) {
-        Entry e;
-        if (parse_name(de.path().filename().string(), &e.strategy, &e.rank))
-          e.path = de.path().string(), files.push_back(e);
-      }
-      if (ec) return fail("cannot read the folder " + p + ": " + ec.message());
-    } else if (std::filesystem::is_regular_file(p, ec)) {
-      Entry e;
-      if (!parse_name(std::filesystem::path(p).filename().string(), &e.strategy, &e.rank)) e.strategy = p, e.rank = 0;
-      e.path = p;
-      files.push_back(e);
-    } else {
-      return fail("'" + p + "' is neither a folder nor a file");
-    }
-  }
-  if (files.empty())
-    return fail("no action logs (timeline.<strategy>.rank<r>.csv) found; run `lins step --trace` to write them");
-  std::sort(files.begin(), files.end(), [](const Entry& a, const Entry& b) {
-    return a.strategy != b.strategy ? a.strategy < b.strategy : a.rank < b.rank;
-  });
-
-  std::vector<std::vector<std::string>> rows;
-  struct Worst {
-    double measured = 0, replayed = 0;
-  };
-  std::map<std::string, Worst> per_strategy;
-  std::vector<std::string> order;
-  std::printf("%-22s %5s %12s %12s %8s %10s %10s %10s\n", "strategy", "rank", "measured_s", "replayed_s", "error",
-              "compute_s", "host_s", "waited_s");
-  for (const auto& f : files) {
-    auto text = read_text_file(f.path);
-    if (!text) return fail(text.error());
-    auto log = parse_action_log(*text, f.path);
-    if (!log) return fail(log.error());
-    auto r = replay(*log);
-    if (!r) return fail(f.path + ": " + r.error());
-    if (args->flag("detail")) {
-      std::printf("%s:\n%8s %-8s %-40s %12s %12s %12s\n", f.path.c_str(), "position", "action", "label", "measured",
-                  "replayed", "difference");
-      for (std::size_t pos = 0; pos < log->rows.size(); ++pos) {
-        const auto& row = log->rows[pos];
-        std::printf("%8zu %-8s %-40s %12.6f %12.6f %+12.6f\n", pos, action_kind_name(row.rec.action.kind),
-                    row.label.substr(0, 40).c_str(), row.rec.end_s, r->replayed_end_s[pos],
-                    r->replayed_end_s[pos] - row.rec.end_s);
-      }
-    }
-    std::printf("%-22s %5d %12.6f %12.6f %+7.2f%% %10.6f %10.6f %10.6f%s\n", f.strategy.substr(0, 22).c_str(), f.rank,
-                r->measured_s, r->replayed_s, 100 * r->error(), r->compute_s, r->host_s, r->waited_s,
-                r->untimed_ops ? "  (ops not timed on their streams priced 0)" : "");
-    if (!per_strategy.count(f.strategy)) order.push_back(f.strategy);
-    Worst& w = per_strategy[f.strategy];
-    w.measured = std::max(w.measured, r->measured_s);
-    w.replayed = std::max(w.replayed, r->replayed_s);
-    rows.push_back({f.strategy, std::to_string(f.rank), std::to_string(r->measured_s), std::to_string(r->replayed_s),
-                    std::to_string(r->error())});
-  }
-  std::printf("\nper strategy (slowest rank):\n%-22s %12s %12s %8s\n", "strategy", "measured_s", "replayed_s", "error");
-  bool over = false;
-  for (const auto& s : order) {
-    const Worst& w = per_strategy[s];
-    const double err = w.measured > 0 ? (w.replayed - w.measured) / w.measured : 0;
-    over = over || (max_error > 0 && std::abs(err) > max_error);
-    std::printf("%-22s %12.6f %12.6f %+7.2f%%\n", s.substr(0, 22).c_str(), w.measured, w.replayed, 100 * err);
-    rows.push_back({s, "slowest", std::to_string(w.measured), std::to_string(w.replayed), std::to_string(err)});
-  }
+  auto files = find_logs(args->positional());
+  if (!files) return fail(files.error());
+  auto table = replay_logs(*files, args->flag("detail"));
+  if (!table) return fail(table.error());
+  const bool over = print_per_strategy(*table, max_error);
   if (!csv_path.empty()) {
     std::string out = "strategy,rank,measured_s,replayed_s,error\n";
-    for (const auto& r : rows) out += csv_join(r) + "\n";
+    for (const auto& r : table->rows) out += csv_join(r) + "\n";
     if (auto s = write_file_atomic(csv_path, out); !s) return fail(s.error());
   }
   if (over) {

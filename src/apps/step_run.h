@@ -1,0 +1,91 @@
+// The part of `lins step` that runs one strategy after another: set up its backend, communicator and executor, run
+// the warm-up and timed steps, reduce each step's figures over the ranks, write its CSV rows, collective log and
+// traces. cmd_step.cpp reads the options, resolves the strategies and calls run_strategy for each.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "comm/mpi_communicator.h"
+#include "core/cost_model.h"
+#include "core/csv.h"
+#include "core/memory_model.h"
+#include "core/names.h"
+#include "core/overlap.h"
+#include "core/plan.h"
+#include "core/result.h"
+#include "core/topology.h"
+#include "core/workload.h"
+#include "train/backend.h"
+
+namespace lins {
+
+// Everything `lins step` takes from its options.
+struct StepOptions {
+  ModelSpec model;
+  Topology topo;
+  Workload workload;
+  uint64_t warmup = 1, seed = 1, bucket = 0, gpu_mem = 0;
+  int steps = 1;
+  double lr = 0, timeout_s = 0;
+  Overlap overlap = Overlap::all;
+  Pricing pricing = Pricing::paper_isolated;
+  MpiProgress progress = MpiProgress::thread;
+  StepBackend backend = StepBackend::cpu;
+  DType precision = DType::bf16, compute = DType::fp32;
+  std::optional<CostModel> cost;
+  EngineOptions engine;
+  MemoryReserve reserve;
+  std::vector<std::string> strategies;
+  std::string out_dir, csv_path, collective_log, peak_tflops, network, profile;
+  bool trace = false, resume = false;
+  std::vector<std::string> argv;  // the command line, for the provenance file
+};
+
+// Makes this rank's compute backend for one strategy.
+using BackendFactory = std::function<Result<std::unique_ptr<ComputeBackend>>()>;
+
+// The peak rate MFU is measured against, and where it comes from.
+struct Peak {
+  double tflops = 0;
+  std::string source;
+};
+
+// One row of the table printed at the end: a strategy's means over its timed steps.
+struct TableRow {
+  std::string strategy, plan;
+  double step_s = 0, fwd_s = 0, bwd_s = 0, opt_s = 0, exposed_s = 0, pred_comm_s = 0;
+  double intra_bytes = 0, inter_bytes = 0, peak_bytes = 0, state_bytes = 0, model_state_bytes = 0, model_mem_bytes = 0;
+  double loss = 0, tgs = 0, mfu = 0;
+  bool bytes_match = true;
+  int steps = 0;
+};
+
+// What every strategy's run shares: the options, the backend factory, the MFU peak, rank 0's CSV, this rank's
+// collective log rows.
+struct StepRun {
+  const StepOptions& o;
+  BackendFactory make_backend;
+  Peak peak;
+  CsvWriter* writer = nullptr;  // rank 0 only
+  int rank = 0, world = 1;
+  std::string collective_rows;
+};
+
+// One value reduced over every rank (the step's results), under the watchdog.
+double all_max(double v);
+double all_min(double v);
+double all_sum(double v);
+
+// One strategy: set up, run the warm-up and timed steps, write its rows and traces (index of count, for the progress
+// line). nullopt when its rows are kept from an earlier run (--resume).
+Result<std::optional<TableRow>> run_strategy(StepRun& r, const std::string& strategy, const Plan& plan,
+                                             std::size_t index, std::size_t count);
+// --collective-log: every rank's rows, written by rank 0.
+Status write_collective_log(const StepRun& r);
+
+}  // namespace lins
