@@ -73,7 +73,7 @@ inline const std::vector<Column>& step_csv_columns() {
       {"model_state_bytes", "memory model's states per rank"},
       {"loss", "mean training loss of the step over all ranks"},
       {"tgs", "tokens per GPU per second"},
-      {"mfu", "model FLOPs utilisation (Megatron formula, PAPER.md section 7) against peak_tflops"},
+      {"mfu", "model FLOPs utilisation against peak_tflops, a fraction (Megatron formula, docs/method.md)"},
       {"peak_tflops", "peak rate per GPU used for MFU"},
       {"feasible", "1 when the plan fits in memory; projected rows may be 0 (drawn as oom)"},
   };

@@ -106,7 +106,8 @@ TEST(Schedule, HpzCrossesNodesLessThanZeroThree) {
   }
 }
 
-// PAPER.md section 4 for arbitrary legal 6-tuples: message bytes per term and the groups' meshes.
+// The communication model's terms T_p, T_g, T_os0, T_os1 (docs/method.md, "The communication model") for
+// arbitrary legal 6-tuples: message bytes per term and the groups' meshes.
 TEST(Schedule, LinsTermsMatchThePapersFormulas) {
   std::mt19937 rng(11);
   const int gpus[] = {1, 2, 4, 8};
