@@ -8,7 +8,7 @@ packages=(
   openmpi-bin libopenmpi-dev
   libopenblas-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  python3 python3-pandas python3-matplotlib python3-pytest
+  python3 python3-pandas python3-matplotlib python3-pytest python3-torch
   slurm-wlm munge
   clang libclang-rt-14-dev
 )
