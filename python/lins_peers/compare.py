@@ -16,8 +16,9 @@ For each (rank, step) present in both logs, the verdict is the first of these th
     different      anything else: the report shows both merged sequences side by side and the totals per
                    (kind, group size, dtype) that differ
 
-Scalar bookkeeping -- all-reduces of at most --bookkeeping-elems elements (a gradient norm, an overflow flag) -- and
-barriers are set aside first and listed, not compared, unless --strict. The exit status is 0 when every (rank,
+Bookkeeping -- barriers, collectives of integer data (DeepSpeed's module-trace broadcasts, overflow flags) and
+all-reduces of at most --bookkeeping-elems elements (a gradient norm) -- is set aside first and listed, not
+compared, unless --strict. The exit status is 0 when every (rank,
 step) is identical, padding or granularity (or a difference allowed with --allow), 1 otherwise, 2 on bad input.
 """
 
@@ -60,10 +61,20 @@ def _ops(rows) -> List[Op]:
             for r in sorted(rows, key=lambda r: r["index"])]
 
 
+FLOAT_DTYPES = ("fp32", "bf16", "fp16", "fp64", "fp8")
+
+
+def is_bookkeeping(op: Op, max_elems: int) -> bool:
+    """Barriers, collectives of integer data (DeepSpeed's module-trace broadcasts, overflow flags) and all-reduces of
+    at most max_elems elements (a gradient norm): control traffic, not the model's parameters or gradients."""
+    return (op.kind == "barrier" or op.dtype not in FLOAT_DTYPES
+            or (op.kind == "all_reduce" and op.elems <= max_elems))
+
+
 def split_bookkeeping(ops: List[Op], max_elems: int) -> Sequence_:
     kept, aside = [], []
     for op in ops:
-        if op.kind == "barrier" or (op.kind == "all_reduce" and op.elems <= max_elems):
+        if is_bookkeeping(op, max_elems):
             aside.append(op)
         else:
             kept.append(op)
@@ -170,11 +181,11 @@ def group_log(rows, strategy: Optional[str]) -> Dict[Tuple[int, int], List[Op]]:
     strategies = sorted({r["strategy"] for r in rows})
     if strategy is None:
         if len(strategies) != 1:
-            raise SystemExit(f"the log holds strategies {', '.join(strategies)}: choose one")
+            raise ValueError(f"the log holds strategies {', '.join(strategies)}: choose one")
         strategy = strategies[0]
     chosen = [r for r in rows if r["strategy"] == strategy]
     if not chosen:
-        raise SystemExit(f"no strategy '{strategy}' in the log (it has {', '.join(strategies)})")
+        raise ValueError(f"no strategy '{strategy}' in the log (it has {', '.join(strategies)})")
     by: Dict[Tuple[int, int], list] = {}
     for r in chosen:
         by.setdefault((r["rank"], r["step"]), []).append(r)

@@ -68,7 +68,7 @@ def main(argv=None) -> int:
 
     args = parser("ddp", STRATEGIES, "ddp").parse_args(argv)
     builders = {"ddp": lambda w, d, p: DdpPeer("ddp", w, d, p)}
-    return run(system_name(), args, builders, lambda b: "nccl" if b == "gpu" else "gloo")
+    return run(system_name(), "ddp", args, builders, lambda b: "nccl" if b == "gpu" else "gloo")
 
 
 if __name__ == "__main__":

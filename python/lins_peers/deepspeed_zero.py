@@ -121,7 +121,7 @@ def main(argv=None) -> int:
     if args.backend == "cpu":
         os.environ.setdefault("DS_ACCELERATOR", "cpu")
     builders = {s: (lambda w, d, pr, s=s: DeepSpeedPeer(s, w, d, pr, args.zero3)) for s in STRATEGIES}
-    return run(system_name(), args, builders, lambda b: "nccl" if b == "gpu" else "gloo")
+    return run(system_name(), "deepspeed", args, builders, lambda b: "nccl" if b == "gpu" else "gloo")
 
 
 if __name__ == "__main__":

@@ -91,7 +91,7 @@ def main(argv=None) -> int:
 
     args = parser("fsdp2", STRATEGIES, "full,zero2,hpz,hsdp").parse_args(argv)
     builders = {s: (lambda w, d, p, s=s: Fsdp2Peer(s, w, d, p)) for s in STRATEGIES}
-    return run(system_name(), args, builders, lambda b: "nccl" if b == "gpu" else "gloo")
+    return run(system_name(), "fsdp2", args, builders, lambda b: "nccl" if b == "gpu" else "gloo")
 
 
 if __name__ == "__main__":

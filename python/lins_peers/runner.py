@@ -1,14 +1,13 @@
 """The step loop every peer shares: warm-up and timed steps per strategy, each timed step's collectives recorded,
 one step-CSV row per timed step (max/min/mean over ranks as lins), the collective log of every rank, provenance."""
 
+import dataclasses
 import sys
 import time
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
 import torch
-
-import dataclasses
 
 from . import launch, results, workload as wl
 from .options import strategy_list, workload
@@ -68,8 +67,8 @@ def step_bytes(rows, gpus_per_node: int) -> Dict[str, float]:
     return out
 
 
-def run(system_label: str, args, builders: Dict[str, Callable[..., Peer]], backend_name: Callable[[str], str],
-        system_config: Optional[Callable[[], Dict[str, object]]] = None) -> int:
+def run(system_label: str, file_stem: str, args, builders: Dict[str, Callable[..., Peer]],
+        backend_name: Callable[[str], str], system_config: Optional[Callable[[], Dict[str, object]]] = None) -> int:
     """Runs every strategy of args.strategies with builders[strategy](w, device, recorder) and writes the files."""
     import torch.distributed as dist
 
@@ -82,7 +81,7 @@ def run(system_label: str, args, builders: Dict[str, Callable[..., Peer]], backe
     torch.manual_seed(args.seed)
     precision = args.precision
     fpt = results.flops_per_token(w.config, w.seq)
-    name = args.name or system_label.split("-")[0]
+    name = args.name or file_stem
     out = Path(args.out)
     csv = results.StepCsv(out / f"{name}.csv")
     chosen = []
