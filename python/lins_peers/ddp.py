@@ -4,7 +4,9 @@
            so gradients are all-reduced once per step, bucket by bucket, during the last backward
 
 bf16: fp32 parameters (the master weights; AdamW runs on them), the forward under torch.autocast(bf16), and the
-gradients all-reduced in bf16 through DDP's bf16_compress_hook (the bytes lins's bf16 ddp moves).
+gradients all-reduced in bf16 through DDP's bf16_compress_hook (the bytes lins's bf16 ddp moves); fp32: DDP's
+allreduce_hook, the same all-reduce as DDP's built-in one but issued through torch.distributed, where the collective
+recorder sees it.
 
     torchrun --nproc-per-node 4 -m lins_peers.ddp --model tiny --gpus-per-node 2
 """
@@ -35,8 +37,10 @@ class DdpPeer(Peer):
         self.bf16 = precision == "bf16"
         model = wl.build_model(w, device)
         self.model = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
-        if self.bf16:
-            self.model.register_comm_hook(None, default_hooks.bf16_compress_hook)
+        # A Python comm hook in both precisions: DDP's built-in all-reduce is issued from C++, out of the collective
+        # recorder's sight; allreduce_hook issues the same all-reduce per bucket through torch.distributed.
+        hook = default_hooks.bf16_compress_hook if self.bf16 else default_hooks.allreduce_hook
+        self.model.register_comm_hook(None, hook)
         self.optimizer = wl.adamw(wl.param_groups(model.named_parameters(), w.adamw), w.adamw)
         self._sync_ctx = None
 
@@ -59,7 +63,7 @@ class DdpPeer(Peer):
         self.optimizer.zero_grad(set_to_none=True)
 
     def config(self):
-        return {"bucket_cap_mb": 25, "comm_hook": "bf16_compress_hook" if self.bf16 else None,
+        return {"bucket_cap_mb": 25, "comm_hook": "bf16_compress_hook" if self.bf16 else "allreduce_hook",
                 "autocast": "bf16" if self.bf16 else None, "gradient_sync": "last micro-batch (no_sync before)"}
 
 

@@ -6,7 +6,11 @@
     zeropp stage 3 with ZeRO++ hpZ (zero_hpz_partition_size = R, ranks per node): a secondary copy of the
            parameters sharded inside the node serves the backward gather (lins zeropp)
 
-MiCS left DeepSpeed in 0.19.7; on these versions FSDP2's HSDP (lins_peers.fsdp2, strategy hsdp) stands in for it.
+    mics   MiCS (stage 3 with mics_shard_size = R): parameters, gradients and optimizer states sharded inside a
+           node and replicated across nodes, the model built under deepspeed.zero.MiCS_Init (lins mics)
+
+MiCS left DeepSpeed in 0.19.7: `mics` needs DeepSpeed 0.19.6 or older (docs/peers.md); on later versions FSDP2's
+HSDP (lins_peers.fsdp2, strategy hsdp) stands in for it.
 
 ZeRO-3 settings (--zero3 comparison, the default): DeepSpeed keeps small parameters resident
 (stage3_param_persistence_threshold), keeps gathered parameters that will be reused soon (stage3_max_reuse_distance)
@@ -35,8 +39,9 @@ STRATEGIES: Dict[str, str] = {
     "zero2": "ZeRO stage 2 (lins zero2)",
     "zero3": "ZeRO stage 3 (lins zero3)",
     "zeropp": "ZeRO stage 3 + ZeRO++ hpZ, secondary partition = ranks per node (lins zeropp)",
+    "mics": "MiCS, mics_shard_size = ranks per node (lins mics; DeepSpeed 0.19.6 or older)",
 }
-PRESETS = {"zero1": "zero1", "zero2": "zero2", "zero3": "zero3", "zeropp": "zeropp"}
+PRESETS = {"zero1": "zero1", "zero2": "zero2", "zero3": "zero3", "zeropp": "zeropp", "mics": "mics"}
 
 # Every module gathered for forward and again for backward, no prefetch (see the module's help).
 ZERO3_COMPARISON = {
@@ -55,10 +60,15 @@ def system_name() -> str:
 
 
 def ds_config(strategy: str, w: wl.Workload, precision: str, zero3: str) -> Dict[str, object]:
-    stage = {"zero1": 1, "zero2": 2, "zero3": 3, "zeropp": 3}[strategy]
+    stage = {"zero1": 1, "zero2": 2, "zero3": 3, "zeropp": 3, "mics": 3}[strategy]
     zero: Dict[str, object] = {"stage": stage}
     if stage == 3 and zero3 == "comparison":
         zero.update(ZERO3_COMPARISON)
+    if strategy == "mics":
+        if w.nodes < 2:
+            raise SystemExit("deepspeed mics needs at least 2 nodes (ranks / --gpus-per-node)")
+        zero["mics_shard_size"] = w.gpus_per_node
+        zero["mics_hierarchical_params_gather"] = False
     if strategy == "zeropp":
         if not 1 < w.gpus_per_node < w.world:
             raise SystemExit("deepspeed zeropp needs 1 < --gpus-per-node < ranks (hpZ partitions inside a node)")
@@ -85,10 +95,28 @@ class DeepSpeedPeer(Peer):
             self.strategy = f"{strategy}-defaults"
         self.w = w
         self.cfg = ds_config(strategy, w, precision, zero3)
-        model = wl.build_model(w, device)
+        if strategy == "mics":
+            model = self._mics_model(w, device)
+        else:
+            model = wl.build_model(w, device)
         optimizer = wl.adamw(wl.param_groups(model.named_parameters(), w.adamw), w.adamw)
         self.engine, self.optimizer, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, config=self.cfg,
                                                                  dist_init_required=False)
+
+    def _mics_model(self, w: wl.Workload, device):
+        """lins's model built partitioned over the MiCS groups, then given lins's initial weights."""
+        import deepspeed
+        import lins_torch
+
+        if not hasattr(deepspeed.zero, "MiCS_Init"):
+            raise SystemExit(f"deepspeed {deepspeed.__version__} has no MiCS (removed in 0.19.7): install "
+                             "deepspeed==0.19.6 for the mics strategy, or run lins_peers.fsdp2 --strategies hsdp")
+        deepspeed.init_distributed(dist_backend=torch.distributed.get_backend())  # MiCS_Init reads the world size
+        with deepspeed.zero.MiCS_Init(config_dict_or_path=self.cfg, dtype=torch.float32):
+            model = lins_torch.LlamaModel(w.config, device=device)
+        with deepspeed.zero.GatheredParameters(list(model.parameters()), modifier_rank=0):
+            lins_torch.load_initial_weights(model, w.config, w.seed)
+        return model
 
     def forward(self, ids, targets, micro_batch, last):
         return wl.loss_sum(self.engine, ids, targets)
@@ -114,6 +142,7 @@ def main(argv=None) -> int:
     from .options import parser
 
     p = parser("deepspeed_zero", STRATEGIES, "zero1,zero2,zero3,zeropp")
+    p.epilog += "\n(mics is not in the default list: it needs deepspeed 0.19.6 or older)"
     p.add_argument("--zero3", choices=["comparison", "default"], default="comparison",
                    help="ZeRO-3 settings: comparison (gather every module in forward and backward, no prefetch) "
                         "or default (DeepSpeed's own thresholds); default strategies are named <stage>-defaults")
