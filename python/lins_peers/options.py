@@ -40,7 +40,12 @@ def parser(system: str, strategies: Dict[str, str], default_strategies: str) -> 
     a("--out", default="results/peers", help="output folder (default results/peers)")
     a("--name", default=None, help=f"file stem in --out (default {system}): NAME.csv, NAME.provenance.json, "
                                    "NAME.collectives.csv")
-    a("--peak-tflops", type=float, default=None, help="peak TFLOP/s per rank for the mfu column (default: empty)")
+    a("--attention", choices=["auto", "reference", "sdpa"], default="auto",
+      help="the attention kernel: reference (lins_torch's: scores materialised), sdpa "
+           "(scaled_dot_product_attention: FlashAttention on a GPU); auto: sdpa on gpu, reference on cpu")
+    a("--recompute", action="store_true", help="recompute every layer's activations in backward (as lins step)")
+    a("--peak-tflops", type=float, default=None, help="peak TFLOP/s per rank for the mfu column (default: a GEMM of the step's largest shape, "
+           "measured on every rank at once, as lins step)")
     a("--timeout", type=float, default=600, help="seconds a collective may wait before the job fails")
     return p
 
@@ -65,7 +70,9 @@ def workload(args, world: int) -> Workload:
         raise SystemExit("--seq, --micro-batch and --micro-batches must be at least 1")
     return Workload(model_name=args.model, config=lins_torch.preset(args.model), seq=args.seq,
                     micro_batch_size=args.micro_batch, micro_batches=m, world=world,
-                    gpus_per_node=args.gpus_per_node, seed=args.seed, adamw=AdamWConfig(lr=args.lr))
+                    gpus_per_node=args.gpus_per_node, seed=args.seed, adamw=AdamWConfig(lr=args.lr),
+                    attention=("sdpa" if args.backend == "gpu" else "reference") if args.attention == "auto"
+                    else args.attention, recompute=args.recompute)
 
 
 def strategy_list(text: str, known: Dict[str, str]) -> List[str]:

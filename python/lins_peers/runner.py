@@ -55,6 +55,32 @@ def _reduce(values: List[float], op, device) -> List[float]:
     return t.tolist()
 
 
+def measure_peak_tflops(w: "wl.Workload", device, precision: str) -> float:
+    """The GEMM rate of this rank on the step's largest GEMM shape (tokens of a micro-batch x ffn x hidden), every
+    rank at once, as lins step measures the peak its mfu column uses when --peak-tflops is not given: fp32 on the
+    CPU, the compute dtype on a GPU."""
+    import torch.distributed as dist
+
+    m, n, k = w.micro_batch_tokens, w.config.ffn, w.config.hidden
+    dtype = torch.bfloat16 if device.type == "cuda" and precision == "bf16" else torch.float32
+    a = torch.full((m, k), 0.5, dtype=dtype, device=device)
+    b = torch.full((n, k), 0.25, dtype=dtype, device=device)
+    for _ in range(3):
+        a @ b.t()
+    dist.barrier()
+    _sync(device)
+    iters, t0 = 0, time.perf_counter()
+    while True:
+        for _ in range(10):
+            a @ b.t()
+        iters += 10
+        _sync(device)
+        elapsed = time.perf_counter() - t0
+        if elapsed >= 0.3:
+            break
+    return 2.0 * m * n * k * iters / elapsed / 1e12
+
+
 def step_bytes(rows, gpus_per_node: int) -> Dict[str, float]:
     """Message bytes of one rank's step by kind (lins's four columns) and inside/across nodes (every kind)."""
     out = {f"{k}_bytes": 0.0 for k in INTRA_KINDS}
@@ -81,6 +107,11 @@ def run(system_label: str, file_stem: str, args, builders: Dict[str, Callable[..
     torch.manual_seed(args.seed)
     precision = args.precision
     fpt = results.flops_per_token(w.config, w.seq)
+    with rec.paused():
+        peak_tflops, peak_source = args.peak_tflops, "--peak-tflops"
+        if peak_tflops is None:
+            peak_tflops = measure_peak_tflops(w, device, args.precision)
+            peak_source = f"GEMM {w.micro_batch_tokens}x{w.config.ffn}x{w.config.hidden} measured on rank 0"
     name = args.name or file_stem
     out = Path(args.out)
     csv = results.StepCsv(out / f"{name}.csv")
@@ -139,7 +170,7 @@ def run(system_label: str, file_stem: str, args, builders: Dict[str, Callable[..
                     "precision": precision, "compute": precision, "world_size": w.world,
                     "gpus_per_node": w.gpus_per_node, "nodes": w.nodes, "seq": w.seq,
                     "micro_batch_size": w.micro_batch_size, "micro_batches": w.micro_batches,
-                    "tokens": w.global_tokens, "recompute": 0, "overlap": "all", "step": timed,
+                    "tokens": w.global_tokens, "recompute": int(w.recompute), "overlap": "all", "step": timed,
                     "step_time_s": mx[0], "step_time_min_s": mn[0], "step_time_mean_s": sm[0] / w.world,
                     "forward_s": mx[1], "backward_s": mx[2], "optimizer_s": mx[3],
                     "loss": sm[1] / w.global_tokens, "feasible": 1,
@@ -150,9 +181,8 @@ def run(system_label: str, file_stem: str, args, builders: Dict[str, Callable[..
                     row["peak_mem_bytes"] = peak
                 tgs = w.global_tokens / w.world / mx[0]
                 row["tgs"] = tgs
-                if args.peak_tflops:
-                    row["peak_tflops"] = args.peak_tflops
-                    row["mfu"] = fpt * tgs / (args.peak_tflops * 1e12)
+                row["peak_tflops"] = peak_tflops
+                row["mfu"] = fpt * tgs / (peak_tflops * 1e12)
                 csv.add(row)
                 print(f"  step {timed}: {mx[0]:.4f} s, loss {sm[1] / w.global_tokens:.6f}", flush=True)
         peer.close()
@@ -171,6 +201,8 @@ def run(system_label: str, file_stem: str, args, builders: Dict[str, Callable[..
                     "micro_batch_size": w.micro_batch_size, "micro_batches": w.micro_batches,
                     "global_batch_tokens": w.global_tokens, "gpus_per_node": w.gpus_per_node, "nodes": w.nodes,
                     "warmup_steps": args.warmup, "timed_steps": args.steps, "seed": args.seed,
+                    "peak_tflops": peak_tflops, "peak_tflops_source": peak_source,
+                    "attention": w.attention, "recompute": w.recompute,
                     "adamw": dataclasses.asdict(w.adamw),
                     "strategies": chosen, "system_config": system_config() if system_config else {}}
         results.write_provenance(out / f"{name}.provenance.json", [sys.executable] + sys.argv,

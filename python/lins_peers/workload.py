@@ -24,6 +24,8 @@ class Workload:
     gpus_per_node: int
     seed: int
     adamw: AdamWConfig
+    attention: str = "reference"  # "reference": lins_torch's; "sdpa": scaled_dot_product_attention
+    recompute: bool = False
 
     @property
     def nodes(self) -> int:
@@ -42,10 +44,49 @@ class Workload:
 
 
 def build_model(w: Workload, device, dtype=torch.float32) -> nn.Module:
-    """lins's model with lins's initial weights (rounded to dtype), on device."""
+    """lins's model with lins's initial weights (rounded to dtype), on device, with the workload's attention kernel
+    and recomputation."""
     model = lins_torch.LlamaModel(w.config, device=device, dtype=torch.float32)
     lins_torch.load_initial_weights(model, w.config, w.seed)
+    configure(model, w)
     return model.to(dtype=dtype)
+
+
+def _sdpa_forward(self, x, cos, sin):
+    """lins_torch's Attention.forward with the score, mask, softmax and value product in one
+    torch.nn.functional.scaled_dot_product_attention (FlashAttention or memory-efficient kernels on a GPU): the
+    same causal attention with the same 1/sqrt(head_dim) scale, without materialising the [seq, seq] scores."""
+    from lins_torch.model import apply_rope
+
+    b, s, h = x.shape
+    q = self.wq(x).view(b, s, self.heads, self.head_dim)
+    k = self.wk(x).view(b, s, self.heads, self.head_dim)
+    v = self.wv(x).view(b, s, self.heads, self.head_dim)
+    q = apply_rope(q, cos, sin, self.rope_pairing).transpose(1, 2)
+    k = apply_rope(k, cos, sin, self.rope_pairing).transpose(1, 2)
+    out = torch.nn.functional.scaled_dot_product_attention(q, k, v.transpose(1, 2), is_causal=True, scale=self.scale)
+    return self.wo(out.transpose(1, 2).reshape(b, s, h))
+
+
+def _recomputed(block_forward):
+    from torch.utils.checkpoint import checkpoint
+
+    def forward(x, cos, sin):
+        return checkpoint(block_forward, x, cos, sin, use_reentrant=False)
+
+    return forward
+
+
+def configure(model: nn.Module, w: Workload) -> None:
+    """attention "sdpa": every layer's attention through scaled_dot_product_attention; recompute: every transformer
+    layer's activations recomputed in backward (torch.utils.checkpoint), as lins step --recompute."""
+    import types
+
+    for layer in model.layers:
+        if w.attention == "sdpa":
+            layer.attention.forward = types.MethodType(_sdpa_forward, layer.attention)
+        if w.recompute:
+            layer.forward = _recomputed(layer.forward)
 
 
 def batch(w: Workload, step: int, rank: int, micro_batch: int, device) -> Tuple[torch.Tensor, torch.Tensor]:
