@@ -45,7 +45,7 @@ py=$(find_python) || {
   exit 1
 }
 
-log=$(mktemp "${TMPDIR:-/tmp}/lins-install-peers.XXXXXX.log")
+log=$(mktemp -t lins-install-peers.XXXXXX.log)
 trap 'rm -f "$log"' EXIT
 run() {
   if ! "$@" >>"$log" 2>&1; then
