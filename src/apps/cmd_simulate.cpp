@@ -45,16 +45,17 @@ CommandSpec simulate_spec() {
   auto opts = concat_options(model_options("llama-7b"), topology_options("8", ""));
   opts = concat_options(opts, workload_options("4096", "1", "4M"));
   opts = concat_options(opts, cost_options("paper-a800", "paper"));
+  opts = concat_options(opts, engine_options());
   opts = concat_options(opts, own);
   for (auto& o : opts)
     if (o.name == "model") o.help = "model preset, or a comma-separated list of presets";
-  return CommandSpec{"simulate",
-                     "Project the step time of each strategy to clusters you do not have (rows say 'projected').",
-                     "lins simulate [options]", opts,
-                     "example (the paper's Fig. 11-13 sweep):\n"
-                     "  lins simulate --model llama-7b,llama-13b,llama-30b --gpus 8,32,128,512,1024 --paper-recompute\n"
-                     "assumptions: one communication stream (collectives in schedule order), compute at a constant\n"
-                     "sustained rate, the optimizer memory bound; all of them are written to the provenance file."};
+  return CommandSpec{
+      "simulate", "Project the step time of each strategy to clusters you do not have (rows say 'projected').",
+      "lins simulate [options]", opts,
+      "example (the paper's Fig. 11-13 sweep):\n"
+      "  lins simulate --model llama-7b,llama-13b,llama-30b --gpus 8,32,128,512,1024 --paper-recompute\n"
+      "assumptions: each engine's streams and issue/wait points as the executor runs them, compute at a\n"
+      "constant sustained rate, the optimizer memory bound; all of them are written to the provenance file."};
 }
 
 std::vector<std::string> split_list(const std::string& s) {
@@ -191,6 +192,8 @@ int run_simulate(const Args& argv) {
     rate_source = "calibrated from " + args->get("calibrate");
   }
   const ComputeRates rates{sustained, *hbm * 1e9};
+  auto engine = parse_engine_options(*args);
+  if (!engine) return fail(engine.error());
 
   const std::string out_path = args->get("out");
   if (auto dir = std::filesystem::path(out_path).parent_path(); !dir.empty()) {
@@ -239,14 +242,15 @@ int run_simulate(const Args& argv) {
         so.micro_batches = workload->micro_batches;
         so.bucket_bytes = popt.bucket_bytes;
         so.expand_micro_batches = true;
-        auto sched = build_schedule(model, plan, topo, so);
-        if (!sched) return fail(sched.error());
-        const auto mem = estimate_memory(*sched, *workload, StateBytes{});
-        const PredictedComm predicted = predict_comm(*sched, *cost, *pricing);
+        so.engine = *engine;
         for (Overlap ov : overlaps) {
-          const auto proj =
-              project_step(*sched, model, workload->seq, workload->micro_batch_size, workload->recompute, ov, rates,
-                           [&](const CommOp& op) { return cost->op_time_s(op, topo, *pricing); });
+          so.overlap = ov;
+          auto sched = build_schedule(model, plan, topo, so);
+          if (!sched) return fail(sched.error());
+          const auto mem = estimate_memory(*sched, *workload, StateBytes{});
+          const PredictedComm predicted = predict_comm(*sched, *cost, *pricing);
+          const auto proj = project_step(*sched, model, workload->seq, workload->micro_batch_size, workload->recompute,
+                                         rates, [&](const CommOp& op) { return cost->op_time_s(op, topo, *pricing); });
           const double tokens = double(workload->global_batch_tokens);
           const double tgs = tokens / gpus / proj.step_s;
           const double mfu = model.flops_per_token(workload->seq) * tgs / (*peak * 1e12);
@@ -287,11 +291,14 @@ int run_simulate(const Args& argv) {
   assume.set("network", cost->network().name).set("network_description", cost->network().description);
   assume.set("profile", args->get("profile").empty() ? "none (alpha-beta only)" : args->get("profile"));
   assume.set("pricing", pricing_name(*pricing));
-  assume.set("communication", "one stream: collectives run one at a time in schedule order");
-  assume.set("overlap_rules",
-             "forward gathers one layer ahead; backward gathers one module ahead; reduce-scatters decoupled; bucket "
-             "all-reduces asynchronous unless overlap=no_allreduce/none; broadcasts of the previous update under the "
-             "first forward (each module waits for its own) unless overlap=no_bcast/no_allreduce/none");
+  assume.set("communication",
+             "each engine's communication streams (collectives of one stream run one at a time in issue order; "
+             "streams run concurrently), every op issued and waited for where its engine does (docs/engines.md)");
+  assume.set(
+      "overlap_rules",
+      "the engine's own points for overlap=all; no_bcast waits for the update broadcasts at the end of the step; "
+      "no_allreduce also waits for each all-reduce where it is issued; none issues every gather where it is "
+      "needed and waits for every op where it is issued");
   assume.set("compute",
              "module FLOPs (2 per weight per token, attention 4*seq*h per token, backward 2x forward, "
              "recomputation +1 forward) at the sustained rate");

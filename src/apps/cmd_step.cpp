@@ -81,7 +81,12 @@ CommandSpec step_spec() {
            "GPU; emulated on the CPU: fp32 arithmetic, every output rounded to bf16); weight gradients are fp32 "
            "either way (default: fp32 with --backend cpu, bf16 with --backend gpu)"},
           {"bucket", 0, "SIZE", "1M", "gradient all-reduce bucket U in bytes (of --precision elements)"},
-          {"trace", 0, "", "", "write a Chrome trace of the last timed step of every strategy per rank"},
+          {"trace", 0, "", "",
+           "write, per strategy and rank, a Chrome trace and the action log (timeline.*.csv, which `lins replay` "
+           "re-times) of the last timed step"},
+          {"collective-log", 0, "FILE", "",
+           "write every collective each rank issued in each timed step, in issue order (CSV: system, strategy, rank, "
+           "step, index, kind, group_size, elems, dtype, message_bytes)"},
           {"gpu-mem", 0, "SIZE", "1TiB", "memory per rank the planner may use for 'lins'"},
           {"peak-tflops", 0, "RATE", "",
            "peak TFLOP/s per rank for MFU (default: sgemm measured on every rank at "
@@ -96,6 +101,7 @@ CommandSpec step_spec() {
            "keep the rows of an interrupted (or finished) step.csv in --out and run only what is missing"},
       });
   spec.options = concat_options(spec.options, cost_options("cpu-local", "paper"));
+  spec.options = concat_options(spec.options, engine_options());
   spec.epilog =
       "examples:\n"
       "  mpirun -np 4 lins step --gpus-per-node 2\n"
@@ -170,6 +176,48 @@ std::string group_summary(const Plan& plan, const Topology& topo) {
          m.to_string() + ")";
   }
   return s;
+}
+
+// A strategy as one CSV field ("p=4x1,g=4x1,os=8x1" is quoted).
+std::string strategy_csv_field(const std::string& s) { return s.find(',') == std::string::npos ? s : "\"" + s + "\""; }
+
+// Every rank's `text` concatenated on rank 0 in rank order (empty elsewhere).
+std::string gather_text(const std::string& text, int rank, int world) {
+  WatchdogScope watched("MPI_Gather of the collective log");
+  int len = static_cast<int>(text.size());
+  std::vector<int> lens(static_cast<std::size_t>(world)), offsets(static_cast<std::size_t>(world));
+  MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
+  int total = 0;
+  for (int r = 0; r < world; ++r)
+    offsets[static_cast<std::size_t>(r)] = total, total += lens[static_cast<std::size_t>(r)];
+  std::string all(rank == 0 ? static_cast<std::size_t>(total) : 0, '\0');
+  MPI_Gatherv(text.data(), len, MPI_CHAR, all.data(), lens.data(), offsets.data(), MPI_CHAR, 0, MPI_COMM_WORLD);
+  return all;
+}
+
+// The action log of one step as CSV rows (the input of `lins replay`).
+std::string timeline_csv(const Executor& e) {
+  std::ostringstream o;
+  o << "step,position,action,index,carried,purpose,kind,stream,label,start_s,end_s,exec_start_s,exec_end_s\n";
+  const Schedule& s = e.schedule();
+  char nums[160];
+  for (const auto& r : e.actions()) {
+    const bool op = r.action.kind != Action::Kind::compute;
+    const CommOp* c = op ? &s.ops[static_cast<std::size_t>(r.action.index)] : nullptr;
+    std::string label = op ? c->label : "";
+    if (!op) {
+      const ComputeTask t = s.shape.task(r.action.index);
+      label = t.kind == TaskKind::optimizer ? "optimizer"
+                                            : std::string(t.kind == TaskKind::forward ? "forward " : "backward ") +
+                                                  e.model().spec().modules[static_cast<std::size_t>(t.module)].name;
+    }
+    std::snprintf(nums, sizeof nums, "%.9f,%.9f,%.9f,%.9f", r.start_s, r.end_s, r.exec_start_s, r.exec_end_s);
+    o << r.step << ',' << r.position << ',' << action_kind_name(r.action.kind) << ',' << r.action.index << ','
+      << (r.action.carried ? 1 : 0) << ',' << (op ? purpose_name(c->purpose) : "") << ','
+      << (op ? coll_kind_name(c->kind) : "") << ',' << (op ? std::to_string(c->stream) : "") << ',' << label << ','
+      << nums << '\n';
+  }
+  return o.str();
 }
 
 struct TableRow {
@@ -264,6 +312,8 @@ int run_step(const Args& args) {
 
   auto cost = parse_cost_model(a);
   if (!cost) return fail(cost.error());
+  auto engine = parse_engine_options(a);
+  if (!engine) return fail(engine.error());
   auto timeout = a.get_double("timeout");
   if (!timeout) return fail(timeout.error());
   start_rank_watchdog(*timeout, rank);
@@ -374,6 +424,8 @@ int run_step(const Args& args) {
     return key;
   };
 
+  const std::string collective_log = a.get("collective-log");
+  std::string collective_rows;  // this rank's rows of the collective log
   std::vector<TableRow> table;
   const double flops_per_token = model->flops_per_token(workload->seq);
   for (size_t si = 0; si < plans.size(); ++si) {
@@ -401,11 +453,11 @@ int run_step(const Args& args) {
     CommOptions co;
     co.mpi.progress = progress;
     co.compute_stream = backend->native_stream();
-    auto mesh = make_mesh_comms(gpu ? Backend::nccl : Backend::mpi, MPI_COMM_WORLD, plan, *topo, co);
-    if (auto s = agree_any(mesh ? Status() : Status(make_error(mesh.error()))); !s) return fail(s.error());
-    RoleComms comms{};
-    for (int r = 0; r < kGroupRoleCount; ++r) comms[r] = &(*mesh)->get(static_cast<GroupRole>(r));
+    auto world_comm = make_communicator(gpu ? Backend::nccl : Backend::mpi, MPI_COMM_WORLD, "world",
+                                        topo->nodes > 1 ? Axis::inter : Axis::intra, co);
+    if (auto s = agree_any(world_comm ? Status() : Status(make_error(world_comm.error()))); !s) return fail(s.error());
     ExecutorOptions eo;
+    eo.engine = *engine;
     eo.seq = workload->seq;
     eo.micro_batch_size = workload->micro_batch_size;
     eo.micro_batches = workload->micro_batches;
@@ -416,7 +468,7 @@ int run_step(const Args& args) {
     eo.adamw.lr = float(*lr);
     eo.trace = a.flag("trace");
     eo.state_dtype = precision;
-    auto ex = Executor::create(*model, plan, *topo, rank, comms, *backend, eo);
+    auto ex = Executor::create(*model, plan, *topo, rank, world_comm->get(), *backend, eo);
     if (auto s = agree_any(ex ? Status() : Status(make_error(ex.error()))); !s) return fail(s.error());
     Executor& e = **ex;
     const Schedule& sched = e.schedule();
@@ -442,6 +494,16 @@ int run_step(const Args& args) {
       if (auto ok = agree_any(st ? Status() : Status(make_error(st.error()))); !ok) return fail(ok.error());
       if (s < int(*warmup)) continue;
       const int timed = s - int(*warmup);
+      if (!collective_log.empty()) {
+        int index = 0;
+        for (int i : e.issued()) {
+          const CommOp& op = sched.ops[static_cast<std::size_t>(i)];
+          collective_rows += "lins," + strategy_csv_field(strategy) + "," + std::to_string(rank) + "," +
+                             std::to_string(timed) + "," + std::to_string(index++) + "," + coll_kind_name(op.kind) +
+                             "," + std::to_string(op.group.size()) + "," + std::to_string(op.elems) + "," +
+                             dtype_name(op.dtype) + "," + std::to_string(op.bytes()) + "\n";
+        }
+      }
       const double step_max = all_max(st->step_s), step_min = all_min(st->step_s);
       const double step_mean = all_sum(st->step_s) / world;
       const double fwd = all_max(st->forward_s), bwd = all_max(st->backward_s), opt = all_max(st->optimizer_s);
@@ -512,8 +574,12 @@ int run_step(const Args& args) {
       const std::string path =
           (std::filesystem::path(out_dir) / ("trace." + stem + ".rank" + std::to_string(rank) + ".json")).string();
       std::ofstream f(path);
-      f << chrome_trace_json(e.trace(), rank);
+      f << chrome_trace_json(e.trace(), rank, e.schedule().streams);
       if (!f) std::fprintf(stderr, "lins step: rank %d could not write %s\n", rank, path.c_str());
+      const std::string timeline =
+          (std::filesystem::path(out_dir) / ("timeline." + stem + ".rank" + std::to_string(rank) + ".csv")).string();
+      if (auto w = write_file_atomic(timeline, timeline_csv(e)); !w)
+        std::fprintf(stderr, "lins step: rank %d: %s\n", rank, w.error().c_str());
     }
     for (double* v : {&tr.step_s, &tr.fwd_s, &tr.bwd_s, &tr.opt_s, &tr.exposed_s, &tr.tgs, &tr.mfu})
       *v /= std::max(1, tr.steps);
@@ -528,6 +594,14 @@ int run_step(const Args& args) {
     table.push_back(tr);
   }
 
+  if (!collective_log.empty()) {
+    const std::string all = gather_text(collective_rows, rank, world);
+    Status written;
+    if (rank == 0)
+      written = write_file_atomic(collective_log,
+                                  "system,strategy,rank,step,index,kind,group_size,elems,dtype,message_bytes\n" + all);
+    if (auto s = agree(written, rank); !s) return fail(s.error());
+  }
   if (rank == 0) {
     if (auto s = writer->finish(); !s) return fail(s.error());
     std::printf("\n%-12s %-20s %8s %8s %8s %8s %9s %10s %10s %10s %7s %10s %10s %8s %8s %6s\n", "strategy", "plan",

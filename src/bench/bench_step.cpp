@@ -76,8 +76,7 @@ void BM_StepVsSgemm(benchmark::State& state) {
   o.micro_batch_size = batch;
   o.micro_batches = 1;
   o.recompute = recompute;
-  RoleComms none{};
-  auto ex = Executor::create(model, *plan, one, 0, none, *be, o);
+  auto ex = Executor::create(model, *plan, one, 0, nullptr, *be, o);
   if (!ex) {
     state.SkipWithError(ex.error().c_str());
     return;

@@ -1,10 +1,13 @@
-// The Communicator interface (DESIGN.md): collectives over one group of ranks, counted in elements of a dtype, with
-// asynchronous handles and per-kind counters of message bytes and time. Backends: MPI on host memory (the CPU path
-// and the tests' oracle) and NCCL on device memory (own stream, ordered after compute by CUDA events).
+// The Communicator interface: collectives over one group of ranks, counted in elements of a dtype, with asynchronous
+// handles and per-kind counters of message bytes and time. Backends: MPI on host memory (the CPU path and the tests'
+// oracle) and NCCL on device memory (ordered after compute by CUDA events). Each communicator runs its collectives on
+// a communication stream, one at a time in issue order; several communicators may share one stream (CommStream), and
+// work other than collectives (packing a send buffer, adding what arrived) can be queued on it with then().
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -20,17 +23,33 @@ class Request {
   struct Impl {
     virtual ~Impl() = default;
     virtual void wait() = 0;
+    // Host seconds (steady clock) when the work started and ended on its stream, once it has completed; false when
+    // the backend does not time it on the host (NCCL: device events only).
+    virtual bool executed(double* start_s, double* end_s) const {
+      (void)start_s, (void)end_s;
+      return false;
+    }
   };
   Request() = default;
   explicit Request(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+  // Waits once; later calls return at once. The request keeps its timing after the wait.
   void wait() {
-    if (impl_) impl_->wait();
-    impl_.reset();
+    if (impl_ && !waited_) impl_->wait();
+    waited_ = true;
   }
-  bool pending() const { return impl_ != nullptr; }
+  bool pending() const { return impl_ != nullptr && !waited_; }
+  bool executed(double* start_s, double* end_s) const { return impl_ && impl_->executed(start_s, end_s); }
+  Impl* impl() const { return impl_.get(); }
 
  private:
   std::shared_ptr<Impl> impl_;
+  bool waited_ = false;
+};
+
+// A communication stream: communicators created on the same one run their collectives (and then() work) one at a time
+// in issue order, as collectives on one NCCL communicator or one process group do. Made by Communicator::make_stream.
+struct CommStream {
+  virtual ~CommStream() = default;
 };
 
 // Per collective kind: calls, message bytes (the schedule's CommOp::bytes(): gathered size for all_gather, input
@@ -65,11 +84,26 @@ class Communicator {
   // Blocks the host until every collective issued so far has completed; afterwards counters() include their time.
   virtual void synchronize() {}
   // Collective over this group (MPI_Comm_split / ncclCommSplit): one new communicator per distinct color, ranks
-  // ordered by key; `name` and `axis` label it. Backends without sub-groups return an error.
-  virtual Result<std::unique_ptr<Communicator>> split(int color, int key, std::string name, Axis axis) {
-    (void)color, (void)key, (void)name, (void)axis;
+  // ordered by key; `name` and `axis` label it. It runs on `stream` (from make_stream of this backend), or on a stream
+  // of its own when null. Backends without sub-groups return an error.
+  virtual Result<std::unique_ptr<Communicator>> split(int color, int key, std::string name, Axis axis,
+                                                      std::shared_ptr<CommStream> stream = nullptr) {
+    (void)color, (void)key, (void)name, (void)axis, (void)stream;
     return make_error("this communicator backend cannot split into sub-groups");
   }
+  // A new communication stream for split().
+  virtual std::shared_ptr<CommStream> make_stream() { return nullptr; }
+  // Work on this communicator's stream, after the collectives and work issued on that stream so far and before
+  // later ones: `work(stream)` packs a send buffer, adds what a collective received, and so on. MPI backend: run by
+  // the stream's progress thread, stream = nullptr. NCCL backend: called at once, on the calling thread, with the
+  // CUDA stream to enqueue device work on. The request completes after the work.
+  virtual Request then(std::function<void(void* stream)> work) {
+    work(nullptr);
+    return Request();
+  }
+  // Later collectives and work on this communicator's stream start only after `r` completes (a request of any
+  // communicator of the same backend): one stream reading what another produced, without the caller waiting.
+  virtual void stream_wait(const Request& r) { const_cast<Request&>(r).wait(); }
   virtual const char* backend() const { return "unknown"; }  // "mpi", "nccl"
 
   const CommCounters& counters() const { return counters_; }

@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "comm/communicator.h"
 #include "core/result.h"
@@ -15,18 +16,23 @@ namespace lins {
 
 // How asynchronous collectives make progress.
 enum class MpiProgress {
-  // A per-communicator thread runs the blocking collectives in issue order (the default; needs
-  // MPI_THREAD_MULTIPLE). Why: the blocking calls use Open MPI's tuned algorithms (the nonblocking ones go through
-  // libnbc, which is slower at large sizes), and a thread progresses the collective while the caller computes,
-  // whereas MPI_I* collectives only move when the caller enters MPI, so they would not truly overlap compute.
+  // A thread per communication stream runs the blocking collectives (and then() work) of the communicators on that
+  // stream in issue order (the default; needs MPI_THREAD_MULTIPLE). Why: the blocking calls use Open MPI's tuned
+  // algorithms (the nonblocking ones go through libnbc, which is slower at large sizes), and a thread progresses the
+  // collective while the caller computes, whereas MPI_I* collectives only move when the caller enters MPI, so they
+  // would not truly overlap compute.
   thread,
-  // MPI_Iallgather & co., completed by MPI_Wait in Request::wait (any thread level).
+  // MPI_Iallgather & co., completed by MPI_Wait in Request::wait (any thread level). There is no stream to queue work
+  // on: then() and stream_wait() complete what they depend on at once, on the calling thread.
   nonblocking,
 };
 const char* mpi_progress_name(MpiProgress p);
 
+struct MpiStream;  // a progress thread and its queue (defined in the .cpp)
+
 struct MpiCommOptions {
   MpiProgress progress = MpiProgress::thread;  // falls back to nonblocking below MPI_THREAD_MULTIPLE
+  std::shared_ptr<CommStream> stream;          // the stream to run on (an MpiStream); null: a stream of its own
 };
 
 // The bf16 sum as an MPI_Op (created on first use, freed at MPI_Finalize); elements are MPI_UINT16_T.
@@ -60,23 +66,26 @@ class MpiCommunicator final : public Communicator {
   Request broadcast(void* buf, int64_t count, DType dtype, int root) override;
   void barrier() override;
   void synchronize() override;
-  Result<std::unique_ptr<Communicator>> split(int color, int key, std::string name, Axis axis) override;
+  Result<std::unique_ptr<Communicator>> split(int color, int key, std::string name, Axis axis,
+                                              std::shared_ptr<CommStream> stream = nullptr) override;
+  std::shared_ptr<CommStream> make_stream() override;
+  Request then(std::function<void(void* stream)> work) override;
+  void stream_wait(const Request& r) override;
 
-  struct Task;  // one collective (defined in the .cpp)
-  struct Worker;
+  struct Task;  // one collective, piece of work or stream wait (defined in the .cpp)
 
  private:
   MpiCommunicator() = default;
   Request submit(std::shared_ptr<Task> task);
-  void run_now(Task& task);
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1;
   std::string name_;
   Axis axis_ = Axis::intra;
   MpiCommOptions options_;
-  std::unique_ptr<Worker> worker_;  // progress thread (MpiProgress::thread)
-  std::shared_ptr<int> alive_;      // requests check it before touching counters_ after destruction
+  std::shared_ptr<MpiStream> stream_;  // progress thread (MpiProgress::thread), maybe shared with other communicators
+  std::vector<std::weak_ptr<Task>> pending_;  // nonblocking progress: issued, maybe not yet completed
+  std::shared_ptr<int> alive_;                // requests check it before touching counters_ after destruction
 };
 
 }  // namespace lins

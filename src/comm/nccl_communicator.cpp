@@ -69,6 +69,15 @@ struct NcclRequest final : Request::Impl {
   void wait() override { CUDA_CHECK(cudaStreamWaitEvent(compute, *done, 0)); }
 };
 
+// A CUDA stream several communicators can share.
+struct NcclStream final : CommStream {
+  cudaStream_t stream = nullptr;
+  NcclStream() { CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking)); }
+  ~NcclStream() override {
+    if (stream) cudaStreamDestroy(stream);
+  }
+};
+
 // The event is shared with group_end (which records it) and destroyed with its last owner.
 std::shared_ptr<cudaEvent_t> make_done_event() {
   auto e = std::shared_ptr<cudaEvent_t>(new cudaEvent_t(nullptr), [](cudaEvent_t* p) {
@@ -118,7 +127,8 @@ Result<std::unique_ptr<NcclCommunicator>> NcclCommunicator::create(MPI_Comm comm
   if (rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
   MPI_CHECK(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, comm));
   NCCL_CHECK(ncclCommInitRank(&c->comm_, size, id, rank));
-  CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream_, cudaStreamNonBlocking));
+  c->stream_owner_ = std::make_shared<NcclStream>();
+  c->stream_ = static_cast<NcclStream*>(c->stream_owner_.get())->stream;
   CUDA_CHECK(cudaMalloc(&c->barrier_buf_, sizeof(float)));
   c->register_with_watchdog();
   return c;
@@ -149,7 +159,7 @@ NcclCommunicator::~NcclCommunicator() {
   }
   if (barrier_buf_) cudaFree(barrier_buf_);
   if (comm_) ncclCommDestroy(comm_);
-  if (stream_) cudaStreamDestroy(stream_);
+  stream_owner_.reset();  // destroys the stream when no other communicator runs on it
 }
 
 // Orders the collective after the work already issued on the compute stream; returns its timing start event.
@@ -273,7 +283,29 @@ void NcclCommunicator::barrier() {
   synchronize();
 }
 
-Result<std::unique_ptr<Communicator>> NcclCommunicator::split(int color, int key, std::string name, Axis axis) {
+std::shared_ptr<CommStream> NcclCommunicator::make_stream() {
+  CUDA_CHECK(cudaSetDevice(device_));
+  return std::make_shared<NcclStream>();
+}
+
+Request NcclCommunicator::then(std::function<void(void*)> work) {
+  CUDA_CHECK(cudaEventDestroy(begin_on(compute_, stream_)));  // after the compute issued so far, as a collective
+  work(stream_);
+  auto req = std::make_shared<NcclRequest>();
+  req->compute = compute_;
+  req->done = make_done_event();
+  CUDA_CHECK(cudaEventRecord(*req->done, stream_));
+  return Request(std::move(req));
+}
+
+void NcclCommunicator::stream_wait(const Request& r) {
+  auto* impl = dynamic_cast<NcclRequest*>(r.impl());
+  if (!impl) return;  // a completed (default) request
+  CUDA_CHECK(cudaStreamWaitEvent(stream_, *impl->done, 0));
+}
+
+Result<std::unique_ptr<Communicator>> NcclCommunicator::split(int color, int key, std::string name, Axis axis,
+                                                              std::shared_ptr<CommStream> stream) {
   synchronize();
   std::unique_ptr<NcclCommunicator> c(new NcclCommunicator());
   NCCL_CHECK(ncclCommSplit(comm_, color, key, &c->comm_, nullptr));  // inherits the parent's config
@@ -284,7 +316,10 @@ Result<std::unique_ptr<Communicator>> NcclCommunicator::split(int color, int key
   c->name_ = std::move(name);
   c->axis_ = axis;
   c->compute_ = compute_;
-  CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream_, cudaStreamNonBlocking));
+  if (stream && !dynamic_cast<NcclStream*>(stream.get()))
+    return make_error("NcclCommunicator::split: the stream given was not made by an NCCL communicator");
+  c->stream_owner_ = stream ? std::move(stream) : std::make_shared<NcclStream>();
+  c->stream_ = static_cast<NcclStream*>(c->stream_owner_.get())->stream;
   CUDA_CHECK(cudaMalloc(&c->barrier_buf_, sizeof(float)));
   c->register_with_watchdog();
   return std::unique_ptr<Communicator>(std::move(c));

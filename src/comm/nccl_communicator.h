@@ -68,7 +68,11 @@ class NcclCommunicator final : public Communicator {
   void group_start() override;
   void group_end() override;
   void synchronize() override;
-  Result<std::unique_ptr<Communicator>> split(int color, int key, std::string name, Axis axis) override;
+  Result<std::unique_ptr<Communicator>> split(int color, int key, std::string name, Axis axis,
+                                              std::shared_ptr<CommStream> stream = nullptr) override;
+  std::shared_ptr<CommStream> make_stream() override;
+  Request then(std::function<void(void* stream)> work) override;
+  void stream_wait(const Request& r) override;
 
   struct Timing {  // one collective's start/stop events, settled into counters_ once both completed
     int kind = 0;
@@ -88,8 +92,9 @@ class NcclCommunicator final : public Communicator {
   int rank_ = 0, size_ = 1, device_ = 0;
   std::string name_;
   Axis axis_ = Axis::intra;
-  CUstream_st* stream_ = nullptr;   // collectives run here
-  CUstream_st* compute_ = nullptr;  // they start after the work issued on it before them
+  std::shared_ptr<CommStream> stream_owner_;  // owns stream_ (maybe shared with other communicators)
+  CUstream_st* stream_ = nullptr;             // collectives run here
+  CUstream_st* compute_ = nullptr;            // they start after the work issued on it before them
   int group_depth_ = 0;
   std::vector<std::pair<CollKind, CUevent_st*>> group_pending_;  // started inside group_start/group_end
   std::vector<std::shared_ptr<CUevent_st*>> group_done_;         // completion events to record at group_end

@@ -54,22 +54,18 @@ ShardLayout make_layout(const ModelSpec& model, const Plan& plan, const Topology
   ShardLayout L;
   const int stage = zero_stage(plan);
   if (plan.engine == Engine::zero && stage < 3) {
-    // ZeRO-1/2: P whole on every rank; optimizer states (and ZeRO-2 gradients) an even 1/s_os slice of each module.
+    // DeepSpeed ZeRO-1/2: P whole on every rank; the flat buffer of all parameters split evenly into one contiguous
+    // partition per rank of the optimizer-state group (stage_1_and_2.py partitions the flattened parameter group the
+    // same way). Modules are padded so that the buffer divides evenly.
     const GroupSpec os_group = group_spec(GroupRole::os_shard, plan, topo);
     L.shard_count = 1;
     L.shard_index = 0;
     L.owner_count = os_group.size();
     L.owner_index = group_index(os_group, rank);
     L.modules = split_modules(model, 1, 0, L.owner_count, &L.local_elems);
-    L.owner_elems.assign(L.owner_count, 0);
-    L.slices.reserve(L.modules.size() * static_cast<std::size_t>(L.owner_count));
-    for (const auto& ms : L.modules) {
-      const int64_t part = ms.padded_elems / L.owner_count;
-      for (int k = 0; k < L.owner_count; ++k) {
-        L.slices.push_back(OwnedSlice{-2, ms.local_offset + k * part, part, k});  // -2: a range, not one tensor
-        L.owner_elems[k] += part;
-      }
-    }
+    const int64_t part = L.local_elems / L.owner_count;
+    L.owner_elems.assign(L.owner_count, part);
+    for (int k = 0; k < L.owner_count; ++k) L.slices.push_back(OwnedSlice{-2, k * part, part, k});  // -2: a range
     return L;
   }
 

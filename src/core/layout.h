@@ -48,9 +48,9 @@ struct ShardLayout {
 
 // Layout of `rank` for `plan`. Shard count and owner count by engine:
 //   lins/ddp: shard by s_p, owners s_os/s_p with plan.os_layout;
-//   zero: stage 3 shards by the world; stages 1-2 keep P whole (shard count 1 for P) but own an even 1/s_os slice
-//         of every module, which is what `os_layout = intra_tensor` with module-level splitting means here;
-//   mics/zeropp: shard by the group (s_p), every rank owns its own shard.
+//   zero: stage 3 shards by the world; stages 1-2 keep P whole (shard count 1 for P) and own one contiguous 1/s_os
+//         range of the whole buffer (DeepSpeed's flat partition);
+//   mics/zeropp/fsdp: shard by the group (s_p), every rank owns its own shard.
 ShardLayout make_layout(const ModelSpec& model, const Plan& plan, const Topology& topo, int rank);
 
 // The local buffer of `shards` (this rank's shard of every module) cut at tensor boundaries, in local order: one

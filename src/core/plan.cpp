@@ -104,6 +104,8 @@ const char* engine_name(Engine e) {
       return "mics";
     case Engine::zeropp:
       return "zeropp";
+    case Engine::fsdp:
+      return "fsdp";
   }
   return "?";
 }
@@ -137,9 +139,11 @@ std::vector<std::pair<std::string, std::string>> plan_presets() {
       {"zero2", "ZeRO-2: gradients and optimizer states sharded over all ranks"},
       {"zero3", "ZeRO-3 / FSDP full shard: everything sharded over all ranks"},
       {"mics[:S]", "MiCS: ZeRO-3 inside groups of S GPUs (default one node), all-reduce across groups"},
-      {"hsdp", "FSDP HYBRID_SHARD: MiCS with one node per group"},
       {"zeropp[:K]", "ZeRO++ hpZ: ZeRO-3 plus a secondary P shard over K GPUs of a node (default all of them)"},
-      {"lins", "the planner's choice (PAPER.md section 5)"},
+      {"fsdp[:noreshard|:K]",
+       "PyTorch FSDP2 full shard; noreshard keeps gathered P from forward to backward, K keeps a 1/K copy"},
+      {"hsdp[:S]", "PyTorch FSDP2 HSDP: shard inside groups of S GPUs (default one node), all-reduce across them"},
+      {"lins", "the planner's choice: the legal 6-tuple with the least communication that fits in memory"},
       {"p=AxB,g=CxD,os=ExF", "any 6-tuple, run on the Lins engine"},
   };
 }
@@ -158,13 +162,33 @@ Result<Plan> parse_plan(std::string_view text_in, const Topology& topo) {
     return {};
   };
   Plan plan;
-  if (base == "ddp" || base == "zero1" || base == "zero2" || base == "zero3" || base == "hsdp") {
+  if (base == "ddp" || base == "zero1" || base == "zero2" || base == "zero3") {
     if (auto s = no_arg(base); !s) return make_error(s.error());
     if (base == "ddp") plan = make_preset("ddp", Engine::ddp, one, one, one);
     if (base == "zero1") plan = make_preset("zero1", Engine::zero, one, one, all);
     if (base == "zero2") plan = make_preset("zero2", Engine::zero, one, all, all);
     if (base == "zero3") plan = make_preset("zero3", Engine::zero, all, all, all);
-    if (base == "hsdp") plan = make_preset("hsdp", Engine::mics, {R, 1}, {R, 1}, {R, 1});
+  } else if (base == "fsdp") {
+    plan = make_preset(text, Engine::fsdp, all, all, all);
+    if (arg == "noreshard") {
+      plan.keep_after_forward = true;
+    } else if (!arg.empty()) {
+      auto v = parse_positive_int(arg, "plan fsdp reshard_after_forward group");
+      if (!v) return make_error(v.error() + " (write fsdp, fsdp:noreshard or fsdp:K with K dividing the world)");
+      if (*v < 2)
+        return make_error("plan fsdp:" + arg + ": K must be at least 2 (use fsdp:noreshard to keep all of P)");
+      plan.hpz_intra = *v;
+    }
+  } else if (base == "hsdp") {
+    int size = R;
+    if (!arg.empty()) {
+      auto v = parse_positive_int(arg, "plan hsdp shard group size");
+      if (!v) return make_error(v.error());
+      size = *v;
+    }
+    auto f = group_factor(size, topo, "hsdp:" + std::to_string(size));
+    if (!f) return make_error(f.error());
+    plan = make_preset(arg.empty() ? "hsdp" : "hsdp:" + arg, Engine::fsdp, *f, *f, *f);
   } else if (base == "mics") {
     int size = R;
     if (!arg.empty()) {
@@ -282,11 +306,21 @@ Status validate_plan(const Plan& plan, const Topology& topo) {
     if (plan.hpz_intra < 1 || !divides(plan.hpz_intra, R))
       return make_error(where + ": the ZeRO++ secondary partition (hpz=" + std::to_string(plan.hpz_intra) +
                         ") must divide the " + std::to_string(R) + " GPUs per node");
+  } else if (plan.engine == Engine::fsdp) {
+    if (plan.hpz_intra != 0 &&
+        (plan.hpz_intra < 2 || !divides(plan.hpz_intra, plan.p.total()) || !divides(plan.hpz_intra, R)))
+      return make_error(where + ": FSDP2's reshard_after_forward=" + std::to_string(plan.hpz_intra) +
+                        " must be a divisor of the shard group of " + std::to_string(plan.p.total()) + " and of the " +
+                        std::to_string(R) + " GPUs per node, at least 2");
+    if (plan.hpz_intra != 0 && plan.keep_after_forward)
+      return make_error(where + ": FSDP2 keeps either all of P (noreshard) or a 1/K copy, not both");
   } else if (plan.hpz_intra != 0) {
-    return make_error(where + ": a secondary partition (hpz) exists only on the zeropp engine");
+    return make_error(where + ": a secondary partition (hpz) exists only on the zeropp and fsdp engines");
   }
-  if (plan.engine == Engine::mics && !(plan.p == plan.g && plan.g == plan.os))
-    return make_error(where + ": the mics engine shards P, G and OS with one group size");
+  if ((plan.engine == Engine::mics || plan.engine == Engine::fsdp) && !(plan.p == plan.g && plan.g == plan.os))
+    return make_error(where + ": the " + engine_name(plan.engine) + " engine shards P, G and OS with one group size");
+  if (plan.engine == Engine::zero && !(plan.p == plan.g || plan.p.total() == 1))
+    return make_error(where + ": DeepSpeed ZeRO shards P only together with G and OS (stage 3)");
   return {};
 }
 

@@ -21,14 +21,17 @@ struct ShardFactor {
   bool operator==(const ShardFactor&) const = default;
 };
 
-// Whose collective pattern executes the plan (DESIGN.md: the engine is part of the plan).
+// Whose collective pattern executes the plan: the engine is part of the plan, so that one 6-tuple can run both on
+// its real system's engine and on the Lins engine (the paper's Fig. 16/17). docs/engines.md describes each.
 enum class Engine {
-  lins,    // PAPER.md section 4: per-module AG/AG/RS over s_p, bucketed AR + select & drop, Broadcast
-  ddp,     // bucketed AllReduce of gradients over all ranks once per step
-  zero,    // DeepSpeed ZeRO-1/2/3: reduce-scatter of gradients, all-gather of parameters (stage from the factors)
-  mics,    // MiCS / FSDP HYBRID_SHARD: ZeRO-3 inside a group, AllReduce of gradient shards across groups
-  zeropp,  // ZeRO++ hpZ: ZeRO-3 whose backward all-gather reads a secondary copy of P sharded inside the node
+  lins,    // per-module gathers and reduce-scatters over s_p, bucketed all-reduce + select & drop, broadcasts
+  ddp,     // PyTorch DDP: bucketed all-reduce of gradients over all ranks in the last micro-batch
+  zero,    // DeepSpeed ZeRO-1/2/3 (stage from the factors)
+  mics,    // DeepSpeed MiCS: ZeRO-3 inside a group, all-reduce of gradient shards across groups at the boundary
+  zeropp,  // DeepSpeed ZeRO++ hpZ: ZeRO-3 whose later gathers read a secondary copy of P sharded inside the node
+  fsdp,    // PyTorch FSDP2: full shard, or HSDP (shard inside a group, all-reduce across groups)
 };
+constexpr int kEngineCount = 6;
 
 // How optimizer states are split over the OS group.
 enum class OsLayout {
@@ -41,7 +44,10 @@ struct Plan {
   Engine engine = Engine::lins;
   ShardFactor p, g, os;
   OsLayout os_layout = OsLayout::inter_tensor;
-  int hpz_intra = 0;  // ZeRO++ secondary partition of P inside the node (GPUs), 0 = none
+  // ZeRO++: the secondary partition of P inside the node (GPUs). FSDP2: reshard_after_forward=k, the group that keeps
+  // a 1/k copy of P from forward to backward. 0 = none.
+  int hpz_intra = 0;
+  bool keep_after_forward = false;  // FSDP2 reshard_after_forward=False: gathered P kept from forward to backward
 
   // "p=4x1,g=4x1,os=8x1" (plus ",hpz=8" for ZeRO++); parse_plan reads it back on the Lins engine.
   std::string to_string() const;

@@ -1,10 +1,11 @@
-// Builds the per-step collective schedule of every engine; see schedule.h and PAPER.md section 4.
+// The Schedule's vocabulary and totals, the engine builder every engine file uses, and build_schedule: the engine of
+// the plan fills the ops, then the overlap mode moves their points, then the points are checked. See schedule.h.
 #include "core/schedule.h"
 
 #include <algorithm>
 #include <charconv>
-#include <iterator>
-#include <string_view>
+
+#include "core/engines.h"
 
 namespace lins {
 
@@ -50,9 +51,61 @@ const char* term_name(Term t) {
   return "?";
 }
 
-const char* dtype_name(DType d) { return d == DType::fp32 ? "fp32" : "bf16"; }
-const char* axis_name(Axis a) { return a == Axis::intra ? "intra" : "inter"; }
-int dtype_bytes(DType d) { return d == DType::fp32 ? 4 : 2; }
+const char* purpose_name(Purpose p) {
+  switch (p) {
+    case Purpose::forward_gather:
+      return "forward_gather";
+    case Purpose::backward_gather:
+      return "backward_gather";
+    case Purpose::hpz_gather:
+      return "hpz_gather";
+    case Purpose::grad_reduce_scatter:
+      return "grad_reduce_scatter";
+    case Purpose::zero_grad_reduce:
+      return "zero_grad_reduce";
+    case Purpose::grad_bucket_all_reduce:
+      return "grad_bucket_all_reduce";
+    case Purpose::sync_bucket_all_reduce:
+      return "sync_bucket_all_reduce";
+    case Purpose::replica_all_reduce:
+      return "replica_all_reduce";
+    case Purpose::update_gather:
+      return "update_gather";
+    case Purpose::update_broadcast:
+      return "update_broadcast";
+  }
+  return "?";
+}
+
+const char* dtype_name(DType d) {
+  switch (d) {
+    case DType::fp32:
+      return "fp32";
+    case DType::bf16:
+      return "bf16";
+  }
+  return "?";
+}
+
+const char* axis_name(Axis a) {
+  switch (a) {
+    case Axis::intra:
+      return "intra";
+    case Axis::inter:
+      return "inter";
+  }
+  return "?";
+}
+
+int dtype_bytes(DType d) {
+  switch (d) {
+    case DType::fp32:
+      return 4;
+    case DType::bf16:
+      return 2;
+  }
+  return 0;
+}
 
 double bus_factor(CollKind kind, int n) {
   if (n <= 1) return 0.0;
@@ -66,6 +119,50 @@ double bus_factor(CollKind kind, int n) {
       return 1.0;
   }
   return 0.0;
+}
+
+bool is_gather(Purpose p) {
+  switch (p) {
+    case Purpose::forward_gather:
+    case Purpose::backward_gather:
+    case Purpose::hpz_gather:
+      return true;
+    case Purpose::grad_reduce_scatter:
+    case Purpose::zero_grad_reduce:
+    case Purpose::grad_bucket_all_reduce:
+    case Purpose::sync_bucket_all_reduce:
+    case Purpose::replica_all_reduce:
+    case Purpose::update_gather:
+    case Purpose::update_broadcast:
+      return false;
+  }
+  return false;
+}
+
+ComputeTask StepShape::task(int index) const {
+  if (index >= optimizer_task()) return ComputeTask{TaskKind::optimizer, micro_batches - 1, -1};
+  const int per_mb = 2 * modules;
+  const int mb = index / per_mb, k = index % per_mb;
+  if (k < modules) return ComputeTask{TaskKind::forward, mb, k};
+  return ComputeTask{TaskKind::backward, mb, modules - 1 - (k - modules)};
+}
+
+std::string StepShape::describe(Point p) const {
+  std::string where;
+  const int task = p.slot / 2;
+  const bool before = p.slot % 2 == 1;
+  if (!before && task == task_count()) {
+    where = "the end of the step";
+  } else {
+    const ComputeTask t = this->task(before ? task : task - 1);
+    const char* what = t.kind == TaskKind::forward    ? "forward"
+                       : t.kind == TaskKind::backward ? "backward"
+                                                      : "optimizer";
+    where = std::string(before ? "before " : "after ") + what;
+    if (t.kind != TaskKind::optimizer)
+      where += " of module " + std::to_string(t.module) + " (micro-batch " + std::to_string(t.micro_batch) + ")";
+  }
+  return p.next_step ? where + " of the next step" : where;
 }
 
 double Schedule::message_bytes() const {
@@ -108,151 +205,225 @@ int64_t Schedule::op_count() const {
   return n;
 }
 
+// ---- the builder the engines share ----------------------------------------------------------------------------
+
+EngineBuilder::EngineBuilder(const ModelSpec& model, Schedule& s) : model_(model), s_(s) {
+  for (int r = 0; r < kGroupRoleCount; ++r) {
+    role_group_[r] = group_spec(static_cast<GroupRole>(r), s.plan, s.topo);
+    role_mesh_[r] = group_mesh(role_group_[r], s.topo, s.options.rank);
+  }
+}
+
+std::vector<MicroBatchCopy> EngineBuilder::copies() const {
+  const int M = micro_batches();
+  std::vector<MicroBatchCopy> out;
+  if (expanded() || M <= 3) {
+    for (int mb = 0; mb < M; ++mb) out.push_back(MicroBatchCopy{mb, 1, mb == 0, mb == M - 1});
+    return out;
+  }
+  out.push_back(MicroBatchCopy{0, 1, true, false});
+  out.push_back(MicroBatchCopy{1, M - 2, false, false});
+  out.push_back(MicroBatchCopy{M - 1, 1, false, true});
+  return out;
+}
+
+int EngineBuilder::add(const MicroBatchCopy& c, Phase phase, const OpSpec& spec) {
+  const GroupSpec& g = role_group_[static_cast<int>(spec.role)];
+  if (g.size() <= 1 || spec.elems == 0) return -1;
+  CommOp& op = s_.ops.emplace_back();  // filled in place: the planner builds ~10^5 ops per search
+  op.phase = phase;
+  op.micro_batch = c.mb;
+  op.repeat = c.repeat;
+  op.module = spec.module;
+  if (spec.label.empty() && spec.module >= 0)
+    op.label = model_.modules[static_cast<std::size_t>(spec.module)].name;
+  else
+    op.label.assign(spec.label);
+  if (spec.label_number >= 0) {
+    char digits[16];
+    const auto end = std::to_chars(digits, digits + sizeof digits, spec.label_number).ptr;
+    op.label.append(digits, end);
+  }
+  op.kind = spec.kind;
+  op.term = spec.term;
+  op.purpose = spec.purpose;
+  op.role = spec.role;
+  op.group = g;
+  op.mesh = role_mesh_[static_cast<int>(spec.role)];
+  op.elems = spec.elems;
+  op.local_offset = spec.local_offset;
+  op.root = spec.root;
+  op.in_place = spec.in_place;
+  op.dtype = s_.options.dtype;
+  op.stream = spec.stream;
+  op.issue = spec.issue;
+  op.wait = spec.wait;
+  op.after = spec.after;
+  return static_cast<int>(s_.ops.size()) - 1;
+}
+
+int EngineBuilder::unit_of(int module) const {
+  const int layer = model_.modules[static_cast<std::size_t>(module)].layer;
+  if (layer < 0) return 0;
+  return std::min(layer, model_.dims.layers) + 1;
+}
+
+int EngineBuilder::module_at(int64_t offset) const {
+  int found = 0;
+  for (const auto& ms : layout().modules)
+    if (ms.local_offset <= offset && offset < ms.local_offset + ms.shard_elems) found = ms.module;
+  return found;
+}
+
+Status EngineBuilder::check_budget(int64_t per_copy, const char* what) const {
+  const int64_t copies = static_cast<int64_t>(this->copies().size());
+  if (per_copy * copies <= kMaxScheduleOps) return {};
+  return make_error(std::string(what) + " gives " + std::to_string(per_copy) + " collectives per micro-batch, " +
+                    std::to_string(per_copy * copies) + " in the expanded step, more than the " +
+                    std::to_string(kMaxScheduleOps) + " allowed; use a larger bucket or fewer micro-batches");
+}
+
+Result<std::vector<Bucket>> cut_buckets(const ModelSpec& model, const ShardLayout& layout, const BucketRule& rule) {
+  const int64_t cap_elems = std::max<int64_t>(1, rule.cap_elems);
+  const int64_t first_cap = rule.first_cap_elems > 0 ? std::min(rule.first_cap_elems, cap_elems) : cap_elems;
+  const int64_t total = layout.local_elems;
+  // Refused before anything is built: there are at least total / cap buckets.
+  if (total / cap_elems + 1 > kMaxOpsPerMicroBatch) {
+    const int64_t smallest = (total + kMaxOpsPerMicroBatch - 2) / (kMaxOpsPerMicroBatch - 1);
+    return make_error(
+        std::string(rule.option) + " of " + std::to_string(cap_elems) + " elements would cut the local gradient of " +
+        std::to_string(total) + " elements into more than " + std::to_string(kMaxOpsPerMicroBatch) +
+        " buckets per micro-batch; the smallest bucket allowed is " + std::to_string(smallest) + " elements");
+  }
+  // The pieces a bucket may not split, in local order: tensors (and padding), modules, or one piece per module that
+  // buckets may cut anywhere.
+  std::vector<OwnedSlice> pieces;
+  if (rule.whole_tensors && !rule.whole_modules) {
+    pieces = tensor_pieces(model, layout.modules);
+  } else {
+    for (const auto& ms : layout.modules) pieces.push_back(OwnedSlice{ms.module, ms.local_offset, ms.shard_elems, 0});
+  }
+  const bool whole = rule.whole_tensors || rule.whole_modules;
+  auto module_of = [&](int64_t offset) {
+    int found = 0;
+    for (const auto& ms : layout.modules)
+      if (ms.local_offset <= offset && offset < ms.local_offset + ms.shard_elems) found = ms.module;
+    return found;
+  };
+  std::vector<Bucket> out;
+  int64_t open_at = rule.from_start ? 0 : total;  // where the bucket being filled starts (its far end)
+  int64_t filled = 0;
+  auto cap = [&] { return out.empty() ? first_cap : cap_elems; };
+  auto close = [&](int64_t at) {  // the bucket spans from open_at to `at`
+    const int64_t lo = std::min(open_at, at), hi = std::max(open_at, at);
+    if (hi > lo) out.push_back(Bucket{lo, hi - lo, module_of(lo)});
+    open_at = at;
+    filled = 0;
+  };
+  const std::size_t n = pieces.size();
+  for (std::size_t k = 0; k < n; ++k) {
+    const OwnedSlice& p = pieces[rule.from_start ? k : n - 1 - k];
+    const int64_t lo = p.local_offset, hi = p.local_offset + p.elems;
+    const int64_t near = rule.from_start ? lo : hi, far = rule.from_start ? hi : lo;
+    if (whole) {
+      if (filled > 0 && filled + p.elems > cap()) close(near);
+      filled += p.elems;
+      if (filled >= cap()) close(far);
+      continue;
+    }
+    int64_t at = near;
+    int64_t left = p.elems;
+    while (left > 0) {
+      const int64_t take = std::min(left, cap() - filled);
+      at += rule.from_start ? take : -take;
+      left -= take;
+      filled += take;
+      if (filled == cap()) close(at);
+    }
+  }
+  close(rule.from_start ? total : 0);
+  return out;
+}
+
+// ---- build_schedule -----------------------------------------------------------------------------------------------
+
 namespace {
 
-struct Builder {
-  const ModelSpec& model;
-  const Plan& plan;
-  const Topology& topo;
-  const ScheduleOptions& opt;
-  const ShardLayout& layout;
-  std::vector<CommOp>& ops;
-  // Group and mesh of each role, computed once per schedule (the planner builds thousands of ops per plan).
-  GroupSpec role_group[kGroupRoleCount];
-  Mesh role_mesh[kGroupRoleCount];
-
-  void init_roles() {
-    for (int r = 0; r < kGroupRoleCount; ++r) {
-      role_group[r] = group_spec(static_cast<GroupRole>(r), plan, topo);
-      role_mesh[r] = group_mesh(role_group[r], topo, opt.rank);
-    }
+Status build_engine_ops(EngineBuilder& b) {
+  switch (b.plan().engine) {
+    case Engine::ddp:
+      return build_ddp_ops(b);
+    case Engine::zero:
+      return zero_stage(b.plan()) == 3 ? build_deepspeed_zero3_ops(b) : build_deepspeed_zero12_ops(b);
+    case Engine::mics:
+    case Engine::zeropp:
+      return build_deepspeed_zero3_ops(b);
+    case Engine::fsdp:
+      return build_fsdp_ops(b);
+    case Engine::lins:
+      return build_lins_ops(b);
   }
+  return make_error("no engine builds this plan");
+}
 
-  // Appends an op unless its group is a single rank.
-  // The label is `label` followed by `label_number` when that is not negative ("bucket 5"), written straight into the
-  // op: the planner builds ~10^5 ops per search and temporary strings showed up in its profile.
-  void add(Phase phase, int mb, int repeat, int module, std::string_view label, int label_number, CollKind kind,
-           Term term, GroupRole role, int64_t elems, int64_t local_offset = 0, int root = 0) {
-    const GroupSpec& g = role_group[static_cast<int>(role)];
-    if (g.size() <= 1 || elems == 0) return;
-    CommOp& op = ops.emplace_back();  // filled in place: no second copy of the op
-    op.phase = phase;
-    op.micro_batch = mb;
-    op.repeat = repeat;
-    op.module = module;
-    op.label.assign(label);
-    if (label_number >= 0) {
-      char digits[16];
-      const auto end = std::to_chars(digits, digits + sizeof digits, label_number).ptr;
-      op.label.append(digits, end);
+// The overlap modes (the paper's Table V), applied to any engine's points: `none` issues each gather where it is
+// needed and waits for every op where it is issued; `no_allreduce` also waits for each all-reduce where it is issued;
+// `no_bcast` waits for what spreads the update at the end of the step instead of under the next forward.
+void apply_overlap(Schedule& s) {
+  const Overlap o = s.options.overlap;
+  const Point end = s.shape.end_of_step();
+  for (auto& op : s.ops) {
+    const bool update = op.purpose == Purpose::update_broadcast || op.purpose == Purpose::update_gather;
+    if (update && !overlaps_broadcast(o) && op.wait.next_step) op.wait = end;
+    if (o == Overlap::none) {
+      if (is_gather(op.purpose))
+        op.issue = op.wait;
+      else
+        op.wait = op.issue;
+      continue;
     }
-    op.kind = kind;
-    op.term = term;
-    op.role = role;
-    op.group = g;
-    op.mesh = role_mesh[static_cast<int>(role)];
-    op.elems = elems;
-    op.local_offset = local_offset;
-    op.root = root;
-    op.dtype = opt.dtype;
+    if (op.kind == CollKind::all_reduce && !overlaps_all_reduce(o)) op.wait = op.issue;
   }
-
-  void micro_batch(int mb, int repeat, bool last) {
-    const bool p_sharded = layout.shard_count > 1;
-    const auto& mods = layout.modules;
-    auto mname = [&](int m) -> std::string_view { return model.modules[m].name; };
-
-    // Forward: gather each module's parameters before it runs.
-    if (p_sharded)
-      for (const auto& ms : mods)
-        add(Phase::forward, mb, repeat, ms.module, mname(ms.module), -1, CollKind::all_gather, Term::param,
-            GroupRole::p_shard, ms.padded_elems);
-
-    // Backward, last module first.
-    const int64_t bucket_elems = std::max<int64_t>(1, opt.bucket_bytes / dtype_bytes(opt.dtype));
-    int64_t next_bucket_end = layout.local_elems;
-    int bucket_id = 0;
-    const bool lins_like = plan.engine == Engine::lins || plan.engine == Engine::ddp;
-    const int stage = zero_stage(plan);
-    // Next-module prefetch (PAPER.md section 6): the gather of the module that runs next in backward is issued when
-    // this module's backward starts, so it is listed before this module's reduce-scatter and gradient syncs.
-    const GroupRole bwd_gather = plan.engine == Engine::zeropp ? GroupRole::hpz : GroupRole::p_shard;
-    auto gather_for_backward = [&](const ModuleShard& ms) {
-      add(Phase::backward, mb, repeat, ms.module, mname(ms.module), -1, CollKind::all_gather, Term::param, bwd_gather,
-          ms.padded_elems);
-    };
-    if (p_sharded && !mods.empty()) gather_for_backward(mods.back());
-    for (auto it = mods.rbegin(); it != mods.rend(); ++it) {
-      const auto& ms = *it;
-      if (p_sharded) {
-        if (std::next(it) != mods.rend()) gather_for_backward(*std::next(it));
-        add(Phase::backward, mb, repeat, ms.module, mname(ms.module), -1, CollKind::reduce_scatter, Term::param,
-            GroupRole::p_shard, ms.padded_elems);
-      }
-      if (plan.engine == Engine::zero && stage == 2)
-        add(Phase::backward, mb, repeat, ms.module, mname(ms.module), -1, CollKind::reduce_scatter,
-            last ? Term::os_sync : Term::grad, GroupRole::os_shard, ms.padded_elems);
-      if (plan.engine == Engine::zero && stage == 1 && last)
-        add(Phase::backward, mb, repeat, ms.module, mname(ms.module), -1, CollKind::reduce_scatter, Term::os_sync,
-            GroupRole::os_shard, ms.padded_elems);
-      if (plan.engine == Engine::mics && last)
-        add(Phase::backward, mb, repeat, ms.module, mname(ms.module), -1, CollKind::all_reduce, Term::os_sync,
-            GroupRole::p_replica, ms.shard_elems, ms.local_offset);
-      if (lins_like) {
-        // Buckets are cut from the end of the local gradient buffer; a bucket goes out once backward has produced
-        // every element of it.
-        while (next_bucket_end > 0 && std::max<int64_t>(0, next_bucket_end - bucket_elems) >= ms.local_offset) {
-          const int64_t start = std::max<int64_t>(0, next_bucket_end - bucket_elems);
-          const int id = bucket_id++;  // the label is made only for an op that is kept
-          if (last)
-            add(Phase::backward, mb, repeat, -1, "bucket ", id, CollKind::all_reduce, Term::os_sync,
-                GroupRole::p_replica, next_bucket_end - start, start);
-          else if (plan.g.total() > plan.p.total())
-            add(Phase::backward, mb, repeat, -1, "bucket ", id, CollKind::all_reduce, Term::grad, GroupRole::g_replica,
-                next_bucket_end - start, start);
-          next_bucket_end = start;
-        }
-      }
-    }
-  }
-
-  void after_step() {
-    if (plan.engine == Engine::zero && zero_stage(plan) < 3)
-      for (const auto& ms : layout.modules)
-        add(Phase::optimizer, opt.micro_batches - 1, 1, ms.module, model.modules[ms.module].name, -1,
-            CollKind::all_gather, Term::os_bcast, GroupRole::os_shard, ms.padded_elems);
-    if (plan.engine == Engine::lins || plan.engine == Engine::ddp) {
-      // Each owner broadcasts its updated slices to the ranks holding the same P shard, module by module in forward
-      // order, so the next step's forward of a module waits only for that module's broadcasts (PAPER.md section 6).
-      // One sweep over the slices (they are in local-buffer order; a range slice may span modules), touching only
-      // the owners that hold part of each module: the planner builds this for up to world-size owners.
-      std::vector<int64_t> per_owner(layout.owner_count, 0);
-      std::vector<int> touched;
-      std::size_t first = 0;
-      const auto& slices = layout.slices;
-      for (const auto& ms : layout.modules) {
-        const int64_t lo = ms.local_offset, hi = ms.local_offset + ms.shard_elems;
-        while (first < slices.size() && slices[first].local_offset + slices[first].elems <= lo) ++first;
-        for (std::size_t j = first; j < slices.size() && slices[j].local_offset < hi; ++j) {
-          const auto& sl = slices[j];
-          const int64_t a = std::max(lo, sl.local_offset), b = std::min(hi, sl.local_offset + sl.elems);
-          if (a >= b) continue;
-          if (per_owner[sl.owner] == 0) touched.push_back(sl.owner);
-          per_owner[sl.owner] += b - a;
-        }
-        std::sort(touched.begin(), touched.end());  // owners broadcast in index order
-        for (int owner : touched) {
-          add(Phase::next_forward, opt.micro_batches - 1, 1, ms.module, model.modules[ms.module].name, -1,
-              CollKind::broadcast, Term::os_bcast, GroupRole::os_replica, per_owner[owner], ms.local_offset, owner);
-          per_owner[owner] = 0;
-        }
-        touched.clear();
-      }
-    }
-  }
-};
+}
 
 }  // namespace
+
+Status check_points(const Schedule& s) {
+  const int64_t end = s.shape.end_of_step().order();
+  for (std::size_t i = 0; i < s.ops.size(); ++i) {
+    const CommOp& op = s.ops[i];
+    auto fail = [&](const std::string& why) {
+      return make_error("schedule: op " + std::to_string(i) + " (" + purpose_name(op.purpose) + " " + op.label +
+                        ", issued " + s.shape.describe(op.issue) + ", waited " + s.shape.describe(op.wait) + ") " +
+                        why);
+    };
+    if (op.issue.next_step || op.issue.order() < 1 || op.issue.order() > end) return fail("is issued outside the step");
+    if (op.wait.order() < op.issue.order()) return fail("is waited for before it is issued");
+    if (op.wait.next_step && !(op.issue == s.shape.end_of_step()))
+      return fail("waits in the next step but is not issued at the end of this one");
+    if (op.wait.next_step && op.wait.order() - (int64_t(1) << 32) >= end)
+      return fail("is waited for after the end of the next step");
+    if (op.stream < 0 || op.stream >= static_cast<int>(s.streams.size())) return fail("runs on an unnamed stream");
+    if (op.after >= 0) {
+      if (op.after >= static_cast<int>(i)) return fail("runs after an op that is not issued before it");
+      const CommOp& dep = s.ops[static_cast<std::size_t>(op.after)];
+      if (dep.stream == op.stream) return fail("names an op on its own stream as the one it runs after");
+      if (dep.issue.order() > op.issue.order()) return fail("runs after an op that is issued later");
+    }
+  }
+  for (std::size_t t = 0; t < s.task_params.size(); ++t) {
+    const TaskParams& tp = s.task_params[t];
+    if (tp.source != TaskParams::Source::gathered) continue;
+    if (tp.gather_op < 0 || tp.gather_op >= static_cast<int>(s.ops.size()))
+      return make_error("schedule: compute task " + std::to_string(t) + " reads a gather that is not in the schedule");
+    const CommOp& g = s.ops[static_cast<std::size_t>(tp.gather_op)];
+    if (g.wait.order() > StepShape::before(static_cast<int>(t)).order())
+      return make_error("schedule: compute task " + std::to_string(t) + " (" +
+                        s.shape.describe(StepShape::before(static_cast<int>(t))) + ") reads gather " + g.label +
+                        " that is waited for only " + s.shape.describe(g.wait));
+  }
+  return {};
+}
 
 Result<Schedule> build_schedule(const ModelSpec& model, const Plan& plan, const Topology& topo,
                                 const ScheduleOptions& options) {
@@ -268,25 +439,27 @@ Result<Schedule> build_schedule(const ModelSpec& model, const Plan& plan, const 
   s.plan = plan;
   s.topo = topo;
   s.options = options;
+  s.options.engine.bucket_bytes = options.bucket_bytes;
   s.layout = make_layout(model, plan, topo, options.rank);
-  Builder b{model, plan, topo, s.options, s.layout, s.ops, {}, {}};
-  b.init_roles();
-  const int M = options.micro_batches;
-  {
-    // Reserve once: per micro-batch copy up to three ops per module and one per bucket; then the broadcasts.
-    const int64_t bucket_elems = std::max<int64_t>(1, options.bucket_bytes / dtype_bytes(options.dtype));
-    const int64_t per_mb = 3 * int64_t(s.layout.modules.size()) + s.layout.local_elems / bucket_elems + 2;
-    const int64_t copies = options.expand_micro_batches ? M : std::min(M, 2);
-    const int64_t after = int64_t(s.layout.slices.size()) + 2 * int64_t(s.layout.modules.size());
-    s.ops.reserve(static_cast<std::size_t>(std::min<int64_t>(per_mb * copies + after, int64_t(1) << 22)));
+  s.shape = StepShape{options.micro_batches, static_cast<int>(model.modules.size())};
+  if (options.expand_micro_batches) {
+    // Bounded before anything is built: the step's compute tasks and the ops of every micro-batch.
+    if (int64_t(s.shape.task_count()) * 4 > kMaxScheduleOps)
+      return make_error("a step of " + std::to_string(options.micro_batches) + " micro-batches of " +
+                        std::to_string(model.modules.size()) + " modules is too long to expand (at most " +
+                        std::to_string(kMaxScheduleOps / 4) + " compute tasks)");
+    s.task_params.assign(static_cast<std::size_t>(s.shape.task_count()), TaskParams{});
   }
-  if (options.expand_micro_batches || M == 1) {
-    for (int m = 0; m < M; ++m) b.micro_batch(m, 1, m == M - 1);
-  } else {
-    b.micro_batch(kEveryButLast, M - 1, false);
-    b.micro_batch(M - 1, 1, true);
+  EngineBuilder b(model, s);
+  if (auto st = build_engine_ops(b); !st) return make_error(st.error());
+  if (s.streams.empty()) s.streams = {"comm"};
+  if (s.op_count() > 0 && int64_t(s.ops.size()) > kMaxScheduleOps)
+    return make_error("the schedule has " + std::to_string(s.ops.size()) + " ops, more than the " +
+                      std::to_string(kMaxScheduleOps) + " allowed; use a larger bucket or fewer micro-batches");
+  if (options.expand_micro_batches) {
+    apply_overlap(s);
+    if (auto st = check_points(s); !st) return make_error(st.error());
   }
-  b.after_step();
   return s;
 }
 

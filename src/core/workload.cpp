@@ -39,6 +39,46 @@ std::vector<OptionSpec> workload_options(const std::string& default_seq, const s
   };
 }
 
+std::vector<OptionSpec> engine_options() {
+  const EngineOptions d;
+  return {
+      {"ddp-first-bucket", 0, "SIZE", std::to_string(d.ddp_first_bucket_bytes),
+       "ddp: the first gradient bucket (PyTorch DDP's 1 MiB; the others are --bucket)"},
+      {"ds-reduce-bucket", 0, "ELEMS", std::to_string(d.ds_reduce_bucket_elems),
+       "zero1/2/3, mics, zeropp: gradient elements per reduction (DeepSpeed reduce_bucket_size)"},
+      {"ds-prefetch-bucket", 0, "ELEMS", std::to_string(d.ds_prefetch_bucket_elems),
+       "zero3, mics, zeropp: parameter elements gathered ahead (stage3_prefetch_bucket_size)"},
+      {"ds-max-reuse-distance", 0, "ELEMS", std::to_string(d.ds_max_reuse_distance_elems),
+       "zero3, mics, zeropp: a module used again within this many elements stays gathered (stage3_max_reuse_distance)"},
+      {"ds-persistence-threshold", 0, "ELEMS", std::to_string(d.ds_param_persistence_threshold_elems),
+       "zero3, mics, zeropp: modules this small are never gathered in the step (stage3_param_persistence_threshold)"},
+      {"ds-overlap-comm", 0, "", "",
+       "zero1/2: reduce on a communication stream (DeepSpeed overlap_comm, off by default)"},
+  };
+}
+
+Result<EngineOptions> parse_engine_options(const ParsedArgs& args) {
+  EngineOptions e;
+  struct Field {
+    const char* name;
+    int64_t* value;
+    bool positive;
+  };
+  const Field fields[] = {{"ddp-first-bucket", &e.ddp_first_bucket_bytes, true},
+                          {"ds-reduce-bucket", &e.ds_reduce_bucket_elems, true},
+                          {"ds-prefetch-bucket", &e.ds_prefetch_bucket_elems, false},
+                          {"ds-max-reuse-distance", &e.ds_max_reuse_distance_elems, false},
+                          {"ds-persistence-threshold", &e.ds_param_persistence_threshold_elems, false}};
+  for (const Field& f : fields) {
+    auto v = args.get_size(f.name);
+    if (!v) return make_error(v.error());
+    if (f.positive && *v == 0) return make_error(std::string("--") + f.name + " must be at least 1");
+    *f.value = static_cast<int64_t>(*v);
+  }
+  e.ds_overlap_comm = args.flag("ds-overlap-comm");
+  return e;
+}
+
 std::vector<OptionSpec> concat_options(std::vector<OptionSpec> base, const std::vector<OptionSpec>& extra) {
   base.insert(base.end(), extra.begin(), extra.end());
   return base;

@@ -9,6 +9,7 @@
 #include "core/cli.h"
 #include "core/model_spec.h"
 #include "core/result.h"
+#include "core/schedule.h"
 #include "core/topology.h"
 
 namespace lins {
@@ -45,6 +46,12 @@ Result<Topology> parse_topology(const ParsedArgs& args, int world = 0);
 // M from --micro-batches, or from --global-batch-tokens = seq * micro-batch * M * world (a whole M >= 1 or an error);
 // giving both is an error.
 Result<Workload> parse_workload(const ParsedArgs& args, const ModelSpec& model, const Topology& topo);
+
+// The engines' settings (core/schedule.h EngineOptions), with their real systems' defaults: --ddp-first-bucket,
+// --ds-reduce-bucket, --ds-prefetch-bucket, --ds-max-reuse-distance, --ds-persistence-threshold, --ds-overlap-comm.
+// (--bucket, the Lins and DDP bucket, belongs to each command's own table.)
+std::vector<OptionSpec> engine_options();
+Result<EngineOptions> parse_engine_options(const ParsedArgs& args);
 
 // Appends `extra` to `base` (to build one command's table from the shared pieces).
 std::vector<OptionSpec> concat_options(std::vector<OptionSpec> base, const std::vector<OptionSpec>& extra);

@@ -23,8 +23,8 @@ enum class MemCategory {
   param,       // P: the local parameter shard (and ZeRO++'s secondary partition)
   grad,        // G: gradients kept across micro-batches
   optimizer,   // OS: master weights, momentum, variance of the owned elements
-  activation,  // saved activations of the micro-batch in flight
-  buffer,      // gathered parameters, full-module gradients, reduce-scatter outputs, broadcast payloads, scratch
+  activation,  // saved activations of the micro-batch in flight, and the workspaces of the kernels computing them
+  buffer,      // the executor's: gathered parameters, whole-module gradients, packed buffers, payloads, working copies
 };
 constexpr int kMemCategoryCount = 5;
 const char* mem_category_name(MemCategory c);
@@ -135,6 +135,18 @@ class ComputeBackend {
   // Mixed precision: dst[i] = src[i] in dst's dtype or, with accumulate, dst[i] + src[i] (summed in fp32, rounded
   // once to dst's dtype). Any pair of fp32 and bf16.
   virtual void convert(const void* src, DType src_dtype, void* dst, DType dst_dtype, int64_t n, bool accumulate) = 0;
+  // copy() and convert() done by a communication stream instead of the compute stream (the work a stream does around
+  // its collectives, Communicator::then): the CPU backend runs them at once on the calling thread, which is that
+  // stream's progress thread; the GPU backend enqueues them on `stream`.
+  virtual void copy_on(void* stream, void* dst, const void* src, int64_t bytes) {
+    (void)stream;
+    copy(dst, src, bytes);
+  }
+  virtual void convert_on(void* stream, const void* src, DType src_dtype, void* dst, DType dst_dtype, int64_t n,
+                          bool accumulate) {
+    (void)stream;
+    convert(src, src_dtype, dst, dst_dtype, n, accumulate);
+  }
 
  protected:
   friend class DeviceBuffer;

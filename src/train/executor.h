@@ -1,19 +1,17 @@
-// The executor: runs one plan's Schedule (and nothing else) with real data on a compute backend and one
-// communicator per group role. Every rank issues the schedule's collectives in list order; each op is issued as
-// soon as its inputs exist and the overlap mode allows (forward gathers up to one layer ahead, backward gathers
-// one module ahead where the list order permits), and waited for only where its result is needed:
-//   forward all-gather (p_shard)        -> before that module's forward
-//   backward all-gather (p_shard / hpz) -> before that module's backward (and its recomputation)
-//   reduce-scatter of P gradients       -> decoupled; waited by the bucket or MiCS all-reduce that reads it, else at
-//                                          the end of the micro-batch's backward
-//   ZeRO-1/2 reduce-scatter (os_shard)  -> end of the micro-batch's backward
-//   bucket all-reduce (T_g, T_os0)      -> end of the micro-batch's backward (select & drop then keeps the owned
-//                                          part); MiCS's cross-group all-reduce likewise
-//   ZeRO-1/2 all-gather after the step  -> at once (the baseline's behaviour)
-//   Lins broadcast of module m          -> before module m's forward all-gather (or forward) of the NEXT step
-// Overlap::no_bcast waits for the broadcasts at the end of the step; no_allreduce also waits for each all-reduce
-// right after issuing it; none issues every op where it is needed and waits at once. The order of issue is the same
-// in every mode.
+// The executor: runs one plan's Schedule with real data on a compute backend. It performs the step's program
+// (core/timeline.h) action by action: compute a module's forward or backward (or the optimizer), issue a collective
+// on its communication stream, wait for one. Where each op is issued and waited for comes from the engine that built
+// the schedule (core/engines.h), never from the executor: the simulator and the trace replay time the same program.
+//
+// What the executor decides is only how each op purpose moves data (executor_ops.cpp, one block per purpose): which
+// buffer a gather fills, where a reduce-scatter's slice lands, what its stream does after an all-reduce (select &
+// drop, accumulate into G), how a broadcast is packed and unpacked. Work around a collective runs on the collective's
+// own stream (Communicator::then); an op that reads another stream's result makes its stream wait for it
+// (Communicator::stream_wait); compute waits only at the schedule's wait points.
+//
+// To support a new op purpose: add it to Purpose (core/schedule.h), give it an issue branch in Impl::issue and, if it
+// holds buffers, a release in Impl::complete (executor_ops.cpp); the step equivalence test (tests/mpi/train) then
+// holds every engine that uses it to one-rank DDP.
 #pragma once
 
 #include <array>
@@ -27,6 +25,7 @@
 #include "core/overlap.h"
 #include "core/plan.h"
 #include "core/schedule.h"
+#include "core/timeline.h"
 #include "core/topology.h"
 #include "train/backend.h"
 #include "train/data.h"
@@ -41,18 +40,16 @@ struct ExecutorOptions {
   bool recompute = false;
   Overlap overlap = Overlap::all;
   int64_t bucket_bytes = 25ll << 20;
-  uint64_t seed = 1;  // initial weights and data
+  EngineOptions engine;  // the engines' settings (bucket_bytes above wins over engine.bucket_bytes)
+  uint64_t seed = 1;     // initial weights and data
   kernels::cpu::AdamWConfig adamw{};
-  bool trace = false;  // keep Chrome-trace events of every step
+  bool trace = false;  // keep Chrome-trace events and the action log of every step
   // Storage of P and G (and so of every collective's payload): fp32, or bf16 for the paper's mixed precision (bf16 P
-  // and G, fp32 master weights and Adam moments: 16 bytes of states per parameter). Compute stays fp32: a module's
-  // bf16 parameters are widened into an fp32 working copy before its forward or backward, and its fp32 gradient is
-  // rounded into bf16 where it is stored or reduced.
+  // and G, fp32 master weights and Adam moments: 16 bytes of states per parameter). A module's parameters are widened
+  // into a working copy in the backend's compute dtype before its forward or backward when that differs, and its fp32
+  // weight gradient is rounded into the storage dtype where it is stored or reduced.
   DType state_dtype = DType::fp32;
 };
-
-// One communicator per GroupRole (index = int(role)); may be null for a role whose group is one rank.
-using RoleComms = std::array<Communicator*, kGroupRoleCount>;
 
 // What one rank measured in one step.
 struct StepStats {
@@ -70,20 +67,34 @@ struct StepStats {
   std::array<std::array<double, 2>, kCollKindCount> bytes{};
   double bytes_of_kind(CollKind k) const { return bytes[int(k)][0] + bytes[int(k)][1]; }
   double bytes_of_axis(Axis a) const;
-  int64_t peak_mem_bytes = 0;  // high-water mark of the backend's allocations since the executor started
-  int64_t state_bytes = 0;     // P + G + OS allocated
+  int64_t peak_mem_bytes = 0;     // high-water mark of the backend's allocations since the executor started
+  int64_t state_bytes = 0;        // P + G + OS allocated
+  int64_t buffer_peak_bytes = 0;  // high-water mark of the executor's buffers (gathers, gradients in flight, payloads)
 };
 
 struct TraceEvent {
   std::string name, cat;
   double start_s = 0, dur_s = 0;
-  int lane = 0;  // 0 compute, 1 waits, 2 collectives in flight
+  int lane = 0;  // 0 compute, 1 waits, 2 + stream: collectives in flight on that stream
+};
+
+// One action of the step's program as the executor performed it: host seconds from the step's start. For an issue,
+// exec_* is when the op (and the work its stream did after it) ran on its stream, where the backend times that on the
+// host (the MPI backend); -1 otherwise. The trace replay (core/replay.h) reads these.
+struct ActionRecord {
+  int step = 0;
+  int position = 0;  // in the program
+  Action action;
+  double start_s = 0, end_s = 0;
+  double exec_start_s = -1, exec_end_s = -1;
 };
 
 class Executor {
  public:
+  // `world` spans every rank of `topo` in order (null on one rank); the executor splits it into one communicator per
+  // (group role, stream) its schedule uses. Collective over `world`.
   static Result<std::unique_ptr<Executor>> create(const ModelSpec& model, const Plan& plan, const Topology& topo,
-                                                  int rank, const RoleComms& comms, ComputeBackend& backend,
+                                                  int rank, Communicator* world, ComputeBackend& backend,
                                                   const ExecutorOptions& options);
   ~Executor();
 
@@ -95,10 +106,14 @@ class Executor {
   const Schedule& schedule() const { return sched_; }
   const ShardLayout& layout() const { return sched_.layout; }
   const LlamaModel& model() const { return *model_; }
+  const std::vector<Action>& program() const;
   // This rank's local parameter buffer (the 1/s_p slice of every module, or the whole model), on the host.
   std::vector<float> local_parameters() const;
-  // Trace events of the last step (when options.trace).
+  // Trace events and the action log of the last step (when options.trace).
   const std::vector<TraceEvent>& trace() const { return trace_; }
+  const std::vector<ActionRecord>& actions() const { return actions_; }
+  // The ops of the last step in the order they were issued (indices into schedule().ops).
+  const std::vector<int>& issued() const { return issued_; }
   int64_t global_tokens() const;
 
  private:
@@ -108,9 +123,13 @@ class Executor {
   Schedule sched_;
   std::unique_ptr<LlamaModel> model_;
   std::vector<TraceEvent> trace_;
+  std::vector<ActionRecord> actions_;
+  std::vector<int> issued_;
 };
 
-// Chrome trace JSON ("traceEvents", microseconds) of one rank's events; pid = rank.
-std::string chrome_trace_json(const std::vector<TraceEvent>& events, int rank);
+// Chrome trace JSON ("traceEvents", microseconds) of one rank's events; pid = rank. `streams` names the lanes of the
+// collectives (TraceEvent::lane 2 + stream).
+std::string chrome_trace_json(const std::vector<TraceEvent>& events, int rank,
+                              const std::vector<std::string>& streams = {});
 
 }  // namespace lins

@@ -278,6 +278,21 @@ class GpuBackend final : public ComputeBackend {
     if (!g16 && p16) CUDA_CHECK(kc::adamw(master, gf, m, v, pb, n, cfg, step, kScale, stream_));
     if (!g16 && !p16) CUDA_CHECK(kc::adamw(master, gf, m, v, pf, n, cfg, step, kScale, stream_));
   }
+  void copy_on(void* stream, void* dst, const void* src, int64_t bytes) override {
+    on_stream(stream, [&] { copy(dst, src, bytes); });
+  }
+  void convert_on(void* stream, const void* src, DType src_dtype, void* dst, DType dst_dtype, int64_t n,
+                  bool accumulate) override {
+    on_stream(stream, [&] { convert(src, src_dtype, dst, dst_dtype, n, accumulate); });
+  }
+  // Runs `f`, whose kernels go to `stream` instead of the compute stream (the host thread issuing both is the same).
+  template <class F>
+  void on_stream(void* stream, F&& f) {
+    cudaStream_t compute = stream_;
+    stream_ = stream ? static_cast<cudaStream_t>(stream) : compute;
+    f();
+    stream_ = compute;
+  }
   void convert(const void* src, DType src_dtype, void* dst, DType dst_dtype, int64_t n, bool accumulate) override {
     if (n <= 0) return;
     const bool from16 = src_dtype == DType::bf16, to16 = dst_dtype == DType::bf16;
@@ -335,9 +350,9 @@ class GpuBackend final : public ComputeBackend {
     std::abort();
   }
 
-  // Kernel workspace from the pool, tracked as a buffer while the call that uses it runs.
+  // Kernel workspace from the pool, tracked with the activations while the call that uses it runs.
   DeviceBuffer scratch(int64_t bytes) {
-    auto b = allocate(std::max<int64_t>(bytes, 1), MemCategory::buffer, /*zero=*/false);
+    auto b = allocate(std::max<int64_t>(bytes, 1), MemCategory::activation, /*zero=*/false);
     if (!b) {
       std::fprintf(stderr, "[%s] lins gpu backend: %s\n", kc::detail::host_name(), b.error().c_str());
       std::abort();  // the interface's kernels have no error path

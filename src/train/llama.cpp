@@ -245,7 +245,7 @@ Status LlamaModel::backward(int m, const void* p, float* g) {
   if (kind == "head") {
     if (s.dlogits.empty()) return make_error("model: backward of the head before its forward");
     DeviceBuffer dxn;
-    LINS_ALLOC(dxn, T * H, MemCategory::buffer);
+    LINS_ALLOC(dxn, T * H, MemCategory::activation);
     const TensorSlot* out = slot(m, "output.weight");
     const TensorSlot* norm = slot(m, "norm.weight");
     be_->gemm(true, false, V, H, T, 1.0f, s.dlogits.data(), s.xn.data(), 1.0f, g + out->offset, DType::fp32);
@@ -270,11 +270,11 @@ Status LlamaModel::backward_attn(int m, const void* p, float* g, Saved& s) {
                    *wk = slot(m, "attention.wk.weight"), *wv = slot(m, "attention.wv.weight"),
                    *wo = slot(m, "attention.wo.weight");
   DeviceBuffer dout, dq, dk, dv, dxn;  // [T, H] each
-  LINS_ALLOC(dout, T * H, MemCategory::buffer);
-  LINS_ALLOC(dq, T * H, MemCategory::buffer);
-  LINS_ALLOC(dk, T * H, MemCategory::buffer);
-  LINS_ALLOC(dv, T * H, MemCategory::buffer);
-  LINS_ALLOC(dxn, T * H, MemCategory::buffer);
+  LINS_ALLOC(dout, T * H, MemCategory::activation);
+  LINS_ALLOC(dq, T * H, MemCategory::activation);
+  LINS_ALLOC(dk, T * H, MemCategory::activation);
+  LINS_ALLOC(dv, T * H, MemCategory::activation);
+  LINS_ALLOC(dxn, T * H, MemCategory::activation);
   void* dx = dx_.data();
   be_->gemm(false, false, T, H, H, 1.0f, dx, P(p, wo), 0.0f, dout.data(), cd_);
   be_->gemm(true, false, H, H, T, 1.0f, dx, s.o.data(), 1.0f, g + wo->offset, DType::fp32);
@@ -299,10 +299,10 @@ Status LlamaModel::backward_mlp(int m, const void* p, float* g, Saved& s) {
   const TensorSlot *nw = slot(m, "ffn_norm.weight"), *w1 = slot(m, "feed_forward.w1.weight"),
                    *w3 = slot(m, "feed_forward.w3.weight"), *w2 = slot(m, "feed_forward.w2.weight");
   DeviceBuffer dgate, dup, dxn, dbranch;
-  LINS_ALLOC(dgate, T * F, MemCategory::buffer);
-  LINS_ALLOC(dup, T * F, MemCategory::buffer);
-  LINS_ALLOC(dxn, T * H, MemCategory::buffer);
-  LINS_ALLOC(dbranch, T * H, MemCategory::buffer);
+  LINS_ALLOC(dgate, T * F, MemCategory::activation);
+  LINS_ALLOC(dup, T * F, MemCategory::activation);
+  LINS_ALLOC(dxn, T * H, MemCategory::activation);
+  LINS_ALLOC(dbranch, T * H, MemCategory::activation);
   void* dx = dx_.data();
   be_->gemm(false, false, T, F, H, 1.0f, dx, P(p, w2), 0.0f, dgate.data(), cd_);  // d(act), turned into d(gate)
   be_->gemm(true, false, H, F, T, 1.0f, dx, s.act.data(), 1.0f, g + w2->offset, DType::fp32);

@@ -248,7 +248,7 @@ int run(int argc, char** argv) {
   const Topology one{1, 1};
   auto plan = parse_plan("ddp", one);
   if (!plan) return fail(plan.error());
-  auto ex = Executor::create(*model, *plan, one, 0, RoleComms{}, be, o);
+  auto ex = Executor::create(*model, *plan, one, 0, nullptr, be, o);
   if (!ex) return fail(ex.error());
   auto offsets = tensor_offsets(*model, **ex);
   if (!offsets) return fail(offsets.error());

@@ -147,15 +147,13 @@ Run run(ComputeBackend& be, const ModelSpec& model, const ExecutorOptions& o, bo
   const Plan plan = *parse_plan("ddp", one);
   CommOptions co;
   co.compute_stream = be.native_stream();
-  auto mesh = make_mesh_comms(nccl ? Backend::nccl : Backend::mpi, MPI_COMM_WORLD, plan, one, co);
+  auto world = make_communicator(nccl ? Backend::nccl : Backend::mpi, MPI_COMM_WORLD, "world", Axis::intra, co);
   Run r;
-  if (!mesh) {
-    check(false, "communicators: " + mesh.error());
+  if (!world) {
+    check(false, "communicators: " + world.error());
     return r;
   }
-  RoleComms comms{};
-  for (int i = 0; i < kGroupRoleCount; ++i) comms[i] = &(*mesh)->get(static_cast<GroupRole>(i));
-  auto ex = Executor::create(model, plan, one, 0, comms, be, o);
+  auto ex = Executor::create(model, plan, one, 0, world->get(), be, o);
   if (!ex) {
     check(false, "executor: " + ex.error());
     return r;

@@ -21,7 +21,11 @@ TEST(Plan, PresetsAreThePapersPoints) {
   EXPECT_EQ(parse_plan("mics", kPaper)->tuple_string(), "(8,1 | 8,1 | 8,1)");
   EXPECT_EQ(parse_plan("mics:32", kPaper)->tuple_string(), "(8,4 | 8,4 | 8,4)");
   EXPECT_EQ(parse_plan("mics:4", kPaper)->tuple_string(), "(4,1 | 4,1 | 4,1)");
-  EXPECT_EQ(parse_plan("hsdp", kPaper)->engine, Engine::mics);
+  EXPECT_EQ(parse_plan("hsdp", kPaper)->engine, Engine::fsdp);
+  EXPECT_EQ(parse_plan("hsdp", kPaper)->tuple_string(), "(8,1 | 8,1 | 8,1)");
+  EXPECT_EQ(parse_plan("fsdp", kPaper)->tuple_string(), "(8,128 | 8,128 | 8,128)");
+  EXPECT_TRUE(parse_plan("fsdp:noreshard", kPaper)->keep_after_forward);
+  EXPECT_EQ(parse_plan("fsdp:8", kPaper)->hpz_intra, 8);
   auto zpp = parse_plan("zeropp", kPaper);
   ASSERT_TRUE(zpp);
   EXPECT_EQ(zpp->hpz_intra, 8);

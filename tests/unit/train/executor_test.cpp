@@ -16,8 +16,7 @@ namespace {
 Result<std::unique_ptr<Executor>> one_rank(ComputeBackend& be, const ModelSpec& model, ExecutorOptions o) {
   const Topology one{1, 1};
   auto plan = parse_plan("ddp", one);
-  RoleComms none{};
-  return Executor::create(model, *plan, one, 0, none, be, o);
+  return Executor::create(model, *plan, one, 0, nullptr, be, o);
 }
 
 // Four sequences of 16 tokens per micro-batch, two micro-batches, a learning rate at which the tiny model learns the

@@ -1,0 +1,108 @@
+// The step program and its timing; see timeline.h.
+#include "core/timeline.h"
+
+#include <algorithm>
+
+namespace lins {
+
+const char* action_kind_name(Action::Kind k) {
+  switch (k) {
+    case Action::Kind::compute:
+      return "compute";
+    case Action::Kind::issue:
+      return "issue";
+    case Action::Kind::wait:
+      return "wait";
+  }
+  return "?";
+}
+
+std::vector<Action> step_program(const Schedule& s) {
+  const int slots = 2 * s.shape.task_count() + 1;  // slot 2K is the end of the step
+  std::vector<std::vector<int>> issues(static_cast<std::size_t>(slots)), waits(static_cast<std::size_t>(slots)),
+      carried(static_cast<std::size_t>(slots));
+  for (std::size_t i = 0; i < s.ops.size(); ++i) {
+    const CommOp& op = s.ops[i];
+    issues[static_cast<std::size_t>(op.issue.slot)].push_back(static_cast<int>(i));
+    (op.wait.next_step ? carried : waits)[static_cast<std::size_t>(op.wait.slot)].push_back(static_cast<int>(i));
+  }
+  std::vector<Action> out;
+  out.reserve(s.ops.size() * 2 + static_cast<std::size_t>(s.shape.task_count()));
+  for (int slot = 1; slot < slots; ++slot) {
+    const auto at = static_cast<std::size_t>(slot);
+    for (int i : carried[at]) out.push_back(Action{Action::Kind::wait, i, true});
+    for (int i : waits[at])
+      if (s.ops[static_cast<std::size_t>(i)].issue.slot < slot) out.push_back(Action{Action::Kind::wait, i, false});
+    for (int i : issues[at]) out.push_back(Action{Action::Kind::issue, i, false});
+    for (int i : waits[at])
+      if (s.ops[static_cast<std::size_t>(i)].issue.slot == slot) out.push_back(Action{Action::Kind::wait, i, false});
+    if (slot % 2 == 1) out.push_back(Action{Action::Kind::compute, slot / 2, false});
+  }
+  return out;
+}
+
+TimelineResult run_timeline(const Schedule& s, const std::vector<Action>& program, const TimelineCosts& costs) {
+  TimelineResult r;
+  r.ops.assign(s.ops.size(), OpTiming{});
+  r.stream_busy_s.assign(std::max<std::size_t>(1, s.streams.size()), 0.0);
+  std::vector<double> stream_free(r.stream_busy_s.size(), 0.0);
+  std::vector<double> carried_end(s.ops.size(), 0.0);
+  auto start_op = [&](std::size_t i, double issue, double after_end) {
+    const CommOp& op = s.ops[i];
+    const auto st = static_cast<std::size_t>(op.stream);
+    const double d = costs.op_s(static_cast<int>(i));
+    const double start = std::max({issue, stream_free[st], after_end});
+    stream_free[st] = start + d;
+    r.stream_busy_s[st] += d;
+    return OpTiming{issue, start, start + d};
+  };
+  // The previous step's last ops (its broadcasts) were issued as it ended: at time 0 of this step.
+  for (std::size_t i = 0; i < s.ops.size(); ++i) {
+    const CommOp& op = s.ops[i];
+    if (!op.wait.next_step) continue;
+    const double after_end =
+        op.after >= 0 && s.ops[static_cast<std::size_t>(op.after)].wait.next_step ? carried_end[op.after] : 0.0;
+    r.ops[i] = start_op(i, 0.0, after_end);
+    carried_end[i] = r.ops[i].end_s;
+  }
+  double t = 0;
+  r.action_end_s.reserve(program.size());
+  for (std::size_t pos = 0; pos < program.size(); ++pos) {
+    const Action& a = program[pos];
+    if (costs.host_s) {
+      const double h = costs.host_s(static_cast<int>(pos));
+      t += h;
+      r.host_s += h;
+    }
+    switch (a.kind) {
+      case Action::Kind::compute: {
+        const double d = costs.compute_s(a.index);
+        t += d;
+        r.compute_s += d;
+        break;
+      }
+      case Action::Kind::issue: {
+        const auto i = static_cast<std::size_t>(a.index);
+        const CommOp& op = s.ops[i];
+        if (op.wait.next_step) break;  // timed as the next step's carried copy
+        const double after_end = op.after >= 0 ? r.ops[static_cast<std::size_t>(op.after)].end_s : 0.0;
+        r.ops[i] = start_op(i, t, after_end);
+        break;
+      }
+      case Action::Kind::wait: {
+        const double done =
+            a.carried ? carried_end[static_cast<std::size_t>(a.index)] : r.ops[static_cast<std::size_t>(a.index)].end_s;
+        if (done > t) {
+          r.waited_s += done - t;
+          t = done;
+        }
+        break;
+      }
+    }
+    r.action_end_s.push_back(t);
+  }
+  r.step_s = t;
+  return r;
+}
+
+}  // namespace lins

@@ -1,0 +1,57 @@
+// The step as one sequence of actions (compute a task, issue an op, wait for an op), made from the Schedule's points
+// by step_program and read the same way by everyone who needs the step's timing:
+//   - the executor performs the actions in this order (src/train/executor.cpp);
+//   - the simulator times them with the cost model and FLOPs (core/simulator.h);
+//   - the trace replay times them with the durations a measured run recorded (core/replay.h).
+// At each point: first the waits for ops issued at earlier points (the previous step's first), then the issues, then
+// the waits for ops issued at this very point; a point just before a compute task is followed by that task.
+// run_timeline gives every op a start on its stream (after the op before it on that stream, after `after`, and not
+// before it is issued) and an end, and advances the compute cursor through the waits.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "core/schedule.h"
+
+namespace lins {
+
+struct Action {
+  enum class Kind { compute, issue, wait };
+  Kind kind = Kind::compute;
+  int index = 0;         // compute: the task (StepShape); issue, wait: the op
+  bool carried = false;  // a wait for an op the previous step issued (its next-step wait)
+  bool operator==(const Action&) const = default;
+};
+const char* action_kind_name(Action::Kind k);
+
+// The actions of one step of an expanded schedule, in the order they happen.
+std::vector<Action> step_program(const Schedule& s);
+
+struct TimelineCosts {
+  std::function<double(int task)> compute_s;  // duration of a compute task
+  std::function<double(int op)> op_s;         // duration of an op on its stream, once it starts
+  // Host time spent on the action at `position` of the program besides what the functions above price (the replay's
+  // measured issue costs and host work between actions); may be empty.
+  std::function<double(int position)> host_s;
+};
+
+struct OpTiming {
+  double issue_s = 0, start_s = 0, end_s = 0;
+};
+
+struct TimelineResult {
+  double step_s = 0;                  // when the last action ends
+  double compute_s = 0;               // sum of compute tasks
+  double host_s = 0;                  // sum of host_s
+  double waited_s = 0;                // time the compute cursor stood still in waits (the exposed communication)
+  std::vector<OpTiming> ops;          // this step's ops; next-step waits' ops: the copy carried into this step
+  std::vector<double> action_end_s;   // per program position
+  std::vector<double> stream_busy_s;  // per stream: sum of op durations
+};
+
+// Times one steady-state step: the ops this step carries from the previous one (next-step waits) start on their
+// streams at time 0, everything else as the program says.
+TimelineResult run_timeline(const Schedule& s, const std::vector<Action>& program, const TimelineCosts& costs);
+
+}  // namespace lins
