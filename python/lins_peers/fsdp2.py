@@ -2,13 +2,16 @@
 each layer's attention and MLP, the head), so FSDP gathers and reduces the same units lins does.
 
     full   reshard_after_forward=True: parameters gathered for forward and again for backward, gradients
-           reduce-scattered (ZeRO-3, lins's zero3)
+           reduce-scattered (ZeRO-3; lins's fsdp)
     zero2  reshard_after_forward=False: parameters gathered once per micro-batch and kept for backward (FSDP's
-           SHARD_GRAD_OP; lins's zero2 keeps the same bytes: a gather of P and a reduce-scatter of G per micro-batch)
+           SHARD_GRAD_OP; lins's fsdp:noreshard)
     hpz    reshard_after_forward=R (ranks per node): after forward each rank keeps a shard over its node, so the
-           backward gather stays inside the node (ZeRO++ hpZ, lins's zeropp)
+           backward gather stays inside the node (ZeRO++ hpZ-like; lins's fsdp:R)
     hsdp   a 2-D mesh (nodes x R): sharded inside a node, replicated across nodes; gradients reduce-scattered inside
-           the node, then all-reduced across nodes (HSDP, which stands in for MiCS; lins's hsdp / mics)
+           the node, then all-reduced across nodes (HSDP, which stands in for MiCS; lins's hsdp)
+
+The head group (final norm and output) keeps reshard_after_forward=False in every strategy, as torchtitan does:
+backward needs it at once.
 
 bf16: MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=bf16): fp32 sharded parameters are the master weights
 (AdamW runs on them), gathers and reduce-scatters move bf16. Gradients of every micro-batch are reduce-scattered
@@ -26,12 +29,12 @@ from . import workload as wl
 from .runner import Peer, run
 
 STRATEGIES: Dict[str, str] = {
-    "full": "fully_shard, reshard after forward (ZeRO-3; lins zero3)",
-    "zero2": "fully_shard, reshard_after_forward=False (ZeRO-2-like; lins zero2)",
-    "hpz": "fully_shard, reshard_after_forward=R: backward gather inside a node (ZeRO++ hpZ; lins zeropp)",
+    "full": "fully_shard, reshard after forward (ZeRO-3; lins fsdp)",
+    "zero2": "fully_shard, reshard_after_forward=False (ZeRO-2-like; lins fsdp:noreshard)",
+    "hpz": "fully_shard, reshard_after_forward=R: backward gather inside a node (hpZ-like; lins fsdp:R)",
     "hsdp": "fully_shard on a nodes x R mesh: shard in a node, replicate across (HSDP / MiCS; lins hsdp)",
 }
-PRESETS = {"full": "zero3", "zero2": "zero2", "hpz": "zeropp", "hsdp": "hsdp"}
+PRESETS = {"full": "fsdp", "zero2": "fsdp:noreshard", "hpz": "fsdp:R", "hsdp": "hsdp"}  # R: ranks per node
 
 
 def system_name() -> str:
@@ -43,7 +46,8 @@ class Fsdp2Peer(Peer):
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-        self.system, self.strategy, self.preset = system_name(), strategy, PRESETS[strategy]
+        self.system, self.strategy = system_name(), strategy
+        self.preset = PRESETS[strategy].replace(":R", f":{w.gpus_per_node}")
         self.w = w
         r, n = w.gpus_per_node, w.nodes
         if strategy == "hsdp":
@@ -61,13 +65,16 @@ class Fsdp2Peer(Peer):
         self.model = wl.build_model(w, device)
         self.groups = []
         for name, modules in wl.lins_modules(self.model):
-            fully_shard(modules if len(modules) > 1 else modules[0], mesh=mesh, reshard_after_forward=reshard,
-                        mp_policy=mp)
+            # The head (final norm and output) is not resharded after forward: backward needs it at once (FSDP2's
+            # own advice, and what torchtitan does).
+            fully_shard(modules if len(modules) > 1 else modules[0], mesh=mesh,
+                        reshard_after_forward=False if name == "head" else reshard, mp_policy=mp)
             self.groups.append(name)
         fully_shard(self.model, mesh=mesh, reshard_after_forward=reshard, mp_policy=mp)
         self.optimizer = wl.adamw(wl.param_groups(self.model.named_parameters(), w.adamw), w.adamw)
         self.settings = {"mesh": list(mesh.shape), "mesh_dim_names": list(mesh.mesh_dim_names or ()),
-                         "reshard_after_forward": reshard, "groups": self.groups,
+                         "reshard_after_forward": reshard, "head_reshard_after_forward": False,
+                         "groups": self.groups,
                          "mp_policy": {"param_dtype": str(mp.param_dtype), "reduce_dtype": str(mp.reduce_dtype)},
                          "gradient_sync": "every micro-batch"}
 

@@ -30,6 +30,13 @@ STEP_COLUMNS: List[str] = list(_load_schema().STEP_COLUMNS)
 # node, N = nodes); the figures place a peer row beside the lins strategy of the same plan.
 def preset_plan(preset: str, r: int, n: int) -> Dict[str, object]:
     full, node, one = (r, n), (r, 1), (1, 1)
+    base, _, arg = preset.partition(":")
+    if base == "fsdp":  # fsdp, fsdp:noreshard, fsdp:K (a 1/K copy kept from forward to backward)
+        preset, hpz_k = "zero3", (int(arg) if arg.isdigit() else 0)
+        plan = preset_plan(preset, r, n)
+        if hpz_k:
+            plan["plan"] += f",hpz={hpz_k}"
+        return plan
     p, g, os_, hpz = {
         "ddp": (one, one, one, 0),
         "zero1": (one, one, full, 0),

@@ -6,11 +6,11 @@ ZeRO or torch DDP) on 4 CPU ranks as 2 nodes x 2, on the same model, weights and
 2. the loss of every timed step equals lins's within the dtype's rounding: relative 2^-20 (8 fp32 ulps) with
    --precision fp32, 2^-8 (bf16's unit roundoff) with bf16 -- the peers compute in bf16 where lins's CPU backend
    keeps fp32 activations, and reductions run in another order;
-3. the collectives against lins's engine for the same preset: the bytes per kind and inside/across nodes per rank
-   per step (lins's CSV; the peer's log with bookkeeping set aside) differ exactly where lins_peers.expectations
-   says, and -- when `lins step` writes --collective-log -- the sequences match (up to padding and granularity)
-   or differ where the expectations give the reason. An unlisted difference fails, and so does a listed one that
-   is gone.
+3. the collectives against lins's engine for the same system (`lins step` with the preset and engine options
+   lins_peers.expectations pairs with the peer): the bytes per kind and inside/across nodes per rank per step
+   (lins's CSV; the peer's log with bookkeeping set aside) differ exactly where the expectations say, and the
+   sequences (`lins step --collective-log`) match up to padding and granularity or differ where the expectations
+   give the reason. An unlisted difference fails, and so does a listed one that is gone.
 
 Exit 77 (skipped) when the peers' Python (scripts/install-peers.sh) is missing.
 """
@@ -31,8 +31,20 @@ from lins_peers import compare, expectations  # noqa: E402
 from lins_peers.recorder import read_log  # noqa: E402
 
 SYSTEMS = {"fsdp2": "lins_peers.fsdp2", "deepspeed": "lins_peers.deepspeed_zero", "ddp": "lins_peers.ddp"}
+DEFAULT_STRATEGIES = {"fsdp2": "full,zero2,hpz,hsdp", "deepspeed": "zero1,zero2,zero3,zeropp", "ddp": "ddp"}
+
+
+def _peer_strategies(system):
+    def names(args):
+        out = (args.strategies or DEFAULT_STRATEGIES[system]).split(",")
+        if system == "deepspeed" and args.zero3 == "default":
+            out = [f"{s}-defaults" if s in ("zero3", "zeropp") else s for s in out]
+        return out
+    return names
+
+
+PEER_STRATEGIES = {s: _peer_strategies(s) for s in SYSTEMS}
 ENGINES = {"fsdp2": "fsdp2-", "deepspeed": "deepspeed-", "ddp": "torch-ddp-"}  # + the version
-LINS_PRESETS = "ddp,zero1,zero2,zero3,zeropp,hsdp"
 TOLERANCE = {"fp32": 2.0 ** -20, "bf16": 2.0 ** -8}
 RANKS, GPUS_PER_NODE = 4, 2
 
@@ -117,6 +129,7 @@ def main():
     ap.add_argument("--micro-batches", type=int, default=2)
     ap.add_argument("--steps", type=int, default=2)
     ap.add_argument("--launcher", default="torchrun", choices=["torchrun", "mpirun"])
+    ap.add_argument("--zero3", choices=["comparison", "default"], help="deepspeed: its ZeRO-3 settings")
     ap.add_argument("--port", type=int, default=29531)
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
@@ -135,23 +148,34 @@ def main():
     common = ["--model", args.model, "--gpus-per-node", str(GPUS_PER_NODE), "--precision", args.precision,
               "--micro-batches", str(args.micro_batches), "--warmup", "1", "--steps", str(args.steps)]
 
-    # lins, every preset the peers stand for
-    lins_log = out / "lins.collectives.csv"
-    lins_cmd = [args.mpiexec, "--oversubscribe", "--allow-run-as-root", "--bind-to", "none", "-np", str(RANKS),
-                "-x", "OPENBLAS_NUM_THREADS=1", args.lins, "step", "--strategies", LINS_PRESETS,
-                "--out", str(out / "lins")] + common
+    # lins, every preset the peers stand for, once per set of engine options (DeepSpeed ZeRO-3 settings)
+    runs = {}  # lins options -> presets
+    for name in PEER_STRATEGIES[args.system](args):
+        p = expectations.pairing(args.system, name)
+        if p is not None:
+            runs.setdefault(p.lins_options, set()).add(p.lins_preset(GPUS_PER_NODE))
     with_log = lins_supports_collective_log(args.lins)
-    if with_log:
-        lins_cmd += ["--collective-log", str(lins_log)]
-    run(lins_cmd, env, f"lins step --model {args.model} ({RANKS} ranks)", 300)
-    lins_rows = read_csv(out / "lins" / "step.csv")
-    lins = {(r["strategy"], int(r["step"])): r for r in lins_rows}
+    lins, lins_logs = {}, {}
+    for n, (options, presets) in enumerate(sorted(runs.items())):
+        folder = out / f"lins{n}"
+        cmd = [args.mpiexec, "--oversubscribe", "--allow-run-as-root", "--bind-to", "none", "-np", str(RANKS),
+               "-x", "OPENBLAS_NUM_THREADS=1", args.lins, "step", "--strategies", ",".join(sorted(presets)),
+               "--out", str(folder)] + common + list(options)
+        if with_log:
+            cmd += ["--collective-log", str(folder / "collectives.csv")]
+        run(cmd, env, f"lins step --model {args.model} {' '.join(options)} ({RANKS} ranks)", 300)
+        for r in read_csv(folder / "step.csv"):
+            lins[(options, r["strategy"], int(r["step"]))] = r
+        if with_log:
+            lins_logs[options] = read_log(str(folder / "collectives.csv"))
 
     # the peer
     module = SYSTEMS[args.system]
     peer_args = ["-m", module, "--out", str(out)] + common
     if args.strategies:
         peer_args += ["--strategies", args.strategies]
+    if args.zero3:
+        peer_args += ["--zero3", args.zero3]
     if args.launcher == "torchrun":
         cmd = [args.python, "-m", "torch.distributed.run", "--nproc-per-node", str(RANKS),
                "--master-port", str(args.port)] + peer_args
@@ -187,15 +211,16 @@ def main():
         if p is None:
             fail(f"{r['strategy']}: no pairing in lins_peers.expectations")
             continue
-        ref = lins.get((p.preset, step))
+        preset = p.lins_preset(GPUS_PER_NODE)
+        ref = lins.get((p.lins_options, preset, step))
         if ref is None:
-            fail(f"lins step wrote no row for {p.preset} step {step}")
+            fail(f"lins step wrote no row for {preset} step {step}")
             continue
         # 2. loss
         lp, ll = float(r["loss"]), float(ref["loss"])
         rel = abs(lp - ll) / abs(ll)
         verdict = "ok" if rel <= tol else "FAIL"
-        print(f"loss {r['strategy']:<28} step {step}: {lp:.8f} vs lins {p.preset} {ll:.8f}: relative "
+        print(f"loss {r['strategy']:<28} step {step}: {lp:.8f} vs lins {preset} {ll:.8f}: relative "
               f"{rel:.2e} (tolerance {tol:.2e}) {verdict}")
         if rel > tol:
             fail(f"{r['strategy']} step {step}: loss {lp} vs lins {ll}")
@@ -211,32 +236,34 @@ def main():
         for c in expectations.BYTE_COLUMNS:
             differs = float(t[c]) != float(ref[c])
             if differs and c not in expected:
-                fail(f"{r['strategy']} step {step}: {c} {t[c]:.0f} vs lins {p.preset} {float(ref[c]):.0f}, "
+                fail(f"{r['strategy']} step {step}: {c} {t[c]:.0f} vs lins {preset} {float(ref[c]):.0f}, "
                      "a difference lins_peers.expectations does not explain")
             elif not differs and c in expected:
-                fail(f"{r['strategy']} step {step}: {c} now equals lins {p.preset}'s ({t[c]:.0f}); remove the "
+                fail(f"{r['strategy']} step {step}: {c} now equals lins {preset}'s ({t[c]:.0f}); remove the "
                      "explanation from lins_peers.expectations")
             elif differs:
                 print(f"  explained: {c} {t[c]:.0f} vs {float(ref[c]):.0f}: {expected[c]}")
 
     # 3b. sequences, when lins logs them
     if with_log:
-        lins_log_rows = read_log(str(lins_log))
         for strategy in sorted({r["strategy"].split(":", 1)[1] for r in peer_rows}):
             system = peer_rows[0]["strategy"].split(":", 1)[0]
             p = expectations.pairing(system, strategy)
-            results = compare.compare_logs(lins_log_rows, log, p.preset, strategy, names=("lins", "peer"))
+            if p is None:
+                continue  # reported above
+            preset = p.lins_preset(GPUS_PER_NODE)
+            results = compare.compare_logs(lins_logs[p.lins_options], log, preset, strategy, names=("lins", "peer"))
             bad = [x for x in results if x.verdict == "different"]
-            print(f"sequence {system}:{strategy} vs lins {p.preset}: "
+            print(f"sequence {system}:{strategy} vs lins {preset} {' '.join(p.lins_options)}: "
                   + ", ".join(sorted({x.verdict for x in results})))
+            for line in (bad or results)[0].lines:
+                print(f"    {line}")
             if bad and p.sequence is None:
-                for line in bad[0].lines:
-                    print(f"    {line}")
-                fail(f"{system}:{strategy}: collective sequence differs from lins {p.preset} (unexplained)")
+                fail(f"{system}:{strategy}: collective sequence differs from lins {preset} (unexplained)")
             elif bad:
                 print(f"  explained: {p.sequence}")
             elif p.sequence is not None:
-                fail(f"{system}:{strategy}: the sequence now matches lins {p.preset}; remove the explanation")
+                fail(f"{system}:{strategy}: the sequence now matches lins {preset}; remove the explanation")
     else:
         print("lins step has no --collective-log: sequences not compared (byte totals only)")
 
