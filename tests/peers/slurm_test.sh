@@ -69,7 +69,7 @@ python3 - "$run" <<'PY' || fail "the peers' files do not hold what they should"
 import csv, json, sys
 run = sys.argv[1]
 lins = {(r["strategy"], r["step"]): float(r["loss"]) for r in csv.DictReader(open(f"{run}/step.csv"))}
-want = {"fsdp2-": {"full": "zero3", "hsdp": "hsdp"}, "torch-ddp-": {"ddp": "ddp"}}
+want = {"fsdp2-": {"full": "fsdp", "hsdp": "hsdp"}, "torch-ddp-": {"ddp": "ddp"}}
 for stem in ("fsdp2", "ddp"):
     prov = json.load(open(f"{run}/{stem}.provenance.json"))
     assert prov["world_size"] == 4 and prov["launcher"] == "slurm", (stem, prov["world_size"], prov["launcher"])
