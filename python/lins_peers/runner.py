@@ -99,11 +99,11 @@ def run(system_label: str, file_stem: str, args, builders: Dict[str, Callable[..
     import torch.distributed as dist
 
     place = launch.place_from_env()
+    w = workload(args, place.world)  # bad options fail here, on every rank, before the rendezvous
+    strategies = strategy_list(args.strategies, builders)
     rec = CollectiveRecorder(system_label).install()  # before the system's modules take references
     device = launch.device_for(args.backend, place)
     launch.init_distributed(backend_name(args.backend), place, args.timeout)
-    w = workload(args, place.world)
-    strategies = strategy_list(args.strategies, builders)
     torch.manual_seed(args.seed)
     precision = args.precision
     fpt = results.flops_per_token(w.config, w.seq)
