@@ -11,6 +11,7 @@ ZeRO or torch DDP) on 4 CPU ranks as 2 nodes x 2, on the same model, weights and
    (lins's CSV; the peer's log with bookkeeping set aside) differ exactly where the expectations say, and the
    sequences (`lins step --collective-log`) match up to padding and granularity or differ where the expectations
    give the reason. An unlisted difference fails, and so does a listed one that is gone.
+2 and 3 are lins_peers.check, which checks a cluster run's folder the same way.
 
 Exit 77 (skipped) when the peers' Python (scripts/install-peers.sh) is missing.
 """
@@ -27,7 +28,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "python"))
 
-from lins_peers import compare, expectations  # noqa: E402
+from lins_peers import check, expectations  # noqa: E402
 from lins_peers.recorder import read_log  # noqa: E402
 
 SYSTEMS = {"fsdp2": "lins_peers.fsdp2", "deepspeed": "lins_peers.deepspeed_zero", "ddp": "lins_peers.ddp"}
@@ -45,7 +46,6 @@ def _peer_strategies(system):
 
 PEER_STRATEGIES = {s: _peer_strategies(s) for s in SYSTEMS}
 ENGINES = {"fsdp2": "fsdp2-", "deepspeed": "deepspeed-", "ddp": "torch-ddp-"}  # + the version
-TOLERANCE = {"fp32": 2.0 ** -20, "bf16": 2.0 ** -8}
 RANKS, GPUS_PER_NODE = 4, 2
 
 failures = []
@@ -96,26 +96,6 @@ def check_files(out, stem, system, precision):
     return rows
 
 
-def log_totals(rows, bookkeeping):
-    """Per (strategy, step): max over ranks of each byte column, from a collective log."""
-    per = {}
-    for r in rows:
-        op = compare.Op(r["kind"], r["group_size"], r["dtype"], r["elems"], r["message_bytes"])
-        if not bookkeeping and compare.is_bookkeeping(op, 8):
-            continue
-        t = per.setdefault((r["strategy"], r["step"], r["rank"]), dict.fromkeys(expectations.BYTE_COLUMNS, 0))
-        if f"{r['kind']}_bytes" in t:
-            t[f"{r['kind']}_bytes"] += r["message_bytes"]
-        # the log has group sizes, not the groups' ranks: the split inside/across nodes comes from the peer's CSV
-        t["all_bytes"] = t.get("all_bytes", 0) + r["message_bytes"]
-    out = {}
-    for (strategy, step, _), t in per.items():
-        o = out.setdefault((strategy, step), {})
-        for k, v in t.items():
-            o[k] = max(o.get(k, 0), v)
-    return out
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--python", default="", help="the peers' Python (default: the one scripts/install-peers.sh "
@@ -125,7 +105,7 @@ def main():
     ap.add_argument("--system", required=True, choices=sorted(SYSTEMS))
     ap.add_argument("--strategies", default=None)
     ap.add_argument("--model", default="tiny")
-    ap.add_argument("--precision", default="bf16", choices=sorted(TOLERANCE))
+    ap.add_argument("--precision", default="bf16", choices=sorted(check.TOLERANCE))
     ap.add_argument("--micro-batches", type=int, default=2)
     ap.add_argument("--steps", type=int, default=2)
     ap.add_argument("--launcher", default="torchrun", choices=["torchrun", "mpirun"])
@@ -155,7 +135,7 @@ def main():
         if p is not None:
             runs.setdefault(p.lins_options, set()).add(p.lins_preset(GPUS_PER_NODE))
     with_log = lins_supports_collective_log(args.lins)
-    lins, lins_logs = {}, {}
+    lins = {}
     for n, (options, presets) in enumerate(sorted(runs.items())):
         folder = out / f"lins{n}"
         cmd = [args.mpiexec, "--oversubscribe", "--allow-run-as-root", "--bind-to", "none", "-np", str(RANKS),
@@ -164,10 +144,7 @@ def main():
         if with_log:
             cmd += ["--collective-log", str(folder / "collectives.csv")]
         run(cmd, env, f"lins step --model {args.model} {' '.join(options)} ({RANKS} ranks)", 300)
-        for r in read_csv(folder / "step.csv"):
-            lins[(options, r["strategy"], int(r["step"]))] = r
-        if with_log:
-            lins_logs[options] = read_log(str(folder / "collectives.csv"))
+        lins[options] = check.lins_run(folder / "step.csv", folder / "collectives.csv" if with_log else None)
 
     # the peer
     module = SYSTEMS[args.system]
@@ -188,83 +165,11 @@ def main():
     peer_rows = check_files(out, stem, args.system, args.precision)
     log = read_log(str(out / f"{stem}.collectives.csv"))
 
-    # the CSV's byte columns are the log's totals (bookkeeping included: it is real traffic)
-    full = log_totals(log, bookkeeping=True)
-    for r in peer_rows:
-        key = (r["strategy"].split(":", 1)[1], int(r["step"]))
-        t = full.get(key)
-        if t is None:
-            fail(f"{r['strategy']} step {r['step']}: no collectives in the log")
-            continue
-        for c in ("all_gather_bytes", "reduce_scatter_bytes", "all_reduce_bytes", "broadcast_bytes"):
-            if float(r[c]) != t[c]:
-                fail(f"{r['strategy']} step {r['step']}: {c} {r[c]} in the CSV, {t[c]} in the log")
-        if float(r["intra_bytes"]) + float(r["inter_bytes"]) < t["all_bytes"] - 0.5:
-            fail(f"{r['strategy']} step {r['step']}: intra + inter bytes below the log's total")
-
-    tol = TOLERANCE[args.precision]
-    data = log_totals(log, bookkeeping=False)
-    for r in peer_rows:
-        system, strategy = r["strategy"].split(":", 1)
-        step = int(r["step"])
-        p = expectations.pairing(system, strategy)
-        if p is None:
-            fail(f"{r['strategy']}: no pairing in lins_peers.expectations")
-            continue
-        preset = p.lins_preset(GPUS_PER_NODE)
-        ref = lins.get((p.lins_options, preset, step))
-        if ref is None:
-            fail(f"lins step wrote no row for {preset} step {step}")
-            continue
-        # 2. loss
-        lp, ll = float(r["loss"]), float(ref["loss"])
-        rel = abs(lp - ll) / abs(ll)
-        verdict = "ok" if rel <= tol else "FAIL"
-        print(f"loss {r['strategy']:<28} step {step}: {lp:.8f} vs lins {preset} {ll:.8f}: relative "
-              f"{rel:.2e} (tolerance {tol:.2e}) {verdict}")
-        if rel > tol:
-            fail(f"{r['strategy']} step {step}: loss {lp} vs lins {ll}")
-        # 3. bytes against lins's engine
-        expected = expectations.expected_byte_differences(p, args.micro_batches)
-        if (strategy, step) not in data:
-            continue  # reported above: no collectives
-        t = data[(strategy, step)]
-        # the split inside/across nodes of the data collectives: the peer's CSV minus its bookkeeping (all of
-        # which spans the whole world, so across nodes)
-        aside = full[(strategy, step)]["all_bytes"] - t["all_bytes"]
-        t = dict(t, intra_bytes=float(r["intra_bytes"]), inter_bytes=float(r["inter_bytes"]) - aside)
-        for c in expectations.BYTE_COLUMNS:
-            differs = float(t[c]) != float(ref[c])
-            if differs and c not in expected:
-                fail(f"{r['strategy']} step {step}: {c} {t[c]:.0f} vs lins {preset} {float(ref[c]):.0f}, "
-                     "a difference lins_peers.expectations does not explain")
-            elif not differs and c in expected:
-                fail(f"{r['strategy']} step {step}: {c} now equals lins {preset}'s ({t[c]:.0f}); remove the "
-                     "explanation from lins_peers.expectations")
-            elif differs:
-                print(f"  explained: {c} {t[c]:.0f} vs {float(ref[c]):.0f}: {expected[c]}")
-
-    # 3b. sequences, when lins logs them
-    if with_log:
-        for strategy in sorted({r["strategy"].split(":", 1)[1] for r in peer_rows}):
-            system = peer_rows[0]["strategy"].split(":", 1)[0]
-            p = expectations.pairing(system, strategy)
-            if p is None:
-                continue  # reported above
-            preset = p.lins_preset(GPUS_PER_NODE)
-            results = compare.compare_logs(lins_logs[p.lins_options], log, preset, strategy, names=("lins", "peer"))
-            bad = [x for x in results if x.verdict == "different"]
-            print(f"sequence {system}:{strategy} vs lins {preset} {' '.join(p.lins_options)}: "
-                  + ", ".join(sorted({x.verdict for x in results})))
-            for line in (bad or results)[0].lines:
-                print(f"    {line}")
-            if bad and p.sequence is None:
-                fail(f"{system}:{strategy}: collective sequence differs from lins {preset} (unexplained)")
-            elif bad:
-                print(f"  explained: {p.sequence}")
-            elif p.sequence is not None:
-                fail(f"{system}:{strategy}: the sequence now matches lins {preset}; remove the explanation")
-    else:
+    # 2 and 3: the loss and the collectives against lins (lins_peers.check)
+    report = check.check_peer(peer_rows, log, lins)
+    print("\n".join(report.lines))
+    failures.extend(report.failures)
+    if not with_log:
         print("lins step has no --collective-log: sequences not compared (byte totals only)")
 
     print(f"{len(failures)} failed" if failures else "all checks passed")
