@@ -23,7 +23,8 @@ STEP_COLUMNS = [
 # Columns read as text; every other step column is numeric.
 STEP_TEXT_COLUMNS = ["source", "strategy", "engine", "plan", "os_layout", "model", "backend", "precision", "compute", "overlap"]
 
-# The six sharding factors of a plan (PAPER.md section 2), in the paper's order.
+# The six sharding factors of a plan (P, G and OS, each sharded over GPUs of a node (s0) and across nodes (s1)), in
+# the paper's order.
 PLAN_FACTORS = ["s0_p", "s1_p", "s0_g", "s1_g", "s0_os", "s1_os"]
 
 SOURCES = ("measured", "projected")
@@ -39,7 +40,8 @@ COMM_CSV_COLUMNS = ["op", "backend", "dtype", "group", "mesh_intra", "mesh_inter
                     "time_max_s", "algbw_gbps", "busbw_gbps", "wrong_elems"]
 
 # `lins plan --csv`: one row per plan, ranked (src/apps/cmd_plan.cpp). comm_* price each group alone (the paper's
-# pricing), shared_comm_* let groups on a node share its links; ranked_by says which one ranked the plans.
+# pricing), shared_comm_* let groups on a node share its links; ranked_by says which one ranked the plans;
+# network_model prices what no profile measured; reserve_bytes is what a GPU run loses beyond total_bytes.
 PLAN_CSV_COLUMNS = [
     "model", "params", "gpus_per_node", "nodes", "seq", "micro_batch_size", "micro_batches", "recompute",
     "network", "profile", "gpu_mem_bytes", "bucket_bytes", "name", "plan", "engine", "baseline",
@@ -47,7 +49,7 @@ PLAN_CSV_COLUMNS = [
     "closed_form_state_bytes", "activation_bytes", "buffer_bytes", "total_bytes", "intra_bytes", "inter_bytes",
     "comm_param_s", "comm_grad_s", "comm_os_sync_s", "comm_os_bcast_s", "comm_s", "shared_comm_param_s",
     "shared_comm_grad_s", "shared_comm_os_sync_s", "shared_comm_os_bcast_s", "shared_comm_s", "fallback_ops",
-    "ranked_by", "rank", "feasible", "why"]
+    "ranked_by", "rank", "feasible", "why", "network_model", "reserve_bytes"]
 
 # Collective names as the step CSV spells them, and the spellings we accept elsewhere.
 OPS = ["all_gather", "reduce_scatter", "all_reduce", "broadcast"]

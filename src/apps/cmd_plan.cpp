@@ -1,6 +1,7 @@
-// `lins plan`: the planner of PAPER.md section 5 on a model and a cluster nobody needs to have. Prints the chosen
-// plan and the ranked alternatives with their memory and communication breakdowns (the paper's isolated pricing, the
-// shared-link pricing, or both), evaluates one given plan, explains a schedule, and writes every plan as CSV.
+// `lins plan`: the planner (core/planner.h) on a model and a cluster nobody needs to have. Prints the chosen plan and
+// the ranked alternatives with their memory (reserve included) and communication breakdowns (the paper's isolated
+// pricing, the shared-link pricing, or both), evaluates one given plan, explains a schedule, and writes every plan as
+// CSV.
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -25,18 +26,21 @@ CommandSpec plan_spec() {
   CommandSpec spec;
   spec.name = "plan";
   spec.summary =
-      "Rank every legal sharding plan (PAPER.md section 2) of a model on a cluster by predicted "
-      "communication time per step, among those that fit in GPU memory.";
+      "Rank every legal sharding plan (sharding factors of parameters, gradients and optimizer states inside and "
+      "across nodes) of a model on a cluster by predicted communication time per step, among those that fit in GPU "
+      "memory.";
   spec.usage = "lins plan [options]";
   std::string presets;
   for (const auto& [n, d] : plan_presets()) presets += (presets.empty() ? "" : ", ") + n;
   spec.options = concat_options(concat_options(model_options("llama-7b"), topology_options("8", "128")),
                                 workload_options("4096", "1", "4M"));
   spec.options = concat_options(spec.options, cost_options("paper-a800", "both", /*allow_both=*/true));
+  spec.options = concat_options(spec.options, memory_reserve_options());
   spec.options = concat_options(
       spec.options,
       {
-          {"gpu-mem", 0, "SIZE", "80GiB", "memory per GPU; plans that need more are marked infeasible"},
+          {"gpu-mem", 0, "SIZE", "80GiB",
+           "memory per GPU; plans whose tensors plus reserve need more are marked infeasible"},
           {"bucket", 0, "SIZE", "25M", "gradient all-reduce bucket U"},
           {"top", 0, "N", "10", "alternatives shown in the table (the CSV has all)"},
           {"plan", 0, "PLAN", "", "evaluate just this plan: " + presets},
@@ -51,7 +55,10 @@ CommandSpec plan_spec() {
       "  lins plan --model llama-13b --gpus-per-node 8 --nodes 128 --gpu-mem 80GiB --seq 4096 --micro-batch 1 \\\n"
       "            --global-batch-tokens 4M --network paper-a800\n"
       "  lins plan --model llama-30b --recompute --nodes 4 --plan zero3 --explain\n"
-      "  lins plan --profile profile.csv --pricing shared --csv plans.csv";
+      "  lins plan --profile profile.csv --pricing shared --csv plans.csv\n"
+      "  lins plan --network my-cluster.network --nccl-tests all_gather_perf.txt,all_reduce_perf.txt@8x16\n"
+      "  lins plan --network-model alpha-beta --reserve-fragmentation 0\n"
+      "networks, the nccl and alpha-beta models, nccl-tests import and the memory reserve: docs/cost-model.md";
   return spec;
 }
 
@@ -74,8 +81,8 @@ struct View {
 };
 
 void print_table(const std::vector<const PlanEvaluation*>& rows, const View& v) {
-  std::vector<std::string> head = {"rank", "plan", "(s0_p,s1_p | s0_g,s1_g | s0_os,s1_os)", "states", "act",
-                                   "buf",  "total"};
+  std::vector<std::string> head = {"rank",  "plan", "(s0_p,s1_p | s0_g,s1_g | s0_os,s1_os)", "states", "act", "buf",
+                                   "total", "need"};
   if (v.paper) head.insert(head.end(), {"T_p", "T_g", "T_os0", "T_os1", "comm"});
   if (v.shared) head.insert(head.end(), {v.paper ? "shared" : "T_p", "T_g", "T_os0", "T_os1", "comm"});
   if (v.shared && v.paper) head.resize(head.size() - 4), head.back() = "comm_shared";
@@ -88,7 +95,8 @@ void print_table(const std::vector<const PlanEvaluation*>& rows, const View& v) 
                                   fixed(e->memory.state_bytes / kGiB, 1),
                                   fixed(e->memory.activation_bytes / kGiB, 1),
                                   fixed(e->memory.buffer_bytes / kGiB, 1),
-                                  fixed(e->memory.total_bytes / kGiB, 1)};
+                                  fixed(e->memory.total_bytes / kGiB, 1),
+                                  fixed(e->memory.required_bytes() / kGiB, 1)};
     auto terms = [&](const CommTimeBreakdown& b) {
       c.insert(c.end(), {fixed(b.param_s, 3), fixed(b.grad_s, 3), fixed(b.os_sync_s, 3), fixed(b.os_bcast_s, 3),
                          fixed(b.total_s(), 3)});
@@ -129,6 +137,8 @@ void print_plan_detail(const char* title, const PlanEvaluation& e, const View& v
       format_bytes(m.os_bytes).c_str(), format_bytes(m.closed_form_state_bytes).c_str(),
       format_bytes(m.activation_bytes).c_str(), format_bytes(m.buffer_bytes).c_str(),
       format_bytes(m.total_bytes).c_str());
+  std::printf("  reserve: %s (CUDA context, cuBLAS workspace, %d NCCL communicators, fragmentation); needs %s\n",
+              format_bytes(m.reserve_bytes).c_str(), m.communicators, format_bytes(m.required_bytes()).c_str());
   if (!e.feasible) std::printf("  does not fit: %s\n", e.infeasible_reason.c_str());
   auto comm = [&](const char* name, const CommTimeBreakdown& b) {
     std::printf("  comm per step (%s pricing): %s = T_p %s + T_g %s + T_os0 %s + T_os1 %s\n", name,
@@ -141,7 +151,7 @@ void print_plan_detail(const char* title, const PlanEvaluation& e, const View& v
   std::printf("  bytes per GPU per step: %s inside nodes, %s across nodes\n",
               format_bytes(e.intra_message_bytes).c_str(), format_bytes(e.inter_message_bytes).c_str());
   if (e.isolated.fallback_ops > 0)
-    std::printf("  %lld of %lld collectives priced by the alpha-beta fallback (mesh not in the profile)\n",
+    std::printf("  %lld of %lld collectives priced by the network model (op and mesh not in the profile)\n",
                 static_cast<long long>(e.isolated.fallback_ops), static_cast<long long>(e.isolated.ops));
 }
 
@@ -151,6 +161,7 @@ void print_explain(const Schedule& s, const CostModel& cost, const View& v) {
     int64_t ops = 0;
     double bytes = 0, paper_s = 0, shared_s = 0;
     int64_t min_bytes = INT64_MAX, max_bytes = 0;
+    std::string nccl;  // NCCL's algorithm/protocol for the largest message (nccl model only)
   };
   using Key = std::tuple<int, int, int, int, int, int>;
   std::map<Key, Row> rows;
@@ -159,10 +170,15 @@ void print_explain(const Schedule& s, const CostModel& cost, const View& v) {
     auto& r = rows[Key{int(op.phase), int(op.term), int(op.kind), int(op.role), op.mesh.intra, op.mesh.inter}];
     r.ops += op.repeat;
     r.bytes += double(op.bytes()) * op.repeat;
+    const bool largest = op.bytes() >= r.max_bytes;
     r.min_bytes = std::min(r.min_bytes, op.bytes());
     r.max_bytes = std::max(r.max_bytes, op.bytes());
     r.paper_s += cost.op_time_s(op, s.topo, Pricing::paper_isolated) * op.repeat;
     r.shared_s += cost.op_time_s(op, s.topo, Pricing::shared_links) * op.repeat;
+    if (cost.nccl() && largest && !(cost.profile() && cost.profile()->has(op.kind, op.mesh))) {
+      const auto c = cost.nccl()->choose(op.kind, double(op.bytes()), op.mesh, 1);
+      r.nccl = std::string(nccl_algo_name(c.algo)) + "/" + nccl_proto_name(c.proto);
+    }
     axis_bytes[int(op.phase)][int(op.axis())] += double(op.bytes()) * op.repeat;
   }
   std::printf("\nschedule of %s on %s (rank 0; M = %d, bucket %s, %s on the wire; %lld collectives per step):\n",
@@ -173,6 +189,7 @@ void print_explain(const Schedule& s, const CostModel& cost, const View& v) {
               "axis", "ops", "message bytes each", "bytes/step");
   if (v.paper) std::printf(" %10s", "paper");
   if (v.shared) std::printf(" %10s", "shared");
+  if (cost.nccl()) std::printf("  %s", "nccl (largest)");
   std::printf("\n");
   for (const auto& [k, r] : rows) {
     const auto [phase, term, kind, role, intra, inter] = k;
@@ -185,6 +202,7 @@ void print_explain(const Schedule& s, const CostModel& cost, const View& v) {
                 format_bytes(r.bytes).c_str());
     if (v.paper) std::printf(" %10s", format_seconds(r.paper_s).c_str());
     if (v.shared) std::printf(" %10s", format_seconds(r.shared_s).c_str());
+    if (cost.nccl()) std::printf("  %s", r.nccl.empty() ? "profile" : r.nccl.c_str());
     std::printf("\n");
   }
   std::printf("  bytes per phase and axis (per GPU per step):\n");
@@ -242,7 +260,9 @@ std::vector<std::string> csv_columns() {
           "ranked_by",
           "rank",
           "feasible",
-          "why"};
+          "why",
+          "network_model",
+          "reserve_bytes"};
 }
 
 std::string num(double v) {
@@ -291,15 +311,18 @@ int run_plan(const Args& argv) {
   } else if (pricing != "both") {
     return fail("--pricing must be paper, shared or both, got '" + pricing + "'");
   }
-  auto cost_model = parse_cost_model(*args);
+  auto cost_model = parse_cost_model(*args, topo->gpus_per_node);
   if (!cost_model) return fail(cost_model.error());
   const CostModel& cost = *cost_model;
+  auto reserve = parse_memory_reserve(*args);
+  if (!reserve) return fail(reserve.error());
 
   PlannerOptions opt;
   opt.gpu_mem_bytes = double(*mem);
   opt.bucket_bytes = static_cast<int64_t>(*bucket);
   opt.rank_by = view.rank_by;
   opt.include_baselines = !args->flag("no-baselines");
+  opt.reserve = *reserve;
 
   // Header: what was planned, on what, under which assumptions.
   const auto& w = *work;
@@ -310,13 +333,14 @@ int run_plan(const Args& argv) {
               w.micro_batch_size, w.micro_batches, static_cast<long long>(w.global_batch_tokens),
               w.recompute ? "full recomputation" : "no recomputation");
   const BandwidthProfile* profile = cost.profile();
-  std::printf("  network: %s (%s)%s\n", cost.network().name.c_str(), cost.network().description.c_str(),
-              profile ? (", profile " + profile->source() + " (" + std::to_string(profile->point_count()) +
-                         " measurements) first")
-                            .c_str()
-                      : "");
-  std::printf("  memory limit %s per GPU; bucket %s; ranked by %s pricing\n", format_bytes(opt.gpu_mem_bytes).c_str(),
-              format_bytes(double(opt.bucket_bytes)).c_str(),
+  std::printf("  network: %s (%s), priced by the %s\n", cost.network().name.c_str(), cost.network().description.c_str(),
+              cost.model_description().c_str());
+  if (profile)
+    std::printf("  measured first: %s (%zu measurements)\n", profile->source().c_str(), profile->point_count());
+  if (profile)
+    for (const auto& note : profile->notes()) std::fprintf(stderr, "lins plan: %s\n", note.c_str());
+  std::printf("  memory limit %s per GPU, reserve included; bucket %s; ranked by %s pricing\n",
+              format_bytes(opt.gpu_mem_bytes).c_str(), format_bytes(double(opt.bucket_bytes)).c_str(),
               view.rank_by == Pricing::paper_isolated ? "the paper's isolated" : "shared-link");
 
   PlanSearch search;
@@ -354,8 +378,9 @@ int run_plan(const Args& argv) {
         ++shown;
       }
     }
-    std::printf("\nranked plans (top %d of %d; times in seconds per step, memory in GiB per GPU):\n", shown,
-                search.legal_count);
+    std::printf(
+        "\nranked plans (top %d of %d; times in seconds per step, memory in GiB per GPU, need = total + reserve):\n",
+        shown, search.legal_count);
     print_table(rows, view);
     if (!baselines.empty()) {
       std::printf("\nbaselines on their own engines (rank among all plans):\n");
@@ -428,7 +453,9 @@ int run_plan(const Args& argv) {
                                             pricing_name(search.rank_by),
                                             std::to_string(e.rank),
                                             e.feasible ? "1" : "0",
-                                            e.why};
+                                            e.why,
+                                            network_model_name(cost.model()),
+                                            num(m.reserve_bytes)};
       if (auto st = csv->write_row(row); !st) {
         std::fprintf(stderr, "lins plan: %s\n", st.error().c_str());
         return 1;
@@ -446,7 +473,7 @@ int run_plan(const Args& argv) {
                  "lins plan: no plan fits in %s per GPU; the smallest needs %s (raise --gpu-mem, use "
                  "--recompute, or shrink --micro-batch)\n",
                  format_bytes(opt.gpu_mem_bytes).c_str(),
-                 search.plans.empty() ? "?" : format_bytes(search.plans[0].memory.total_bytes).c_str());
+                 search.plans.empty() ? "?" : format_bytes(search.plans[0].memory.required_bytes()).c_str());
     return 1;
   }
   return 0;

@@ -2,6 +2,7 @@
 // the same Schedule the executor runs, priced by the cost model, compute from FLOPs at a sustained rate, overlap by
 // the executor's rules (core/simulator.h). Writes the step CSV schema with source=projected, plus a provenance file
 // stating every assumption.
+#include <cctype>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -41,11 +42,14 @@ CommandSpec simulate_spec() {
        "recompute activations for llama-30b only, as the paper does (also with "
        "--recompute: every model)"},
       {"out", 'o', "FILE", "results/simulate/projection.csv", "CSV to write (a .json provenance file beside it)"},
+      {"trace", 0, "DIR", "",
+       "write the projected step of every row as a Chrome trace (compute, waits, each stream's collectives) into DIR"},
   };
   auto opts = concat_options(model_options("llama-7b"), topology_options("8", ""));
   opts = concat_options(opts, workload_options("4096", "1", "4M"));
   opts = concat_options(opts, cost_options("paper-a800", "paper"));
   opts = concat_options(opts, engine_options());
+  opts = concat_options(opts, memory_reserve_options());
   opts = concat_options(opts, own);
   for (auto& o : opts)
     if (o.name == "model") o.help = "model preset, or a comma-separated list of presets";
@@ -161,8 +165,12 @@ int run_simulate(const Args& argv) {
     if (!v) return fail(v.error());
     overlaps.push_back(*v);
   }
-  auto cost = parse_cost_model(*args);
+  auto cost = parse_cost_model(*args, *R);
   if (!cost) return fail(cost.error());
+  if (cost->profile())
+    for (const auto& note : cost->profile()->notes()) std::fprintf(stderr, "lins simulate: %s\n", note.c_str());
+  auto reserve = parse_memory_reserve(*args);
+  if (!reserve) return fail(reserve.error());
   auto pricing = parse_pricing(args->get("pricing"));
   if (!pricing) return fail(pricing.error());
   auto gpu_mem = args->get_size("gpu-mem");
@@ -201,6 +209,12 @@ int run_simulate(const Args& argv) {
     std::filesystem::create_directories(dir, ec);
     if (ec) return fail("cannot create the folder of --out " + out_path + ": " + ec.message());
   }
+  const std::string trace_dir = args->get("trace");
+  if (!trace_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(trace_dir, ec);
+    if (ec) return fail("cannot create the --trace folder " + trace_dir + ": " + ec.message());
+  }
   auto writer = CsvWriter::open(out_path, StepRow::header());
   if (!writer) return fail(writer.error());
 
@@ -221,6 +235,7 @@ int run_simulate(const Args& argv) {
       popt.gpu_mem_bytes = double(*gpu_mem);
       popt.bucket_bytes = static_cast<int64_t>(*bucket);
       popt.rank_by = *pricing;
+      popt.reserve = *reserve;
       for (const auto& strategy : strategies) {
         Plan plan;
         if (strategy == "lins") {
@@ -247,14 +262,26 @@ int run_simulate(const Args& argv) {
           so.overlap = ov;
           auto sched = build_schedule(model, plan, topo, so);
           if (!sched) return fail(sched.error());
-          const auto mem = estimate_memory(*sched, *workload, StateBytes{});
+          auto mem = estimate_memory(*sched, *workload, StateBytes{});
+          add_memory_reserve(mem, *sched, *reserve);
           const PredictedComm predicted = predict_comm(*sched, *cost, *pricing);
-          const auto proj = project_step(*sched, model, workload->seq, workload->micro_batch_size, workload->recompute,
-                                         rates, [&](const CommOp& op) { return cost->op_time_s(op, topo, *pricing); });
+          std::vector<TraceEvent> trace;
+          const auto proj = project_step(
+              *sched, model, workload->seq, workload->micro_batch_size, workload->recompute, rates,
+              [&](const CommOp& op) { return cost->op_time_s(op, topo, *pricing); },
+              trace_dir.empty() ? nullptr : &trace);
+          if (!trace_dir.empty()) {
+            std::string stem = model.name + "." + std::to_string(gpus) + "." + strategy + "." + overlap_name(ov);
+            for (char& ch : stem)
+              if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '.' && ch != '-') ch = '_';
+            const auto path = std::filesystem::path(trace_dir) / ("projected." + stem + ".json");
+            if (auto w = write_file_atomic(path.string(), chrome_trace_json(trace, 0, sched->streams)); !w)
+              return fail(w.error());
+          }
           const double tokens = double(workload->global_batch_tokens);
           const double tgs = tokens / gpus / proj.step_s;
           const double mfu = model.flops_per_token(workload->seq) * tgs / (*peak * 1e12);
-          const bool feasible = mem.total_bytes <= double(*gpu_mem);
+          const bool feasible = mem.required_bytes() <= double(*gpu_mem);
           StepRow row;
           set_run_columns(row, "projected", strategy, plan, *workload, topo, "gpu", DType::bf16, DType::bf16, ov);
           row.set("step", 0).set("step_time_s", proj.step_s).set("step_time_min_s", proj.step_s);
@@ -289,7 +316,12 @@ int run_simulate(const Args& argv) {
   assume.set("optimizer_bytes_per_owned_param",
              "26: fp32 master, m, v read and written; bf16 grad read, param written");
   assume.set("network", cost->network().name).set("network_description", cost->network().description);
-  assume.set("profile", args->get("profile").empty() ? "none (alpha-beta only)" : args->get("profile"));
+  assume.set("network_model", cost->model_description());
+  assume.set("memory_reserve", "CUDA context " + args->get("reserve-context") + ", cuBLAS " +
+                                   args->get("reserve-cublas") + ", NCCL " + args->get("reserve-nccl") +
+                                   " per communicator, fragmentation " + args->get("reserve-fragmentation") +
+                                   " of the tensors; feasible = tensors + reserve fit --gpu-mem");
+  assume.set("profile", cost->profile() ? cost->profile()->source() : "none (the network model only)");
   assume.set("pricing", pricing_name(*pricing));
   assume.set("communication",
              "each engine's communication streams (collectives of one stream run one at a time in issue order; "

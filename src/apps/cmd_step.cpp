@@ -310,7 +310,7 @@ int run_step(const Args& args) {
 #endif
   }
 
-  auto cost = parse_cost_model(a);
+  auto cost = parse_cost_model(a, topo->gpus_per_node);
   if (!cost) return fail(cost.error());
   auto engine = parse_engine_options(a);
   if (!engine) return fail(engine.error());

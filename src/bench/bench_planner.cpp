@@ -1,21 +1,36 @@
-// Planner search time: every legal plan of the paper's 8 x 128 cluster (plus the baselines) built into its
-// compressed schedule, priced under both pricings and sized, for each LLaMA preset (PAPER.md section 5).
+// Planner and projection cost: (1) the plan search of the paper's 8 x 128 cluster (every legal plan built into its
+// compressed schedule, priced under both pricings, sized with its memory reserve) for each LLaMA preset, and (2) the
+// Fig. 11-13 projection sweep of `lins simulate --model llama-7b,llama-13b,llama-30b --gpus 8,32,128,512,1024
+// --paper-recompute` (five strategies, the planner's choice among them), each under the alpha-beta and the nccl
+// network model. Reports wall and CPU time; it measures, it does not judge.
 #include <benchmark/benchmark.h>
 
+#include "core/cost_model.h"
 #include "core/planner.h"
+#include "core/simulator.h"
+#include "core/step_columns.h"
 
 namespace {
 
-void BM_PlanSearch(benchmark::State& state, const char* model_name, bool baselines) {
-  const lins::Topology topo{8, 128};
+lins::CostModel cost_model(lins::NetworkModel model) {
+  return lins::CostModel::make(lins::resolve_network_spec("paper-a800").value(), model).value();
+}
+
+lins::Workload workload(const std::string& model_name, int gpus, bool paper_recompute) {
   lins::Workload w;
   w.model = lins::make_model_preset(model_name).value();
   w.seq = 4096;
   w.micro_batch_size = 1;
-  w.micro_batches = 1;  // 4M tokens / (4096 x 1024 GPUs)
   w.global_batch_tokens = 4 << 20;
-  w.recompute = std::string(model_name) == "llama-30b";
-  const lins::CostModel cost(lins::network_preset("paper-a800").value());
+  w.micro_batches = int(w.global_batch_tokens / (int64_t(w.seq) * gpus));  // 4M tokens per step
+  w.recompute = paper_recompute && model_name == "llama-30b";
+  return w;
+}
+
+void BM_PlanSearch(benchmark::State& state, const char* model_name, bool baselines, lins::NetworkModel model) {
+  const lins::Topology topo{8, 128};
+  const lins::Workload w = workload(model_name, topo.world(), true);
+  const lins::CostModel cost = cost_model(model);
   lins::PlannerOptions opt;
   opt.include_baselines = baselines;
   int plans = 0;
@@ -32,10 +47,69 @@ void BM_PlanSearch(benchmark::State& state, const char* model_name, bool baselin
   state.counters["plans_per_s"] = benchmark::Counter(double(plans), benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// What `lins simulate` does per (model, GPU count, strategy), less the CSV: the planner for "lins", the expanded
+// schedule, its memory with the reserve, the predicted communication and the projected step.
+void BM_ProjectionSweep(benchmark::State& state, lins::NetworkModel model) {
+  const lins::CostModel cost = cost_model(model);
+  const lins::ComputeRates rates{0.6 * 312e12, 1600e9};
+  int rows = 0;
+  for (auto _ : state) {
+    rows = 0;
+    double sum_s = 0;
+    for (const char* model_name : {"llama-7b", "llama-13b", "llama-30b"})
+      for (int gpus : {8, 32, 128, 512, 1024}) {
+        const lins::Topology topo{8, gpus / 8};
+        const lins::Workload w = workload(model_name, gpus, true);
+        lins::PlannerOptions popt;
+        for (const char* strategy : {"zero1", "zero3", "zeropp", "mics", "lins"}) {
+          lins::Plan plan;
+          if (std::string(strategy) == "lins") {
+            auto search = lins::search_plans(w, topo, cost, popt);
+            if (!search || !search->chosen()) continue;
+            plan = search->chosen()->plan;
+          } else {
+            plan = lins::parse_plan(strategy, topo).value();
+          }
+          lins::ScheduleOptions so;
+          so.micro_batches = w.micro_batches;
+          so.bucket_bytes = popt.bucket_bytes;
+          so.expand_micro_batches = true;
+          auto sched = lins::build_schedule(w.model, plan, topo, so);
+          if (!sched) {
+            state.SkipWithError(sched.error().c_str());
+            return;
+          }
+          auto mem = lins::estimate_memory(*sched, w);
+          lins::add_memory_reserve(mem, *sched, popt.reserve);
+          const auto predicted = lins::predict_comm(*sched, cost, lins::Pricing::paper_isolated);
+          const auto proj = lins::project_step(
+              *sched, w.model, w.seq, w.micro_batch_size, w.recompute, rates,
+              [&](const lins::CommOp& op) { return cost.op_time_s(op, topo, lins::Pricing::paper_isolated); });
+          benchmark::DoNotOptimize(mem.required_bytes());
+          benchmark::DoNotOptimize(predicted);
+          sum_s += proj.step_s;
+          ++rows;
+        }
+      }
+    benchmark::DoNotOptimize(sum_s);
+  }
+  state.counters["rows"] = rows;
+}
+
 }  // namespace
 
-BENCHMARK_CAPTURE(BM_PlanSearch, llama_7b, "llama-7b", false)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_PlanSearch, llama_13b, "llama-13b", false)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_PlanSearch, llama_30b, "llama-30b", false)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_PlanSearch, llama_7b_with_baselines, "llama-7b", true)->Unit(benchmark::kMillisecond);
+using lins::NetworkModel;
+BENCHMARK_CAPTURE(BM_PlanSearch, llama_7b_alpha_beta, "llama-7b", false, NetworkModel::alpha_beta)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_PlanSearch, llama_13b_alpha_beta, "llama-13b", false, NetworkModel::alpha_beta)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_PlanSearch, llama_30b_alpha_beta, "llama-30b", false, NetworkModel::alpha_beta)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_PlanSearch, llama_7b_nccl, "llama-7b", false, NetworkModel::nccl)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_PlanSearch, llama_13b_nccl, "llama-13b", false, NetworkModel::nccl)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_PlanSearch, llama_30b_nccl, "llama-30b", false, NetworkModel::nccl)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_PlanSearch, llama_7b_with_baselines_nccl, "llama-7b", true, NetworkModel::nccl)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_ProjectionSweep, fig11_13_alpha_beta, NetworkModel::alpha_beta)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_ProjectionSweep, fig11_13_nccl, NetworkModel::nccl)->Unit(benchmark::kMillisecond);
 BENCHMARK_MAIN();

@@ -1,5 +1,5 @@
-// Bandwidth profiles, the alpha-beta fallback with its network presets, and the pricing of schedules; see
-// cost_model.h.
+// Bandwidth profiles, the alpha-beta model of a network, the choice between it and the nccl model, and the pricing
+// of schedules; see cost_model.h.
 #include "core/cost_model.h"
 
 #include <algorithm>
@@ -169,6 +169,13 @@ std::optional<double> BandwidthProfile::time_s(CollKind op, Mesh mesh, double v)
   return v / (*w * 1e9);
 }
 
+void BandwidthProfile::merge(const BandwidthProfile& other) {
+  for (const auto& [k, pts] : other.series_)
+    for (const auto& p : pts)
+      for (int i = 0; i < p.count; ++i)
+        add(static_cast<CollKind>(std::get<0>(k)), Mesh{std::get<1>(k), std::get<2>(k)}, p.bytes, p.gbps);
+}
+
 std::size_t BandwidthProfile::point_count() const {
   std::size_t n = 0;
   for (const auto& [k, pts] : series_) n += pts.size();
@@ -185,37 +192,30 @@ std::vector<std::pair<CollKind, Mesh>> BandwidthProfile::series() const {
 // ---------------------------------------------------------------------------------------------------------------
 // Alpha-beta networks
 
+AlphaBeta alpha_beta_of(const NetworkSpec& net) {
+  AlphaBeta ab;
+  ab.name = net.name;
+  ab.description = net.description;
+  ab.intra_gpu_gbps = net.intra_gpu_gbps;
+  ab.inter_node_gbps = net.inter_node_gbps;
+  ab.inter_gpu_gbps = net.inter_gpu_gbps;
+  ab.intra_latency_s = net.intra_latency_s;
+  ab.inter_latency_s = net.inter_latency_s;
+  ab.bw_factor_per_node_doubling = net.bw_factor_per_node_doubling;
+  ab.latency_factor_per_node_doubling = net.latency_factor_per_node_doubling;
+  return ab;
+}
+
 std::vector<AlphaBeta> network_presets() {
-  return {
-      // The paper's testbed (PAPER.md section 7): 8 x A800-80GB per node, 4 x HDR InfiniBand per node, no SHARP.
-      // - NVIDIA A800 40GB/80GB PCIe/SXM datasheet (2022): NVLink "400 GB/s" (bidirectional), i.e. 200 GB/s per
-      //   direction per GPU through NVSwitch (the A100's 600 GB/s capped to 400 GB/s).
-      // - NVIDIA ConnectX-6 VPI adapter product brief / InfiniBand HDR specification (IBTA): 200 Gb/s per port;
-      //   4 ports per node = 800 Gb/s = 100 GB/s per direction per node; one GPU can drive one NIC, 25 GB/s.
-      // - The paper states an intra/inter-node bandwidth ratio of about 2: 200 GB/s per GPU inside vs 100 GB/s per
-      //   node across, as a ring's bus bandwidth sees them.
-      // Latencies are assumptions (typical NCCL ring step costs), not measured on that cluster.
-      {"paper-a800", "8 x A800 per node: NVLink 200 GB/s per GPU per direction; 4 x 200 Gb/s HDR InfiniBand per node",
-       200.0, 100.0, 25.0, 2e-6, 6e-6},
-      // H100 SXM datasheet: NVLink4 900 GB/s bidirectional (450 GB/s per direction); ConnectX-7 NDR 400 Gb/s per
-      // port, 8 ports per node (one per GPU) = 400 GB/s per node. Latencies are assumptions.
-      {"h100-ndr", "8 x H100 per node: NVLink4 450 GB/s per GPU per direction; 8 x 400 Gb/s NDR InfiniBand per node",
-       450.0, 400.0, 50.0, 2e-6, 5e-6},
-      // A commodity cluster: 8 GPUs with NVLink (A100-class, 300 GB/s per direction) and one 100 Gb/s Ethernet
-      // (RoCE) port per node = 12.5 GB/s. Latencies are assumptions.
-      {"ethernet-100g", "8 GPUs per node with NVLink 300 GB/s; one 100 Gb/s Ethernet port per node", 300.0, 12.5, 12.5,
-       2e-6, 15e-6},
-      // MPI over shared memory on one host, where emulated nodes share the same memory: fitted by eye to
-      // data/profiles/cpu-2core-4ranks.csv (a few GB/s at MiB sizes, tens of microseconds per step). The default of
-      // `lins step` on the CPU backend; a measured --profile predicts better.
-      {"cpu-local", "MPI over shared memory on one host (emulated nodes share it)", 3.0, 3.0, 3.0, 20e-6, 20e-6},
-  };
+  std::vector<AlphaBeta> out;
+  for (const auto& n : network_spec_presets()) out.push_back(alpha_beta_of(n));
+  return out;
 }
 
 Result<AlphaBeta> network_preset(std::string_view name) {
   std::string names;
-  for (const auto& n : network_presets()) {
-    if (n.name == name) return n;
+  for (const auto& n : network_spec_presets()) {
+    if (n.name == name) return alpha_beta_of(n);
     names += (names.empty() ? "" : ", ") + n.name;
   }
   return make_error("unknown network '" + std::string(name) + "'; valid networks: " + names);
@@ -228,8 +228,8 @@ int concurrent_groups(Mesh mesh, const Topology& topo) {
   return std::max(1, topo.gpus_per_node / mesh.intra);
 }
 
-// Hierarchical decomposition of a group of p0 GPUs on each of p1 nodes (NCCL's ring/tree pick is not modelled; this
-// is the projection fallback PAPER.md section 4 allows):
+// Hierarchical decomposition of a group of p0 GPUs on each of p1 nodes (no algorithm or protocol choice: that is the
+// nccl model's job; this is the simple model the paper's cost model allows where nothing was measured):
 // - all_gather / reduce_scatter of a full buffer of v bytes: a ring over the p1 nodes (each of the node's p0 GPUs
 //   runs its 1/p0 part, together moving (p1-1)/p1 * v through the node's links), then a ring over the p0 GPUs of the
 //   node moving (p0-1)/p0 * v per GPU (reduce_scatter: the same two phases in the other order);
@@ -237,13 +237,17 @@ int concurrent_groups(Mesh mesh, const Topology& topo) {
 //   the node's links), all_gather inside the node;
 // - broadcast: a pipelined chain; every GPU receives v once, so the slowest link sets the rate.
 // A node's inter-node bandwidth available to one group is min(node total / concurrent groups, p0 x one GPU's NIC
-// share). Latency: one alpha per ring step.
+// share). Latency: one alpha per ring step. A network that degrades with scale scales the inter-node bandwidth and
+// latency by its factors per doubling of p1.
 double alpha_beta_time_s(const AlphaBeta& net, CollKind op, double v, Mesh mesh, int concurrent) {
   const int p0 = mesh.intra, p1 = mesh.inter;
   if (p0 * static_cast<long long>(p1) <= 1 || v <= 0) return 0.0;
   const double bi = net.intra_gpu_gbps * 1e9;
-  const double bn = std::min(net.inter_node_gbps / std::max(1, concurrent), p0 * net.inter_gpu_gbps) * 1e9;
-  const double ai = net.intra_latency_s, an = net.inter_latency_s;
+  const double doublings = p1 > 1 ? std::log2(double(p1)) : 0.0;
+  const double bn = std::min(net.inter_node_gbps / std::max(1, concurrent), p0 * net.inter_gpu_gbps) * 1e9 *
+                    std::pow(net.bw_factor_per_node_doubling, doublings);
+  const double ai = net.intra_latency_s,
+               an = net.inter_latency_s * std::pow(net.latency_factor_per_node_doubling, doublings);
   const double intra_ring = p0 > 1 ? (p0 - 1) * ai + v * (p0 - 1) / p0 / bi : 0.0;  // one AG or RS phase
   const double inter_ring = p1 > 1 ? (p1 - 1) * an + v * (p1 - 1) / p1 / bn : 0.0;
   switch (op) {
@@ -280,9 +284,41 @@ double& CommTimeBreakdown::term_s(Term t) {
 }
 double CommTimeBreakdown::term_s(Term t) const { return const_cast<CommTimeBreakdown*>(this)->term_s(t); }
 
+const char* network_model_name(NetworkModel m) { return m == NetworkModel::nccl ? "nccl" : "alpha-beta"; }
+
+Result<NetworkModel> parse_network_model(std::string_view text) {
+  if (text == "nccl") return NetworkModel::nccl;
+  if (text == "alpha-beta") return NetworkModel::alpha_beta;
+  return make_error("unknown network model '" + std::string(text) + "'; valid models: nccl (NCCL " + kNcclModelVersion +
+                    "'s algorithm and protocol model), alpha-beta (hierarchical ring)");
+}
+
 CostModel::CostModel(AlphaBeta network) : net_(std::move(network)) {}
 CostModel::CostModel(AlphaBeta network, BandwidthProfile profile)
     : net_(std::move(network)), profile_(std::move(profile)) {}
+
+Result<CostModel> CostModel::make(const NetworkSpec& net, NetworkModel model, std::optional<BandwidthProfile> profile) {
+  CostModel c(alpha_beta_of(net));
+  c.model_ = model;
+  c.profile_ = std::move(profile);
+  if (model == NetworkModel::nccl) {
+    auto n = NcclModel::make(net);
+    if (!n) return make_error(n.error());
+    c.nccl_ = std::move(*n);
+  }
+  return c;
+}
+
+std::string CostModel::model_description() const {
+  if (model_ == NetworkModel::nccl)
+    return std::string("NCCL ") + kNcclModelVersion + " model (Ring/Tree x LL/LL128/Simple, as NCCL picks them)";
+  return "alpha-beta hierarchical ring";
+}
+
+double CostModel::model_time_s(CollKind op, double bytes, Mesh mesh, int concurrent) const {
+  if (nccl_) return nccl_->time_s(op, bytes, mesh, concurrent);
+  return alpha_beta_time_s(net_, op, bytes, mesh, concurrent);
+}
 
 double CostModel::time_s(CollKind op, double bytes, Mesh mesh, const Topology& topo, Pricing pricing,
                          bool* fell_back) const {
@@ -291,15 +327,15 @@ double CostModel::time_s(CollKind op, double bytes, Mesh mesh, const Topology& t
     if (auto t = profile_->time_s(op, mesh, bytes)) {
       if (fell_back) *fell_back = false;
       if (conc == 1) return *t;
-      // The profile measured one group alone. Sharing slows only the inter-node part; the alpha-beta model says how
+      // The profile measured one group alone. Sharing slows only the inter-node part; the network model says how
       // much of the time that part is, so the measured time is scaled by the model's shared/alone ratio.
-      const double alone = alpha_beta_time_s(net_, op, bytes, mesh, 1);
-      const double shared = alpha_beta_time_s(net_, op, bytes, mesh, conc);
+      const double alone = model_time_s(op, bytes, mesh, 1);
+      const double shared = model_time_s(op, bytes, mesh, conc);
       return alone > 0 ? *t * (shared / alone) : *t;
     }
   }
   if (fell_back) *fell_back = profile_.has_value();
-  return alpha_beta_time_s(net_, op, bytes, mesh, conc);
+  return model_time_s(op, bytes, mesh, conc);
 }
 
 double CostModel::op_time_s(const CommOp& op, const Topology& topo, Pricing pricing, bool* fell_back) const {

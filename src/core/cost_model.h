@@ -1,7 +1,9 @@
-// Communication time of a Schedule (PAPER.md section 4): t(o, v, p0 x p1) = v / w(o, v, p0 x p1) with w read from a
-// measured bandwidth profile (log-linear in message size), or from a hierarchical alpha-beta model of a named network
-// where the profile has no entry. Two pricings: the paper's (every group priced as if alone on the network) and
-// shared links (the groups that run the same collective at the same time on one node share its network links).
+// Communication time of a Schedule: each collective o of v message bytes over a group of p0 GPUs on each of p1 nodes
+// takes t = v / w(o, v, p0 x p1), the paper's cost model. w comes from a measured bandwidth profile (log-linear in
+// message size; `lins comm --profile` or nccl-tests output), else from a model of a described network: NCCL's own
+// algorithm/protocol model (nccl_model.h) or a hierarchical alpha-beta ring. Two pricings: the paper's (every group
+// priced as if alone on the network) and shared links (the groups that run the same collective at the same time on
+// one node share its network links). docs/cost-model.md explains both models and their sources.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +14,8 @@
 #include <tuple>
 #include <vector>
 
+#include "core/nccl_model.h"
+#include "core/network_spec.h"
 #include "core/result.h"
 #include "core/schedule.h"
 
@@ -42,6 +46,12 @@ class BandwidthProfile {
   std::size_t point_count() const;
   std::vector<std::pair<CollKind, Mesh>> series() const;
   const std::string& source() const { return source_; }
+  void set_source(std::string source) { source_ = std::move(source); }
+  // Adds every measurement of `other` (its series join this profile's; equal sizes are averaged).
+  void merge(const BandwidthProfile& other);
+  // What was left out while importing (nccl-tests rows with wrong results), for the commands to report.
+  void add_note(std::string note) { notes_.push_back(std::move(note)); }
+  const std::vector<std::string>& notes() const { return notes_; }
 
  private:
   struct Point {
@@ -52,6 +62,7 @@ class BandwidthProfile {
   using Key = std::tuple<int, int, int>;      // op, intra, inter
   std::map<Key, std::vector<Point>> series_;  // each sorted by bytes
   std::string source_;
+  std::vector<std::string> notes_;
 };
 
 // Hierarchical alpha-beta model of a cluster network. Bandwidths are per direction, GB/s (1e9 B/s).
@@ -63,17 +74,30 @@ struct AlphaBeta {
   double inter_gpu_gbps = 0;   // the most one GPU can drive across nodes (its NIC share, PCIe)
   double intra_latency_s = 0;  // per step of a ring inside the node
   double inter_latency_s = 0;  // per step of a ring across nodes
+  // Per doubling of the nodes a group spans: inter-node bandwidth x bw_factor, inter-node latency x latency_factor.
+  double bw_factor_per_node_doubling = 1.0;
+  double latency_factor_per_node_doubling = 1.0;
 };
 
-// Named presets: paper-a800, h100-ndr, ethernet-100g, cpu-local.
+// The alpha-beta terms of a described network.
+AlphaBeta alpha_beta_of(const NetworkSpec& net);
+// The presets of data/networks/ (cpu-local, ethernet-100g, h100-ndr, paper-a800) as alpha-beta networks.
 std::vector<AlphaBeta> network_presets();
 Result<AlphaBeta> network_preset(std::string_view name);
 
 enum class Pricing {
-  paper_isolated,  // PAPER.md section 4: each group priced alone (what a per-group profile measures)
+  paper_isolated,  // the paper's: each group priced alone (what a per-group profile measures)
   shared_links,    // groups of one op running at once on a node share the node's inter-node links
 };
 const char* pricing_name(Pricing p);
+
+// Which model prices what no profile measured.
+enum class NetworkModel {
+  alpha_beta,  // the hierarchical ring below
+  nccl,        // NCCL 2.21.5's own algorithm and protocol model (nccl_model.h)
+};
+const char* network_model_name(NetworkModel m);  // "alpha-beta", "nccl"
+Result<NetworkModel> parse_network_model(std::string_view text);
 
 // Seconds of one collective on the alpha-beta network. `concurrent` = how many groups of the same op share each
 // node's network at the same time (1 = alone). Hierarchical decomposition, see cost_model.cpp.
@@ -89,7 +113,7 @@ struct CommTimeBreakdown {
   double os_sync_s = 0;      // T_os0
   double os_bcast_s = 0;     // T_os1
   int64_t ops = 0;           // collectives priced (repeat counted)
-  int64_t fallback_ops = 0;  // of those, priced by the alpha-beta model because the profile lacked their mesh
+  int64_t fallback_ops = 0;  // of those, priced by the network model because the profile lacked their (op, mesh)
   double kind_axis_s[kCollKindCount][2] = {};  // the same seconds split by collective kind and mesh axis
   double total_s() const { return param_s + grad_s + os_sync_s + os_bcast_s; }
   double& term_s(Term t);
@@ -103,21 +127,33 @@ class CostModel {
   explicit CostModel(AlphaBeta network);
   // Profile first, alpha-beta for every (op, mesh) the profile lacks.
   CostModel(AlphaBeta network, BandwidthProfile profile);
+  // A described network priced by `model`, the profile (when given) first for the (op, mesh) pairs it measured.
+  // Fails when the model cannot price the network (nccl without GPUs, or with SHARP or NVLS).
+  static Result<CostModel> make(const NetworkSpec& net, NetworkModel model,
+                                std::optional<BandwidthProfile> profile = std::nullopt);
 
-  // Seconds of one run of `op` (repeat not counted) on `topo`. *fell_back (when given) says whether the alpha-beta
-  // model priced it.
+  // Seconds of one run of `op` (repeat not counted) on `topo`. *fell_back (when given) says whether the network
+  // model priced it (the profile lacked its op and mesh).
   double op_time_s(const CommOp& op, const Topology& topo, Pricing pricing, bool* fell_back = nullptr) const;
   // Every op of the schedule, repeat counted, summed per term.
   CommTimeBreakdown price(const Schedule& s, Pricing pricing) const;
   // Both pricings in one pass over the ops (what the planner needs).
   void price_both(const Schedule& s, CommTimeBreakdown* isolated, CommTimeBreakdown* shared) const;
+  // The network model alone (no profile): one collective with `concurrent` groups sharing each node's network.
+  double model_time_s(CollKind op, double message_bytes, Mesh mesh, int concurrent = 1) const;
 
   const AlphaBeta& network() const { return net_; }
   const BandwidthProfile* profile() const { return profile_ ? &*profile_ : nullptr; }
+  NetworkModel model() const { return model_; }
+  const NcclModel* nccl() const { return nccl_ ? &*nccl_ : nullptr; }
+  // "NCCL 2.21.5 model (Ring/Tree x LL/LL128/Simple)" or "alpha-beta hierarchical ring".
+  std::string model_description() const;
 
  private:
   double time_s(CollKind op, double bytes, Mesh mesh, const Topology& topo, Pricing pricing, bool* fell_back) const;
   AlphaBeta net_;
+  NetworkModel model_ = NetworkModel::alpha_beta;
+  std::optional<NcclModel> nccl_;
   std::optional<BandwidthProfile> profile_;
 };
 

@@ -104,6 +104,7 @@ struct BucketRule {
   bool whole_modules = false;       // buckets hold whole modules (DeepSpeed ZeRO-3's reduce-scatter buckets)
   bool from_start = false;          // cut in forward order (DeepSpeed ZeRO-1); default from the end, as backward runs
   const char* option = "--bucket";  // named in the error when the buckets would be too many
+  int elem_bytes = 0;               // the option's unit: bytes per element when it is given in bytes, 0 for elements
 };
 // Buckets of at most the cap each (a tensor or module larger than the cap gets a bucket of its own), in the order
 // they are cut. A bucket is ready once the backward of the module of its lowest element has run: backward runs from

@@ -12,8 +12,8 @@ namespace lins {
 double activation_bytes(const ModelSpec& model, int seq, int micro_batch_size, bool recompute) {
   const double s = seq, b = micro_batch_size, h = model.dims.hidden, L = model.dims.layers, V = model.dims.vocab;
   // Megatron-LM (Korthikanti et al. 2022) per layer in bf16: sbh(34 + 5as/h); FlashAttention never materialises
-  // the a*s*s attention scores, which leaves 34*s*b*h bytes per layer (PAPER.md section 3). The SwiGLU MLP keeps a
-  // few more tensors than GPT's GeLU MLP; the estimate ignores that, as the paper's source does.
+  // the a*s*s attention scores, which leaves 34*s*b*h bytes per layer (the paper's memory analysis does the same). The
+  // SwiGLU MLP keeps a few more tensors than GPT's GeLU MLP; the estimate ignores that, as the paper's source does.
   const double layer = 34.0 * s * b * h;
   // Full recomputation keeps only each layer's input (bf16, 2*s*b*h) and re-runs one layer at a time in backward,
   // so one layer's full working set is alive on top of the checkpoints.
@@ -232,10 +232,26 @@ MemoryEstimate estimate_memory(const Schedule& s, const Workload& w, StateBytes 
   // at the action it makes it); a closed-form bound for the planner's compressed schedules.
   m.buffer_bytes =
       s.options.expand_micro_batches ? walk_buffer_bytes(s, model, b) : closed_form_buffer_bytes(s, model, b);
-  // Not counted: CUDA context and NCCL's own buffers (a fixed few hundred MiB per GPU), allocator fragmentation.
+  // Not counted here: CUDA context, cuBLAS workspace, NCCL's buffers and allocator fragmentation; add_memory_reserve
+  // adds them, so total_bytes stays comparable with what an allocator reports for the tensors alone.
 
   m.total_bytes = m.state_bytes + m.activation_bytes + m.buffer_bytes;
   return m;
+}
+
+int schedule_communicators(const Schedule& s) {
+  // One communicator per (group role, stream) the schedule uses, as the executor creates them.
+  std::vector<bool> used(std::max<std::size_t>(1, s.streams.size()) * kGroupRoleCount, false);
+  for (const auto& op : s.ops) used[static_cast<std::size_t>(op.stream * kGroupRoleCount + int(op.role))] = true;
+  int n = 0;
+  for (bool u : used) n += u;
+  return n;
+}
+
+void add_memory_reserve(MemoryEstimate& m, const Schedule& s, const MemoryReserve& r) {
+  m.communicators = schedule_communicators(s);
+  m.reserve_bytes = r.cuda_context_bytes + r.cublas_workspace_bytes + m.communicators * r.nccl_bytes_per_communicator +
+                    r.fragmentation_fraction * m.total_bytes;
 }
 
 }  // namespace lins

@@ -1,5 +1,7 @@
-// Memory per GPU of one plan (PAPER.md section 3): model states from the same ShardLayout the executor allocates,
-// activations (Megatron-style estimate, with or without full recomputation) and communication buffers.
+// Memory per GPU of one plan: model states from the same ShardLayout the executor allocates, activations
+// (Megatron-style estimate, with or without full recomputation) and communication buffers; plus the reserve a real
+// GPU run loses outside those tensors (CUDA context, cuBLAS workspace, NCCL buffers, allocator fragmentation), which
+// the planner adds before comparing with the GPU's memory. docs/cost-model.md gives the formulas and their sources.
 #pragma once
 
 #include <cstdint>
@@ -35,7 +37,37 @@ struct MemoryEstimate {
   double buffer_bytes = 0;             // gathered parameters/gradients of in-flight modules and gradient buckets
   double total_bytes = 0;              // state + activation + buffer
   double closed_form_state_bytes = 0;  // 2Phi/s_p + 2Phi/s_g + 12Phi/s_os with the same bytes per element
+  // Filled by add_memory_reserve (0 until then): what the run loses beyond total_bytes.
+  double reserve_bytes = 0;
+  int communicators = 0;  // NCCL communicators of the schedule (group roles with more than one rank)
+  double required_bytes() const { return total_bytes + reserve_bytes; }
 };
+
+// What a GPU run needs beyond the tensors the memory model counts. Defaults (docs/cost-model.md, "The reserve"):
+// - CUDA context: 666,632,192 bytes, the context PyTorch measured with eager module loading (pytorch/pytorch pull
+//   request 86509; 287,047,680 bytes with lazy loading, the default from CUDA 12.2 on). The larger is kept.
+// - cuBLAS workspace: 32 MiB, the cuBLAS API reference's recommended workspace for Hopper (4 MiB for other GPUs;
+//   cublasSetWorkspace), for the one handle of the compute stream.
+// - NCCL: per communicator, 16 channels x 3 connections (ring 1, tree 2) x the receive buffers of each protocol,
+//   LL 512 KiB + LL128 4.6875 MiB + Simple 4 MiB = 441 MiB. Buffer sizes from NCCL v2.21.5-1 src/init.cc
+//   (DEFAULT_LL_BUFFSIZE, DEFAULT_LL128_BUFFSIZE, DEFAULT_BUFFSIZE); 16 channels is what that version gives a
+//   communicator over 8 NVSwitch-connected A800/A100 GPUs (src/graph/connect.cc doubles the ring graph's 8).
+// - Fragmentation: 5% of the counted tensors, an assumption (allocator caches leave free blocks that do not fit the
+//   next request; the ZeRO paper reports running out of memory with over 30% free in extreme cases).
+// No GPU measurement of lins's executor exists yet; when one does, these defaults will be set from it.
+struct MemoryReserve {
+  double cuda_context_bytes = 666632192.0;
+  double cublas_workspace_bytes = 32.0 * (1 << 20);
+  double nccl_bytes_per_communicator = 16.0 * 3 * (512.0 * 1024 + 4915200.0 + 4.0 * (1 << 20));
+  double fragmentation_fraction = 0.05;
+};
+
+// Fills m.reserve_bytes and m.communicators for schedule `s`: context + cuBLAS + communicators x NCCL per
+// communicator + fragmentation x m.total_bytes.
+void add_memory_reserve(MemoryEstimate& m, const Schedule& s, const MemoryReserve& r);
+// The communicators a rank of `s` creates: one per group role its collectives use (groups of one rank move nothing
+// and are left out of the schedule).
+int schedule_communicators(const Schedule& s);
 
 // Which rank the estimate describes. Padded shards are the same size on every rank, but inter-tensor owners are
 // uneven, so the largest owner is what has to fit (the memory limit holds on every GPU).
@@ -45,7 +77,7 @@ enum class MemoryOf { worst_rank, schedule_rank };
 MemoryEstimate estimate_memory(const Schedule& s, const Workload& w, StateBytes b = {},
                                MemoryOf which = MemoryOf::worst_rank);
 
-// Activation bytes of one micro-batch on one GPU (PAPER.md section 3); split out for tests and the simulator.
+// Activation bytes of one micro-batch on one GPU; split out for tests and the simulator.
 double activation_bytes(const ModelSpec& model, int seq, int micro_batch_size, bool recompute);
 
 }  // namespace lins

@@ -41,9 +41,9 @@ std::string why_loses(const PlanEvaluation& e, const PlanEvaluation& best, Prici
   const double te = e.comm(p).total_s(), tb = best.comm(p).total_s();
   const double rel = tb > 0 ? (te - tb) / tb : (te > 0 ? INFINITY : 0);
   if (std::fabs(te - tb) <= 1e-12 * std::max(1.0, tb)) {
-    if (e.memory.total_bytes > best.memory.total_bytes)
-      return "same comm as best, more memory (" + gib(e.memory.total_bytes) + " vs " + gib(best.memory.total_bytes) +
-             ")";
+    if (e.memory.required_bytes() > best.memory.required_bytes())
+      return "same comm as best, more memory (" + gib(e.memory.required_bytes()) + " vs " +
+             gib(best.memory.required_bytes()) + ")";
     return "same comm as best";
   }
   double worst = 0;
@@ -87,11 +87,16 @@ Result<PlanEvaluation> evaluate_plan(const Workload& w, const Topology& topo, co
   e.plan = plan;
   e.baseline = plan.engine != Engine::lins;
   e.memory = estimate_memory(*s, w, opt.state_bytes, MemoryOf::worst_rank);
+  add_memory_reserve(e.memory, *s, opt.reserve);
   cost.price_both(*s, &e.isolated, &e.shared);
   for (const auto& op : s->ops)
     (op.axis() == Axis::inter ? e.inter_message_bytes : e.intra_message_bytes) += double(op.bytes()) * op.repeat;
-  e.feasible = e.memory.total_bytes <= opt.gpu_mem_bytes;
-  if (!e.feasible) e.infeasible_reason = "needs " + gib(e.memory.total_bytes) + " > " + gib(opt.gpu_mem_bytes);
+  // The reserve is part of what must fit: a plan whose tensors alone fit can still run out of memory once the CUDA
+  // context, NCCL's buffers and fragmentation take their share.
+  e.feasible = e.memory.required_bytes() <= opt.gpu_mem_bytes;
+  if (!e.feasible)
+    e.infeasible_reason = "needs " + gib(e.memory.total_bytes) + " + " + gib(e.memory.reserve_bytes) +
+                          " reserve = " + gib(e.memory.required_bytes()) + " > " + gib(opt.gpu_mem_bytes);
   return e;
 }
 
@@ -100,10 +105,11 @@ PlanSearch rank_plans(std::vector<PlanEvaluation> evals, Pricing rank_by) {
   out.rank_by = rank_by;
   std::stable_sort(evals.begin(), evals.end(), [&](const PlanEvaluation& a, const PlanEvaluation& b) {
     if (a.feasible != b.feasible) return a.feasible;
-    if (!a.feasible) return a.memory.total_bytes < b.memory.total_bytes;
+    if (!a.feasible) return a.memory.required_bytes() < b.memory.required_bytes();
     const double ta = a.comm(rank_by).total_s(), tb = b.comm(rank_by).total_s();
     if (ta != tb) return ta < tb;
-    if (a.memory.total_bytes != b.memory.total_bytes) return a.memory.total_bytes < b.memory.total_bytes;
+    if (a.memory.required_bytes() != b.memory.required_bytes())
+      return a.memory.required_bytes() < b.memory.required_bytes();
     if (a.baseline != b.baseline) return !a.baseline;
     return a.plan.to_string() < b.plan.to_string();
   });

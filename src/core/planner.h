@@ -1,5 +1,6 @@
-// The planner of PAPER.md section 5: every legal 6-tuple (and, if asked, the baselines' presets) is built into the
-// same Schedule the executor runs, priced by the cost model, sized by the memory model, and ranked by predicted
+// The planner, as the paper's search over sharding plans: every legal 6-tuple (sharding factors of P, G and OS inside
+// and across nodes; and, if asked, the baselines' presets) is built into the same Schedule the executor runs, priced
+// by the cost model, sized by the memory model plus the reserve a GPU run loses, and ranked by predicted
 // communication time among the plans that fit in GPU memory; each plan says why it lost.
 #pragma once
 
@@ -20,6 +21,7 @@ struct PlannerOptions {
   int64_t bucket_bytes = 25ll << 20;           // U
   DType dtype = DType::bf16;                   // P and G on the wire
   StateBytes state_bytes;                      // bytes per parameter of P, G, OS
+  MemoryReserve reserve;                       // what a GPU run loses beyond the tensors; must fit too
   Pricing rank_by = Pricing::paper_isolated;   // which pricing orders the plans
   bool include_legal = true;                   // every legal 6-tuple on the Lins engine
   bool include_baselines = false;              // ddp, zero1, zero2, zero3, mics, zeropp on their own engines
@@ -34,7 +36,7 @@ struct PlanEvaluation {
   double intra_message_bytes = 0;  // per rank per step, from the schedule
   double inter_message_bytes = 0;
   bool feasible = true;
-  std::string infeasible_reason;  // "needs 93.1 GiB > 80.0 GiB"
+  std::string infeasible_reason;  // "needs 78.3 GiB + 6.1 GiB reserve = 84.4 GiB > 80.0 GiB"
   int rank = 0;                   // 1 = best among the feasible; 0 when infeasible
   std::string why;                // "chosen", or why it loses to the best ("+12% comm vs best: ...")
 
@@ -45,7 +47,7 @@ struct PlanEvaluation {
 struct PlanSearch {
   Pricing rank_by = Pricing::paper_isolated;
   // Feasible plans by predicted communication (ties: less memory, then plan text), then the infeasible ones by how
-  // much memory they need.
+  // much memory (reserve included) they need.
   std::vector<PlanEvaluation> plans;
   int best = -1;  // index in `plans` of the chosen plan: the best feasible non-baseline plan; -1 when none fits
   int legal_count = 0;

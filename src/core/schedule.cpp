@@ -290,10 +290,13 @@ Result<std::vector<Bucket>> cut_buckets(const ModelSpec& model, const ShardLayou
   // Refused before anything is built: there are at least total / cap buckets.
   if (total / cap_elems + 1 > kMaxOpsPerMicroBatch) {
     const int64_t smallest = (total + kMaxOpsPerMicroBatch - 2) / (kMaxOpsPerMicroBatch - 1);
-    return make_error(
-        std::string(rule.option) + " of " + std::to_string(cap_elems) + " elements would cut the local gradient of " +
-        std::to_string(total) + " elements into more than " + std::to_string(kMaxOpsPerMicroBatch) +
-        " buckets per micro-batch; the smallest bucket allowed is " + std::to_string(smallest) + " elements");
+    auto amount = [&](int64_t elems) {
+      return rule.elem_bytes > 0 ? std::to_string(elems * rule.elem_bytes) + " bytes"
+                                 : std::to_string(elems) + " elements";
+    };
+    return make_error(std::string(rule.option) + " of " + amount(cap_elems) + " would cut the local gradient of " +
+                      std::to_string(total) + " elements into more than " + std::to_string(kMaxOpsPerMicroBatch) +
+                      " buckets per micro-batch; the smallest " + rule.option + " allowed is " + amount(smallest));
   }
   // The pieces a bucket may not split, in local order: tensors (and padding), modules, or one piece per module that
   // buckets may cut anywhere.

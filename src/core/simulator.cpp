@@ -35,15 +35,49 @@ std::vector<double> compute_task_seconds(const Schedule& s, const ModelSpec& mod
   return out;
 }
 
+std::vector<TraceEvent> timeline_trace(const Schedule& s, const ModelSpec& model, const std::vector<Action>& program,
+                                       const TimelineResult& r, const std::vector<double>& task_s) {
+  std::vector<TraceEvent> out;
+  double before = 0;  // the cursor before each action
+  for (std::size_t pos = 0; pos < program.size(); ++pos) {
+    const Action& a = program[pos];
+    const double end = r.action_end_s[pos];
+    if (a.kind == Action::Kind::compute) {
+      const ComputeTask t = s.shape.task(a.index);
+      const double d = task_s[static_cast<std::size_t>(a.index)];
+      const std::string name = t.kind == TaskKind::optimizer
+                                   ? "optimizer"
+                                   : (t.kind == TaskKind::forward ? "forward " : "backward ") +
+                                         model.modules[static_cast<std::size_t>(t.module)].name;
+      out.push_back(TraceEvent{name, "compute", end - d, d, 0});
+    } else if (a.kind == Action::Kind::wait && end > before) {
+      const CommOp& op = s.ops[static_cast<std::size_t>(a.index)];
+      out.push_back(TraceEvent{std::string("wait ") + purpose_name(op.purpose) + " " + op.label, "wait", before,
+                               end - before, 1});
+    }
+    before = end;
+  }
+  for (std::size_t i = 0; i < s.ops.size(); ++i) {
+    const CommOp& op = s.ops[i];
+    const OpTiming& t = r.ops[i];
+    out.push_back(TraceEvent{std::string(coll_kind_name(op.kind)) + " " + op.label, "comm", t.start_s,
+                             t.end_s - t.start_s, 2 + op.stream});
+  }
+  return out;
+}
+
 StepProjection project_step(const Schedule& s, const ModelSpec& model, int seq, int micro_batch_size, bool recompute,
-                            const ComputeRates& rates, const std::function<double(const CommOp&)>& op_seconds) {
+                            const ComputeRates& rates, const std::function<double(const CommOp&)>& op_seconds,
+                            std::vector<TraceEvent>* trace) {
   const std::vector<double> task_s = compute_task_seconds(s, model, seq, micro_batch_size, recompute, rates);
   std::vector<double> op_s(s.ops.size());
   for (std::size_t i = 0; i < s.ops.size(); ++i) op_s[i] = op_seconds(s.ops[i]);
   TimelineCosts costs;
   costs.compute_s = [&](int t) { return task_s[static_cast<std::size_t>(t)]; };
   costs.op_s = [&](int i) { return op_s[static_cast<std::size_t>(i)]; };
-  const TimelineResult r = run_timeline(s, step_program(s), costs);
+  const std::vector<Action> program = step_program(s);
+  const TimelineResult r = run_timeline(s, program, costs);
+  if (trace) *trace = timeline_trace(s, model, program, r, task_s);
   StepProjection out;
   for (int t = 0; t < s.shape.task_count(); ++t) {
     const TaskKind kind = s.shape.task(t).kind;

@@ -9,6 +9,7 @@
 #include "core/model_spec.h"
 #include "core/schedule.h"
 #include "core/timeline.h"
+#include "core/trace.h"
 
 namespace lins {
 
@@ -36,9 +37,15 @@ double module_forward_flops(const ModelSpec& model, int module, double tokens, i
 std::vector<double> compute_task_seconds(const Schedule& s, const ModelSpec& model, int seq, int micro_batch_size,
                                          bool recompute, const ComputeRates& rates);
 
-// `schedule` must be expanded (one copy per micro-batch). `op_seconds` prices one collective.
+// `schedule` must be expanded (one copy per micro-batch). `op_seconds` prices one collective. `trace`, when given,
+// receives the projected step as trace events (compute, waits, each stream's collectives).
 StepProjection project_step(const Schedule& schedule, const ModelSpec& model, int seq, int micro_batch_size,
                             bool recompute, const ComputeRates& rates,
-                            const std::function<double(const CommOp&)>& op_seconds);
+                            const std::function<double(const CommOp&)>& op_seconds,
+                            std::vector<TraceEvent>* trace = nullptr);
+
+// Trace events of a timed program: compute and waits from the cursor, collectives from their stream times.
+std::vector<TraceEvent> timeline_trace(const Schedule& s, const ModelSpec& model, const std::vector<Action>& program,
+                                       const TimelineResult& r, const std::vector<double>& task_s);
 
 }  // namespace lins

@@ -26,6 +26,7 @@
 #include "core/plan.h"
 #include "core/schedule.h"
 #include "core/timeline.h"
+#include "core/trace.h"
 #include "core/topology.h"
 #include "train/backend.h"
 #include "train/data.h"
@@ -72,11 +73,6 @@ struct StepStats {
   int64_t buffer_peak_bytes = 0;  // high-water mark of the executor's buffers (gathers, gradients in flight, payloads)
 };
 
-struct TraceEvent {
-  std::string name, cat;
-  double start_s = 0, dur_s = 0;
-  int lane = 0;  // 0 compute, 1 waits, 2 + stream: collectives in flight on that stream
-};
 
 // One action of the step's program as the executor performed it: host seconds from the step's start. For an issue,
 // exec_* is when the op (and the work its stream did after it) ran on its stream, where the backend times that on the
@@ -127,9 +123,5 @@ class Executor {
   std::vector<int> issued_;
 };
 
-// Chrome trace JSON ("traceEvents", microseconds) of one rank's events; pid = rank. `streams` names the lanes of the
-// collectives (TraceEvent::lane 2 + stream).
-std::string chrome_trace_json(const std::vector<TraceEvent>& events, int rank,
-                              const std::vector<std::string>& streams = {});
 
 }  // namespace lins

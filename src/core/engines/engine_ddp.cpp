@@ -17,6 +17,7 @@ Status build_ddp_ops(EngineBuilder& b) {
   rule.first_cap_elems = e.ddp_first_bucket_bytes / esize;
   rule.whole_tensors = true;
   rule.option = "--bucket";
+  rule.elem_bytes = static_cast<int>(esize);
   auto buckets = cut_buckets(b.model(), b.layout(), rule);
   if (!buckets) return make_error(buckets.error());
   if (auto s = b.check_budget(static_cast<int64_t>(buckets->size()), "--bucket"); !s) return s;

@@ -25,6 +25,7 @@ Status build_lins_ops(EngineBuilder& b) {
   BucketRule rule;
   rule.cap_elems = b.engine().bucket_bytes / dtype_bytes(b.options().dtype);
   rule.option = "--bucket";
+  rule.elem_bytes = dtype_bytes(b.options().dtype);
   auto buckets = cut_buckets(b.model(), L, rule);
   if (!buckets) return make_error(buckets.error());
   if (auto s = b.check_budget(static_cast<int64_t>(buckets->size()) + 3 * n, "--bucket"); !s) return s;

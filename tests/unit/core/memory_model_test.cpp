@@ -1,5 +1,6 @@
-// Memory model against the closed form 2Phi/s_p + 2Phi/s_g + 12Phi/s_os (PAPER.md section 3), uneven inter-tensor
-// owners, activations with and without recomputation, and buffers.
+// Memory model against the closed form 2Phi/s_p + 2Phi/s_g + 12Phi/s_os (the paper's memory analysis: bf16 P and G,
+// fp32 master weights and Adam moments), uneven inter-tensor owners, activations with and without recomputation,
+// buffers, and the reserve a GPU run loses beyond them.
 #include "core/memory_model.h"
 
 #include <gtest/gtest.h>
@@ -198,6 +199,34 @@ TEST(MemoryModel, WorkingCopies) {
   for (const auto& ms : z3_sched.layout.modules) padded = std::max(padded, ms.padded_elems);
   EXPECT_DOUBLE_EQ(z3_lins.buffer_bytes - z3.buffer_bytes, 4.0 * double(padded));
   EXPECT_DOUBLE_EQ(z3_lins.state_bytes, z3.state_bytes);
+}
+
+TEST(MemoryModel, ReserveCountsContextCublasCommunicatorsAndFragmentation) {
+  const auto m = even_model();
+  const Topology t{8, 4};
+  // ZeRO-3 gathers and reduce-scatters over one group of all 32 ranks: one communicator. Defaults:
+  // 666632192 (context) + 33554432 (cuBLAS, 32 MiB) + 1 x 462422016 (16 channels x 3 connections x
+  // (524288 + 4915200 + 4194304) NCCL buffer bytes) = 1162608640 bytes, plus 5% of the tensors.
+  const auto z3 = schedule(m, parse_plan("zero3", t).value(), t);
+  auto e = estimate_memory(z3, workload(m));
+  const double tensors = e.total_bytes;
+  add_memory_reserve(e, z3, MemoryReserve{});
+  EXPECT_EQ(e.communicators, 1);
+  EXPECT_DOUBLE_EQ(e.reserve_bytes, 1162608640.0 + 0.05 * tensors);
+  EXPECT_DOUBLE_EQ(e.total_bytes, tensors);  // the tensors stay what an allocator would report
+  EXPECT_DOUBLE_EQ(e.required_bytes(), tensors + e.reserve_bytes);
+  // A Lins plan with P sharded in the node, G and OS over the 8 x 4 block, broadcasts to replicas: its roles each
+  // get a communicator. Given reserve values: 100 + 10 + communicators x 1000 + 0.5 x tensors.
+  const auto lins = schedule(m, parse_plan("p=8x1,g=8x1,os=8x4", t).value(), t);
+  auto l = estimate_memory(lins, workload(m, 2));
+  int roles = 0;
+  bool seen[kGroupRoleCount] = {};
+  for (const auto& op : lins.ops)
+    if (!seen[int(op.role)]) seen[int(op.role)] = true, ++roles;
+  EXPECT_GE(roles, 2);
+  add_memory_reserve(l, lins, MemoryReserve{100, 10, 1000, 0.5});
+  EXPECT_EQ(l.communicators, roles);
+  EXPECT_DOUBLE_EQ(l.reserve_bytes, 110 + 1000.0 * roles + 0.5 * l.total_bytes);
 }
 
 }  // namespace

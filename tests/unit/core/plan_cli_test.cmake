@@ -1,5 +1,6 @@
-# `lins plan` end to end (run by ctest with -DLINS=<binary> -DWORK=<folder>): --help, --version, a bad flag's exit
-# code 2 and message, and the CSV it writes (header and one row per plan, finished file only).
+# `lins plan` end to end (run by ctest with -DLINS=<binary> -DWORK=<folder> -DDATA=<nccl-tests samples>
+# -DNETWORKS=<data/networks>): --help, --version, a bad flag's exit code 2 and message, the CSV it writes (header and
+# one row per plan, finished file only), a network file and nccl-tests output as inputs.
 function(run expect_rc)
   execute_process(COMMAND ${LINS} ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 120)
   if(NOT rc EQUAL expect_rc)
@@ -19,8 +20,9 @@ endfunction()
 run(0 --version)
 expect_in("${OUT}" "lins " "--version")
 run(0 plan --help)
-foreach(opt --model --gpus-per-node --nodes --global-batch-tokens --gpu-mem --network --profile --pricing --plan
-            --explain --csv --top --bucket)
+foreach(opt --model --gpus-per-node --nodes --global-batch-tokens --gpu-mem --network --network-model --profile
+            --nccl-tests --pricing --plan --explain --csv --top --bucket --reserve-context --reserve-cublas
+            --reserve-nccl --reserve-fragmentation docs/cost-model.md)
   expect_in("${OUT}" "${opt}" "plan --help")
 endforeach()
 run(2 plan --frobnicate)
@@ -29,11 +31,25 @@ expect_in("${ERR}" "valid options" "bad flag")
 run(2 plan --plan p=3,g=3,os=8)
 expect_in("${ERR}" "nearest legal plan" "illegal plan")
 
+# A network given as a file, nccl-tests output first: the 8 x 2 all-reduce prices the all-reduces of that mesh.
+run(0 plan --nodes 2 --network ${NETWORKS}/paper-a800.network --nccl-tests ${DATA}/all_reduce_perf_h100_8x2.txt
+    --plan ddp --gpu-mem 1TiB --explain)
+expect_in("${OUT}" "network: paper-a800" "network file")
+expect_in("${OUT}" "measured first: ${DATA}/all_reduce_perf_h100_8x2.txt (all_reduce 8x2)" "nccl-tests import")
+expect_in("${OUT}" "profile" "--explain names the measured rows")
+# The alpha-beta model, and no reserve, on request.
+run(0 plan --nodes 2 --network-model alpha-beta --reserve-context 0 --reserve-cublas 0 --reserve-nccl 0
+    --reserve-fragmentation 0 --plan zero3)
+expect_in("${OUT}" "priced by the alpha-beta hierarchical ring" "--network-model alpha-beta")
+expect_in("${OUT}" "reserve: 0 B" "no reserve")
+
 # The default run (LLaMA-7B on 8 x 128) and its CSV: 121 legal plans + 6 baselines + the header.
 file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${WORK})
 run(0 plan --csv ${WORK}/plans.csv --pricing both)
 expect_in("${OUT}" "chosen plan:" "default run")
+expect_in("${OUT}" "priced by the NCCL 2.21.5 model" "default run: the nccl model on paper-a800")
+expect_in("${OUT}" "reserve:" "default run: the memory reserve")
 expect_in("${OUT}" "comm_shared" "default run with both pricings")
 if(EXISTS ${WORK}/plans.csv.partial OR NOT EXISTS ${WORK}/plans.csv)
   message(FATAL_ERROR "plan --csv left no finished file or a .partial")
@@ -45,7 +61,8 @@ if(NOT n EQUAL 128)
 endif()
 list(GET lines 0 header)
 foreach(col name plan s0_p s1_p s0_g s1_g s0_os s1_os state_bytes activation_bytes buffer_bytes total_bytes
-            comm_param_s comm_grad_s comm_os_sync_s comm_os_bcast_s comm_s shared_comm_s feasible why)
+            comm_param_s comm_grad_s comm_os_sync_s comm_os_bcast_s comm_s shared_comm_s feasible why network_model
+            reserve_bytes)
   expect_in(",${header}," ",${col}," "CSV header")
 endforeach()
 

@@ -29,7 +29,9 @@ double brute_force_best(const Workload& w, const Topology& t, const CostModel& c
     so.dtype = opt.dtype;
     auto s = build_schedule(w.model, plan, t, so);
     EXPECT_TRUE(s) << s.error();
-    if (estimate_memory(*s, w, opt.state_bytes).total_bytes > opt.gpu_mem_bytes) continue;
+    auto m = estimate_memory(*s, w, opt.state_bytes);
+    add_memory_reserve(m, *s, opt.reserve);
+    if (m.required_bytes() > opt.gpu_mem_bytes) continue;
     best = std::min(best, cost.price(*s, opt.rank_by).total_s());
   }
   return best;
@@ -42,7 +44,8 @@ void check_search(const PlanSearch& search, const Topology& t, const PlannerOpti
     if (!e.baseline) {
       EXPECT_TRUE(validate_plan(e.plan, t)) << e.plan.to_string();
     }
-    EXPECT_EQ(e.feasible, e.memory.total_bytes <= opt.gpu_mem_bytes);
+    EXPECT_EQ(e.feasible, e.memory.required_bytes() <= opt.gpu_mem_bytes);
+    EXPECT_GT(e.memory.reserve_bytes, e.memory.communicators * opt.reserve.nccl_bytes_per_communicator);
     if (!e.feasible) {
       seen_infeasible = true;
       EXPECT_EQ(e.rank, 0);
@@ -91,10 +94,13 @@ TEST(Planner, AgreesWithBruteForceOnRandomClustersAndLimits) {
     opt.bucket_bytes = int64_t(1) << (12 + rng() % 10);
     opt.rank_by = rng() % 2 ? Pricing::paper_isolated : Pricing::shared_links;
     // A limit between the smallest and the largest need, so some plans do not fit.
-    auto all = search_plans(w, t, cost, PlannerOptions{std::numeric_limits<double>::max(), opt.bucket_bytes, DType::bf16, StateBytes{}});
+    auto all = search_plans(w, t, cost,
+                            PlannerOptions{std::numeric_limits<double>::max(), opt.bucket_bytes, DType::bf16,
+                                           StateBytes{}, MemoryReserve{}});
     ASSERT_TRUE(all);
     double lo = std::numeric_limits<double>::max(), hi = 0;
-    for (const auto& e : all->plans) lo = std::min(lo, e.memory.total_bytes), hi = std::max(hi, e.memory.total_bytes);
+    for (const auto& e : all->plans)
+      lo = std::min(lo, e.memory.required_bytes()), hi = std::max(hi, e.memory.required_bytes());
     opt.gpu_mem_bytes = lo + (hi - lo) * (rng() % 100) / 100.0;
     auto search = search_plans(w, t, cost, opt);
     ASSERT_TRUE(search) << search.error();
@@ -124,7 +130,7 @@ TEST(Planner, NothingFitsMeansNoChoiceAndEveryReasonSaysWhy) {
   }
   // Sorted by how much they need: the closest to fitting first.
   for (std::size_t i = 1; i < search->plans.size(); ++i)
-    EXPECT_LE(search->plans[i - 1].memory.total_bytes, search->plans[i].memory.total_bytes);
+    EXPECT_LE(search->plans[i - 1].memory.required_bytes(), search->plans[i].memory.required_bytes());
 }
 
 TEST(Planner, ExplainsWhyEachPlanLoses) {
@@ -146,6 +152,37 @@ TEST(Planner, ExplainsWhyEachPlanLoses) {
     if (e.plan.name == "zero3" && e.feasible) {
       EXPECT_NE(e.why.find("inter-node"), std::string::npos) << e.why;
     }
+}
+
+TEST(Planner, NeverChoosesAPlanAboveTheUsableMemory) {
+  // LLaMA-13B on 16 nodes of 8 x 80 GiB, 4M tokens per step (M = 8). Without a reserve the planner picks
+  // p=1x1,g=1x1,os=8x8, whose tensors need 78.3 GiB of the 80: on a GPU the CUDA context, NCCL's buffers and the
+  // allocator's fragmentation would not fit beside them. With the reserve that plan needs more than 80 GiB, and
+  // whatever is chosen fits with its reserve.
+  const Topology t{8, 16};
+  auto w = workload("llama-13b", 8);
+  w.global_batch_tokens = 4 << 20;
+  const CostModel cost(network_preset("paper-a800").value());
+  PlannerOptions bare;
+  bare.reserve = MemoryReserve{0, 0, 0, 0};
+  auto without = search_plans(w, t, cost, bare);
+  ASSERT_TRUE(without);
+  ASSERT_NE(without->chosen(), nullptr);
+  EXPECT_EQ(without->chosen()->plan.to_string(), "p=1x1,g=1x1,os=8x8");
+  // Its tensors fit in the 80 GiB with less than the reserve to spare.
+  EXPECT_GT(without->chosen()->memory.total_bytes / double(1ull << 30), 76.0);
+  EXPECT_LT(without->chosen()->memory.total_bytes / double(1ull << 30), 80.0);
+  PlannerOptions reserved;
+  auto with = search_plans(w, t, cost, reserved);
+  ASSERT_TRUE(with);
+  ASSERT_NE(with->chosen(), nullptr);
+  EXPECT_NE(with->chosen()->plan.to_string(), "p=1x1,g=1x1,os=8x8");
+  EXPECT_LE(with->chosen()->memory.required_bytes(), reserved.gpu_mem_bytes);
+  for (const auto& e : with->plans) {
+    if (e.plan.to_string() != "p=1x1,g=1x1,os=8x8") continue;
+    EXPECT_FALSE(e.feasible);
+    EXPECT_NE(e.infeasible_reason.find("reserve"), std::string::npos) << e.infeasible_reason;
+  }
 }
 
 TEST(Planner, EvaluatesOnePlan) {

@@ -242,3 +242,37 @@ TEST(Schedule, RejectsBadOptions) {
 
 }  // namespace
 }  // namespace lins
+
+namespace lins {
+namespace {
+
+TEST(Schedule, RefusesABucketThatWouldMakeMillionsOfOps) {
+  // A 1 KiB bucket on LLaMA-7B would be 13 million bucket ops per micro-batch: refused at once, naming the smallest
+  // bucket allowed, on every engine that cuts buckets.
+  const auto model = make_model_preset("llama-7b").value();
+  const Topology t{8, 1};
+  for (const char* plan : {"ddp", "p=1x1,g=1x1,os=8x1", "p=1x1,g=8x1,os=8x1"}) {
+    ScheduleOptions o;
+    o.bucket_bytes = 1024;
+    auto s = build_schedule(model, parse_plan(plan, t).value(), t, o);
+    ASSERT_FALSE(s) << plan;
+    EXPECT_NE(s.error().find("the smallest --bucket allowed is"), std::string::npos) << s.error();
+  }
+  ScheduleOptions o;
+  o.engine.ds_reduce_bucket_elems = 16;
+  auto s = build_schedule(model, parse_plan("zero2", t).value(), t, o);
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.error().find("--ds-reduce-bucket"), std::string::npos) << s.error();
+  // The smallest bucket named is accepted, and every micro-batch of an expanded step counts against the total.
+  ScheduleOptions ok;
+  ok.bucket_bytes = 256 << 10;
+  EXPECT_TRUE(build_schedule(model, parse_plan("ddp", t).value(), t, ok));
+  ok.micro_batches = 128;
+  ok.expand_micro_batches = true;
+  auto big = build_schedule(model, parse_plan("p=1x1,g=8x1,os=8x1", t).value(), t, ok);
+  ASSERT_FALSE(big);
+  EXPECT_NE(big.error().find("fewer micro-batches"), std::string::npos) << big.error();
+}
+
+}  // namespace
+}  // namespace lins

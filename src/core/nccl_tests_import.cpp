@@ -1,0 +1,314 @@
+// nccl-tests output to a bandwidth profile; see nccl_tests_import.h.
+#include "core/nccl_tests_import.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+namespace lins {
+namespace {
+
+std::vector<std::string> split_ws(std::string_view s) {
+  std::vector<std::string> out;
+  std::size_t i = 0;
+  while (i < s.size()) {
+    while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
+    std::size_t j = i;
+    while (j < s.size() && !std::isspace(static_cast<unsigned char>(s[j]))) ++j;
+    if (j > i) out.emplace_back(s.substr(i, j - i));
+    i = j;
+  }
+  return out;
+}
+
+std::optional<double> number(const std::string& s) {
+  if (s.empty()) return std::nullopt;
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (end != s.c_str() + s.size() || !std::isfinite(v)) return std::nullopt;
+  return v;
+}
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// The columns of one result table, found by name in its header line.
+struct Columns {
+  int line = 0;
+  std::size_t count = 0;
+  int size = -1;
+  int time[2] = {-1, -1};   // out-of-place, in-place
+  int wrong[2] = {-1, -1};  // '#wrong' (or 'error' in older versions)
+  std::string wrong_name = "#wrong";
+};
+
+}  // namespace
+
+std::optional<CollKind> nccl_tests_op_from_name(std::string_view name) {
+  std::string n = lower(name);
+  if (auto slash = n.find_last_of('/'); slash != std::string::npos) n = n.substr(slash + 1);
+  auto has = [&](const char* a) { return n.find(a) != std::string::npos; };
+  if (has("all_gather") || has("allgather")) return CollKind::all_gather;
+  if (has("reduce_scatter") || has("reducescatter")) return CollKind::reduce_scatter;
+  if (has("all_reduce") || has("allreduce")) return CollKind::all_reduce;
+  if (has("broadcast") || has("bcast")) return CollKind::broadcast;
+  return std::nullopt;
+}
+
+Result<NcclTestsArg> parse_nccl_tests_arg(std::string_view text) {
+  NcclTestsArg a;
+  a.path = std::string(text);
+  const auto at = text.rfind('@');
+  if (at != std::string_view::npos) {
+    const std::string mesh_text(text.substr(at + 1));
+    const auto x = mesh_text.find('x');
+    const auto intra = number(mesh_text.substr(0, x));
+    const auto inter = x == std::string::npos ? std::optional<double>(1.0) : number(mesh_text.substr(x + 1));
+    const auto whole = [](std::optional<double> v) { return v && *v >= 1 && *v <= 1e6 && *v == std::floor(*v); };
+    if (!whole(intra) || !whole(inter))
+      return make_error("--nccl-tests '" + std::string(text) + "': '" + mesh_text +
+                        "' after '@' is not a mesh; valid: GPUS_PER_NODExNODES, e.g. all_gather_perf.txt@8x16");
+    a.mesh = Mesh{static_cast<int>(*intra), static_cast<int>(*inter)};
+    a.path = std::string(text.substr(0, at));
+  }
+  if (a.path.empty())
+    return make_error("--nccl-tests '" + std::string(text) + "' names no file; valid: FILE or FILE@INTRAxINTER");
+  return a;
+}
+
+Result<NcclTestsImport> import_nccl_tests(std::string_view text, const std::string& where, std::optional<Mesh> mesh,
+                                          std::optional<CollKind> op, BandwidthProfile* into) {
+  NcclTestsImport out;
+  out.path = where;
+  std::optional<CollKind> header_op;
+  std::string header_op_name;
+  // Rank list: host of each rank in order of appearance, and the groups (NCCL_TESTS_SPLIT runs several at once).
+  std::vector<std::string> hosts;
+  std::map<std::string, int> ranks_per_host;
+  std::map<std::string, int> groups;
+  int rank_lines = 0;
+  bool rank_list_truncated = false;
+  std::optional<Columns> cols;
+  struct Row {
+    double bytes;
+    double time_us;
+  };
+  std::vector<Row> rows;
+  int rejected_rows = 0;
+
+  int line_no = 0;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    std::size_t nl = text.find('\n', pos);
+    if (nl == std::string_view::npos) nl = text.size();
+    std::string_view raw = text.substr(pos, nl - pos);
+    pos = nl + 1;
+    ++line_no;
+    const std::string at = where + ":" + std::to_string(line_no) + ": ";
+    for (char c : raw)
+      if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\r')
+        return make_error(at + "unreadable (control characters); expected the text nccl-tests prints");
+    auto tok = split_ws(raw);
+    if (tok.empty()) continue;
+    // NCCL_DEBUG output interleaves with the table ("host:pid:tid [0] NCCL INFO ..."); it is not a result.
+    if (raw.find(" NCCL INFO ") != std::string_view::npos || raw.find(" NCCL WARN ") != std::string_view::npos)
+      continue;
+    const bool comment = tok[0] == "#" || tok[0][0] == '#';
+    std::vector<std::string> words = tok;
+    if (comment) {
+      if (words[0] == "#")
+        words.erase(words.begin());
+      else
+        words[0] = words[0].substr(1);
+    }
+    if (comment && words.size() >= 4 && words[0] == "Collective" && words[1] == "test" && words[2] == "starting:") {
+      auto k = nccl_tests_op_from_name(words[3]);
+      if (!k)
+        return make_error(at + "this run measures " + words[3] +
+                          ", which no lins schedule uses; valid: all_gather_perf, reduce_scatter_perf, "
+                          "all_reduce_perf, broadcast_perf");
+      if (header_op && *header_op != *k)
+        return make_error(at + "a second run of a different collective (" + words[3] + " after " + header_op_name +
+                          "); give each collective its own file");
+      header_op = k;
+      header_op_name = words[3];
+      continue;
+    }
+    if (words.size() > 1 && words[0] == "Rank") {
+      // "#  Rank  0 Group  0 Pid   6899 on HOST device  0 [0000:04:00] NVIDIA H100" (older: no Group).
+      ++rank_lines;
+      std::string host, group = "0";
+      for (std::size_t i = 0; i + 1 < words.size(); ++i) {
+        if (words[i] == "on" && host.empty()) host = words[i + 1];
+        if (words[i] == "Group") group = words[i + 1];
+      }
+      if (host.empty())
+        return make_error(at + "a Rank line without 'on HOST'; expected '#  Rank N ... on HOST device D'");
+      if (!ranks_per_host.count(host)) hosts.push_back(host);
+      ++ranks_per_host[host];
+      ++groups[group];
+      continue;
+    }
+    if (comment && words.size() == 1 && words[0] == "...") {  // nccl-tests cut a long device list
+      rank_list_truncated = true;
+      continue;
+    }
+    if (!words.empty() && words[0] == "size") {
+      // The column header; the line under it names units. Columns are found by name, in order: the first time and
+      // #wrong belong to the out-of-place group, the second to the in-place group.
+      Columns c;
+      c.line = line_no;
+      c.count = words.size();
+      int times = 0, wrongs = 0;
+      for (std::size_t i = 0; i < words.size(); ++i) {
+        const std::string& w = words[i];
+        if (w == "size") c.size = static_cast<int>(i);
+        if ((w == "time" || w == "cputime") && times < 2) c.time[times++] = static_cast<int>(i);
+        if ((w == "#wrong" || w == "error") && wrongs < 2) c.wrong[wrongs++] = static_cast<int>(i), c.wrong_name = w;
+      }
+      if (times < 1)
+        return make_error(at +
+                          "a column header without a 'time' column; expected nccl-tests' header '# size count "
+                          "type redop root time algbw busbw #wrong time algbw busbw #wrong'");
+      cols = c;
+      continue;
+    }
+    if (comment || words[0] == "(B)" || words[0] == "out-of-place") continue;
+    if (!cols) continue;  // launcher output before the table (mpirun banners, warnings) is not ours to judge
+    // A result row.
+    const Columns& c = *cols;
+    const std::string hdr = " (the column header is on line " + std::to_string(c.line) + ")";
+    if (!number(tok[0])) {
+      // The oldest nccl-tests print their summary lines without '#'.
+      if (words[0] == "Out" || words[0] == "Avg") continue;
+      std::string shown(raw.substr(0, 60));
+      return make_error(at + "'" + shown + "' is not an nccl-tests result row; expected SIZE COUNT TYPE ... " +
+                        "with the columns of the header" + hdr);
+    }
+    if (tok.size() < c.count)
+      return make_error(at + "has " + std::to_string(tok.size()) + " fields, expected " + std::to_string(c.count) +
+                        hdr + "; a truncated row, or text that is not an nccl-tests result");
+    auto size = number(tok[c.size]);
+    if (!size || *size < 0 || *size != std::floor(*size))
+      return make_error(at + "size '" + tok[c.size] + "' is not a whole number of bytes" + hdr);
+    if (*size == 0) {
+      ++out.zero_size_rows;
+      continue;
+    }
+    double sum_us = 0;
+    int kept = 0;
+    for (int h = 0; h < 2; ++h) {
+      if (c.time[h] < 0) continue;
+      const char* half = h == 0 ? "out-of-place" : "in-place";
+      auto t = number(tok[c.time[h]]);
+      if (!t || *t <= 0)
+        return make_error(at + half + " time '" + tok[c.time[h]] + "' is not a positive number of microseconds" + hdr);
+      bool checked = false;
+      if (c.wrong[h] >= 0) {
+        const std::string& w = tok[c.wrong[h]];
+        if (w != "N/A") {
+          auto n = number(w);
+          if (!n || *n < 0)
+            return make_error(at + half + " " + c.wrong_name + " '" + w +
+                              "' is neither a count of wrong elements nor N/A" + hdr);
+          if (*n > 0) {
+            out.rejected.push_back(at + tok[c.size] + " B " + half + ": " + c.wrong_name + " = " + w +
+                                   " (nccl-tests found wrong results), left out");
+            continue;
+          }
+          checked = true;
+        }
+      }
+      if (!checked) ++out.halves_unchecked;
+      sum_us += *t;
+      ++kept;
+    }
+    if (kept == 0) {
+      ++rejected_rows;
+      continue;
+    }
+    out.halves_used += kept;
+    ++out.rows_used;
+    rows.push_back(Row{*size, sum_us / kept});
+  }
+
+  if (!cols)
+    return make_error(where +
+                      ": no nccl-tests result table (a header line '# size count type ... time algbw busbw "
+                      "#wrong ...'); expected the standard output of all_gather_perf, reduce_scatter_perf, "
+                      "all_reduce_perf or broadcast_perf");
+  if (rows.empty())
+    return make_error(where + ": no usable result row" +
+                      (rejected_rows > 0 ? ": every row failed nccl-tests' check (#wrong above 0); a failed run "
+                                           "cannot price anything, rerun it"
+                                         : std::string(" (only rows of 0 bytes)")));
+  // The collective.
+  if (op) {
+    out.op = *op;
+  } else if (header_op) {
+    out.op = *header_op;
+  } else if (auto k = nccl_tests_op_from_name(where)) {
+    out.op = *k;
+  } else {
+    return make_error(where +
+                      ": cannot tell which collective this measured: no '# Collective test starting: X' "
+                      "line and the file name contains none of all_gather, reduce_scatter, all_reduce, broadcast; "
+                      "name the file after its test (e.g. all_gather_perf.txt)");
+  }
+  if (header_op && out.op != *header_op)
+    return make_error(where + ": the header says " + header_op_name + " but " + coll_kind_name(out.op) +
+                      " was asked for");
+  // The mesh.
+  if (groups.size() > 1 && !mesh)
+    return make_error(where + ": the run has " + std::to_string(groups.size()) +
+                      " groups of ranks (NCCL_TESTS_SPLIT), so its rank list does not give one group's mesh; give it "
+                      "as " +
+                      where + "@GPUS_PER_NODExNODES");
+  if (mesh) {
+    if (rank_lines > 0 && !rank_list_truncated && groups.size() <= 1 && mesh->size() != rank_lines)
+      return make_error(where + ": the mesh " + mesh->to_string() + " has " + std::to_string(mesh->size()) +
+                        " ranks but the header lists " + std::to_string(rank_lines) +
+                        "; give the GPUs per node x nodes of this run");
+    out.mesh = *mesh;
+  } else {
+    if (rank_lines == 0 || rank_list_truncated)
+      return make_error(where + ": " +
+                        (rank_lines == 0 ? std::string("no '#  Rank N ... on HOST device D' lines")
+                                         : std::string("the rank list is cut short ('...')")) +
+                        " to tell GPUs per node and nodes; give the mesh as " + where + "@GPUS_PER_NODExNODES");
+    const int per_host = ranks_per_host[hosts[0]];
+    for (const auto& h : hosts)
+      if (ranks_per_host[h] != per_host)
+        return make_error(where + ": host " + h + " runs " + std::to_string(ranks_per_host[h]) + " ranks but " +
+                          hosts[0] + " runs " + std::to_string(per_host) +
+                          "; a mesh has the same GPUs on every node (give it as " + where + "@INTRAxINTER)");
+    out.mesh = Mesh{per_host, static_cast<int>(hosts.size())};
+    out.mesh_from_header = true;
+  }
+  if (out.mesh.size() < 2)
+    return make_error(where + ": the run has a single rank (mesh " + out.mesh.to_string() +
+                      "); a collective over one GPU moves nothing, so it cannot price one");
+  if (into)
+    for (const auto& r : rows) into->add(out.op, out.mesh, r.bytes, r.bytes / (r.time_us * 1e-6) / 1e9);
+  return out;
+}
+
+Result<NcclTestsImport> load_nccl_tests(const std::string& path, std::optional<Mesh> mesh, BandwidthProfile* into) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return make_error("cannot open nccl-tests output '" + path +
+                      "' (expected the standard output of all_gather_perf, reduce_scatter_perf, all_reduce_perf or "
+                      "broadcast_perf, saved to a file)");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return import_nccl_tests(ss.str(), path, mesh, std::nullopt, into);
+}
+
+}  // namespace lins

@@ -1,0 +1,166 @@
+// Network files: a good one, every kind of bad line with file:line and field, the presets shipped in data/networks/
+// (compiled in, and equal to the files), the alpha-beta terms they give, and degradation with scale.
+#include "core/network_spec.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "core/cost_model.h"
+
+namespace lins {
+namespace {
+
+const char* kGood =
+    "# a test cluster\n"
+    "name = test-net   # trailing comment\n"
+    "description = two NICs\n"
+    "gpus_per_node = 4\n"
+    "gpu_arch = sm80\n"
+    "nvlink_links = 4\n"
+    "nvlink_gbps = 25\n"
+    "nvswitch = yes\n"
+    "pcie_gen = 4\n"
+    "nics_per_node = 2\n"
+    "nic_gbit_per_s = 100\n"
+    "intra_latency_us = 1.5\n"
+    "inter_latency_us = 4\n"
+    "bw_factor_per_node_doubling = 0.9\n"
+    "latency_factor_per_node_doubling = 1.2\n";
+
+void expect_error(const std::string& text, const std::string& where, const std::string& what) {
+  auto s = parse_network_spec(text, "n.network");
+  ASSERT_FALSE(s) << "accepted:\n" << text;
+  EXPECT_NE(s.error().find(where), std::string::npos) << s.error();
+  EXPECT_NE(s.error().find(what), std::string::npos) << s.error();
+}
+
+TEST(NetworkSpec, ParsesAGoodFileAndDerivesTheAlphaBetaTerms) {
+  auto s = parse_network_spec(kGood, "n.network");
+  ASSERT_TRUE(s) << s.error();
+  EXPECT_EQ(s->name, "test-net");
+  EXPECT_EQ(s->gpus_per_node, 4);
+  EXPECT_EQ(s->compute_capability, 80);
+  EXPECT_TRUE(s->nvswitch);
+  EXPECT_EQ(s->nic_path, NicPath::pxb);  // the default
+  // 4 links x 25 GB/s; 2 NICs x 100 Gb/s / 8 = 25 GB/s per node; one GPU drives one NIC, 12.5 GB/s.
+  EXPECT_DOUBLE_EQ(s->intra_gpu_gbps, 100.0);
+  EXPECT_DOUBLE_EQ(s->inter_node_gbps, 25.0);
+  EXPECT_DOUBLE_EQ(s->inter_gpu_gbps, 12.5);
+  EXPECT_DOUBLE_EQ(s->intra_latency_s, 1.5e-6);
+  EXPECT_DOUBLE_EQ(s->pcie_gbps(), 24.0);
+  // 8 nodes = 3 doublings: 0.9^3 = 0.729, 1.2^3 = 1.728.
+  EXPECT_NEAR(s->bw_scale(8), 0.729, 1e-12);
+  EXPECT_NEAR(s->latency_scale(8), 1.728, 1e-12);
+  EXPECT_DOUBLE_EQ(s->bw_scale(1), 1.0);
+}
+
+TEST(NetworkSpec, RejectsEachKindOfBadLineNamingFileLineAndField) {
+  const std::string g = kGood;
+  expect_error(g + "nvlink_gbps = 30\n", "n.network:16", "nvlink_gbps: given twice (first on line 7)");
+  expect_error(g + "nic_speed = 100\n", "n.network:16", "unknown key 'nic_speed'; valid keys: name,");
+  expect_error(g + "just words\n", "n.network:16", "is not 'key = value'");
+  expect_error("name = x\ngpu_arch = sm75\n", "n.network:2", "gpu_arch: 'sm75' is not valid; valid: sm70, sm80, sm90");
+  expect_error("name = x\nnvlink_links = -1\n", "n.network:2",
+               "nvlink_links: '-1' is not valid; valid: a whole number");
+  expect_error("name = x\nnvlink_links = 2.5\n", "n.network:2", "nvlink_links");
+  expect_error("name = x\nnic_gbit_per_s = 0\n", "n.network:2", "nic_gbit_per_s: '0' is not valid; valid: a positive");
+  expect_error("name = x\nnic_gbit_per_s = nan\n", "n.network:2", "nic_gbit_per_s");
+  expect_error("name = x\nnvswitch = maybe\n", "n.network:2", "nvswitch: 'maybe' is not valid; valid: yes or no");
+  expect_error("name = x\npcie_gen = 6\n", "n.network:2", "pcie_gen");
+  expect_error("name = x\nbw_factor_per_node_doubling = 1.5\n", "n.network:2", "valid: a factor in (0, 1]");
+  expect_error("name = x\nlatency_factor_per_node_doubling = 0.5\n", "n.network:2", "valid: a factor from 1");
+  expect_error("name = bad name\n", "n.network:1", "name: 'bad name' is not valid");
+  expect_error("name = x\nnic_path = nvlink\n", "n.network:2", "valid: pix, pxb, phb or sys");
+  expect_error(std::string("name = x\n\x01\x02\n"), "n.network:2", "control characters");
+  // What a file must say.
+  expect_error("gpu_arch = sm80\n", "n.network: missing 'name'", "name");
+  expect_error("name = x\n", "n.network: missing 'gpu_arch'", "none");
+  expect_error("name = x\ngpu_arch = sm80\n", "missing 'nvlink_links'", "PCIe");
+  expect_error("name = x\ngpu_arch = sm80\nnvlink_links = 8\n", "missing 'nvlink_gbps'", "per direction");
+  expect_error(
+      "name = x\ngpu_arch = sm80\nnvlink_links = 0\npcie_gen = 4\nnics_per_node = 1\nnic_gbit_per_s = 100\n"
+      "intra_latency_us = 1\ninter_latency_us = 1\n",
+      "missing 'intra_gpu_gbps'", "nvlink_links = 0");
+  expect_error(g + "inter_gpu_gbps = 30\n", "n.network:16", "inter_gpu_gbps: one GPU cannot drive more");
+}
+
+TEST(NetworkSpec, LoadAndResolveNameWhatIsWrong) {
+  auto missing = load_network_spec("/nonexistent/cluster.network");
+  ASSERT_FALSE(missing);
+  EXPECT_NE(missing.error().find("/nonexistent/cluster.network"), std::string::npos);
+  EXPECT_NE(missing.error().find("paper-a800"), std::string::npos);
+  auto unknown = resolve_network_spec("infiniband");
+  ASSERT_FALSE(unknown);
+  EXPECT_NE(unknown.error().find("unknown network 'infiniband'; valid networks: cpu-local, ethernet-100g, h100-ndr, "
+                                 "paper-a800"),
+            std::string::npos)
+      << unknown.error();
+}
+
+std::string read(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST(NetworkSpec, ShippedPresetsAreTheFilesOfDataNetworks) {
+  const auto presets = network_spec_presets();
+  ASSERT_EQ(presets.size(), 4u);
+  for (const auto& p : presets) {
+    const std::string path = std::string(LINS_NETWORKS_DIR) + "/" + p.name + ".network";
+    auto file = parse_network_spec(read(path), path);
+    ASSERT_TRUE(file) << file.error();
+    EXPECT_EQ(file->name, p.name) << "the name inside " << path << " must be its file name";
+    EXPECT_EQ(file->summary(), p.summary());
+    EXPECT_DOUBLE_EQ(file->inter_node_gbps, p.inter_node_gbps);
+    EXPECT_EQ(p.source, "preset");
+    // A path resolves to the file itself.
+    auto by_path = resolve_network_spec(path);
+    ASSERT_TRUE(by_path) << by_path.error();
+    EXPECT_EQ(by_path->source, path);
+  }
+}
+
+TEST(NetworkSpec, PresetsGiveTheAlphaBetaTermsTheyAlwaysHad) {
+  // The four networks lins shipped as built-in tables before network files; the files must give the same terms.
+  struct Old {
+    const char* name;
+    double intra, inter_node, inter_gpu, intra_lat, inter_lat;
+  } old[] = {{"paper-a800", 200.0, 100.0, 25.0, 2e-6, 6e-6},
+             {"h100-ndr", 450.0, 400.0, 50.0, 2e-6, 5e-6},
+             {"ethernet-100g", 300.0, 12.5, 12.5, 2e-6, 15e-6},
+             {"cpu-local", 3.0, 3.0, 3.0, 20e-6, 20e-6}};
+  for (const auto& o : old) {
+    auto ab = network_preset(o.name);
+    ASSERT_TRUE(ab) << ab.error();
+    EXPECT_DOUBLE_EQ(ab->intra_gpu_gbps, o.intra) << o.name;
+    EXPECT_DOUBLE_EQ(ab->inter_node_gbps, o.inter_node) << o.name;
+    EXPECT_DOUBLE_EQ(ab->inter_gpu_gbps, o.inter_gpu) << o.name;
+    EXPECT_NEAR(ab->intra_latency_s, o.intra_lat, 1e-18) << o.name;
+    EXPECT_NEAR(ab->inter_latency_s, o.inter_lat, 1e-18) << o.name;
+  }
+}
+
+TEST(NetworkSpec, AlphaBetaDegradesWithTheNodesAGroupSpans) {
+  auto spec = parse_network_spec(kGood, "n.network").value();
+  const AlphaBeta slow = alpha_beta_of(spec);
+  AlphaBeta flat = slow;
+  flat.bw_factor_per_node_doubling = flat.latency_factor_per_node_doubling = 1.0;
+  // Inside a node nothing changes.
+  EXPECT_DOUBLE_EQ(alpha_beta_time_s(slow, CollKind::all_gather, 1 << 24, Mesh{4, 1}),
+                   alpha_beta_time_s(flat, CollKind::all_gather, 1 << 24, Mesh{4, 1}));
+  // One GPU per node over 4 nodes (2 doublings): the inter-node ring is the whole time,
+  // (p1 - 1) alpha + v (p1 - 1) / p1 / bn with bn = min(25, 12.5) GB/s.
+  // flat: 3 x 4 us + 2^24 x 3/4 / 12.5e9 s; slow: 3 x 4 x 1.44 us + the same bytes / (12.5e9 x 0.81).
+  const double v = 1 << 24;
+  EXPECT_NEAR(alpha_beta_time_s(flat, CollKind::all_gather, v, Mesh{1, 4}), 3 * 4e-6 + v * 0.75 / 12.5e9, 1e-15);
+  EXPECT_NEAR(alpha_beta_time_s(slow, CollKind::all_gather, v, Mesh{1, 4}),
+              3 * 4e-6 * 1.44 + v * 0.75 / (12.5e9 * 0.81), 1e-15);
+}
+
+}  // namespace
+}  // namespace lins
