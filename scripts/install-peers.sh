@@ -4,6 +4,7 @@
 #
 #   LINS_PEERS_VENV   where the environment lives (default: ${XDG_CACHE_HOME:-$HOME/.cache}/lins/peers-venv)
 #   LINS_PEERS_PYTHON the interpreter to build it from (default: the first Python >= 3.10 with venv and ensurepip)
+#   LINS_PEERS_DEEPSPEED_VERSION  another DeepSpeed, e.g. 0.19.6, the last with MiCS (give it its own LINS_PEERS_VENV)
 #
 # A second run finds the stamp of the same pins and prints the path at once. PyPI's torch wheel for Linux is the
 # CUDA build (about 2.8 GB downloaded, 5.3 GB installed); it runs on CPU-only machines too (gloo), and on GPUs (NCCL).
@@ -12,7 +13,7 @@
 set -euo pipefail
 
 TORCH_VERSION=2.15.0
-DEEPSPEED_VERSION=0.19.8
+DEEPSPEED_VERSION=${LINS_PEERS_DEEPSPEED_VERSION:-0.19.8}
 # DeepSpeed's run-time requirements, pinned too, so that two machines resolve the same environment.
 DEEPSPEED_DEPS=(einops==0.8.2 hjson==3.1.0 msgpack==1.2.4 ninja==1.13.2 numpy==2.4.6 packaging==26.4
                 psutil==7.2.2 py-cpuinfo==9.0.0 pydantic==2.14.4 tqdm==4.70.1)
