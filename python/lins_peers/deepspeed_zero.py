@@ -91,7 +91,7 @@ class DeepSpeedPeer(Peer):
         import deepspeed
 
         self.system, self.strategy, self.preset = system_name(), strategy, PRESETS[strategy]
-        if zero3 != "comparison" and strategy in ("zero3", "zeropp"):
+        if zero3 != "comparison" and strategy in ("zero3", "zeropp", "mics"):
             self.strategy = f"{strategy}-defaults"
         self.w = w
         self.cfg = ds_config(strategy, w, precision, zero3)

@@ -58,6 +58,7 @@ PAIRINGS = {
         Pairing("deepspeed:mics", "mics", DS_COMPARISON),
         Pairing("deepspeed:zero3-defaults", "zero3"),
         Pairing("deepspeed:zeropp-defaults", "zeropp"),
+        Pairing("deepspeed:mics-defaults", "mics"),
     ]
 }
 
