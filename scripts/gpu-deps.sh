@@ -10,14 +10,38 @@
 #                                 exports PATH, LD_LIBRARY_PATH, OPAL_PREFIX (OpenMPI relocated there) and
 #                                 LINS_DEPS_CMAKE_ARGS (the CMake flags that find them); gpu-check.sh does this itself
 #                                 when .deps/debs/ exists
-# Unpacking needs dpkg-deb, or ar and tar (binutils), and the packages need glibc 2.34 or newer.
+#   scripts/gpu-deps.sh check     on the GPU machine: uses them, then lists every library (or symbol version) a carried
+#                                 program or library needs and this machine lacks; fails when there is one
+# Unpacking needs dpkg-deb, or ar and tar (binutils). The packages need glibc 2.36 and the libstdc++ of GCC 12 or
+# newer (Debian 12, Ubuntu 24.04: yes; Ubuntu 22.04, glibc 2.35: no).
 
-# The packages: OpenMPI (library, headers, launcher and orted, data files) and what its libraries and plugins link to;
-# OpenBLAS (pthread build) with its Fortran runtime; GoogleTest (static); Google Benchmark.
-LINS_GPU_DEPS_PACKAGES="libopenmpi3 libopenmpi-dev openmpi-bin openmpi-common libpmix2 libhwloc15 libevent-core-2.1-7
-  libevent-pthreads-2.1-7 libfabric1 libucx0 libibverbs1 librdmacm1 libnl-3-200 libnl-route-3-200 libpsm2-2
-  libpsm-infinipath1 libmunge2 libltdl7 libnuma1 libopenblas0-pthread libopenblas-pthread-dev libgfortran5
-  libquadmath0 libgtest-dev libbenchmark-dev libbenchmark1debian"
+# The packages, each with why it is carried. The list is the dependency closure, at the level of shared libraries, of
+# what the build and the GPU tests use: every library a carried program or library links to is carried too, or is one
+# that any machine able to run nvcc has (glibc, libgcc-s1, libstdc++6). `scripts/gpu-deps.sh check` verifies that on
+# the machine at hand (after `use`).
+# - OpenMPI: the library, headers and compiler wrappers (libopenmpi3, libopenmpi-dev), the launcher, orted and their
+#   data files (openmpi-bin, openmpi-common).
+LINS_GPU_DEPS_PACKAGES="libopenmpi3 libopenmpi-dev openmpi-bin openmpi-common"
+# - What OpenMPI's libraries and plugins link to: the PMIx runtime (libpmix2), hardware topology (libhwloc15), event
+#   loop (libevent-core-2.1-7, libevent-pthreads-2.1-7), NUMA (libnuma1), plugin loading (libltdl7); its network
+#   plugins (ofi, ucx, openib, psm, psm2) link libfabric1, libucx0, libibverbs1, librdmacm1, libnl-3-200,
+#   libnl-route-3-200, libpsm2-2, libpsm-infinipath1 and libmunge2, and libfabric's and UCX's InfiniBand parts link
+#   the verbs providers (ibverbs-providers: libefa, libmlx5). One rank uses none of these networks, but a plugin whose
+#   libraries are missing fails to load with a warning on every start.
+LINS_GPU_DEPS_PACKAGES+=" libpmix2 libhwloc15 libevent-core-2.1-7 libevent-pthreads-2.1-7 libnuma1 libltdl7 libfabric1
+  libucx0 libibverbs1 librdmacm1 libnl-3-200 libnl-route-3-200 libpsm2-2 libpsm-infinipath1 libmunge2 ibverbs-providers"
+# - OpenBLAS, pthread build (the CPU GEMMs of lins and the tests' CPU references), with its Fortran runtime
+#   (libgfortran5, libquadmath0).
+LINS_GPU_DEPS_PACKAGES+=" libopenblas0-pthread libopenblas-pthread-dev libgfortran5 libquadmath0"
+# - GoogleTest (static, headers and CMake files) and Google Benchmark.
+LINS_GPU_DEPS_PACKAGES+=" libgtest-dev libbenchmark-dev libbenchmark1debian"
+# Base-system libraries that a CUDA container image may lack: libudev1 (hwloc, and so every OpenMPI program), zlib1g
+# (OpenMPI's runtime and PMIx), libatomic1 (libfabric), libuuid1 (libpsm-infinipath1). Where the machine has its own
+# copy (ldconfig -p lists the library), that one is used: these are exposed only in place of a missing one, so that no
+# program of the machine (CMake, Python, nvcc) is handed an older library than its own.
+LINS_GPU_DEPS_FALLBACK_PACKAGES="libudev1 zlib1g libatomic1 libuuid1"
+# Their libraries, in the order of the packages above.
+LINS_GPU_DEPS_FALLBACK_LIBS="libudev.so.1 libz.so.1 libatomic.so.1 libuuid.so.1"
 
 lins_gpu_deps_fetch() {
   local root debs
@@ -30,7 +54,7 @@ lins_gpu_deps_fetch() {
   mkdir -p "$debs"
   rm -f "$debs"/*.deb
   # shellcheck disable=SC2086  # one word per package
-  (cd "$debs" && apt-get download $LINS_GPU_DEPS_PACKAGES) || {
+  (cd "$debs" && apt-get download $LINS_GPU_DEPS_PACKAGES $LINS_GPU_DEPS_FALLBACK_PACKAGES) || {
     echo "gpu-deps: apt-get download failed (run 'apt-get update' first?)" >&2
     return 1
   }
@@ -53,21 +77,33 @@ lins_gpu_deps_unpack_one() {  # $1: .deb, $2: destination
   return $rc
 }
 
+# Whether the dynamic loader of this machine finds library $1 (a soname) without help.
+lins_gpu_deps_system_has() {
+  command -v ldconfig >/dev/null 2>&1 || return 1
+  ldconfig -p 2>/dev/null | grep -q "^[[:space:]]*$1 "
+}
+
 lins_gpu_deps_use() {
-  local root debs dest lib
+  local root debs dest fallback lib
   root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
   debs="$root/.deps/debs"
   dest="$root/.deps/root"
+  fallback="$root/.deps/fallback"
   if ! ls "$debs"/*.deb >/dev/null 2>&1; then
     echo "gpu-deps: no packages in $debs (run 'scripts/gpu-deps.sh fetch' on a Debian 12 machine)" >&2
     return 1
   fi
+  lib="$dest/usr/lib/x86_64-linux-gnu"
   if [ ! -f "$dest/.unpacked" ]; then
-    rm -rf "$dest"
-    mkdir -p "$dest"
-    local f
+    rm -rf "$dest" "$fallback"
+    mkdir -p "$dest" "$fallback/root"
+    local f pkg into
     for f in "$debs"/*.deb; do
-      lins_gpu_deps_unpack_one "$f" "$dest" || {
+      pkg=$(basename "$f")
+      pkg=${pkg%%_*}
+      into=$dest
+      case " $LINS_GPU_DEPS_FALLBACK_PACKAGES " in *" $pkg "*) into=$fallback/root ;; esac
+      lins_gpu_deps_unpack_one "$f" "$into" || {
         echo "gpu-deps: cannot unpack $f (needs dpkg-deb, or ar and tar)" >&2
         return 1
       }
@@ -76,28 +112,85 @@ lins_gpu_deps_use() {
     ln -sf mpicc.openmpi "$dest/usr/bin/mpicc"
     ln -sf orterun "$dest/usr/bin/mpirun"
     ln -sf orterun "$dest/usr/bin/mpiexec"
+    local psm
+    for psm in "$dest"/usr/lib/libpsm1/libpsm_infinipath.so.1.*; do
+      [ -e "$psm" ] && ln -sf "../libpsm1/$(basename "$psm")" "$lib/libpsm_infinipath.so.1"
+    done
     touch "$dest/.unpacked"
   fi
-  lib="$dest/usr/lib/x86_64-linux-gnu"
+  # The fallback libraries this machine lacks, linked into one folder (decided anew on every use: the folder may have
+  # travelled from another machine).
+  rm -rf "${fallback:?}/lib"
+  mkdir -p "$fallback/lib"
+  local so found exposed=""
+  for so in $LINS_GPU_DEPS_FALLBACK_LIBS; do
+    lins_gpu_deps_system_has "$so" && continue
+    found=$(find "$fallback/root" -name "$so" 2>/dev/null | head -1)
+    if [ -n "$found" ]; then
+      ln -sf "$found" "$fallback/lib/$so"
+      exposed+=" $so"
+    else
+      echo "gpu-deps: this machine has no $so and .deps/debs/ does not carry it (fetch again)" >&2
+    fi
+  done
   export PATH="$dest/usr/bin:$PATH"
-  export LD_LIBRARY_PATH="$lib/openmpi/lib:$lib/openblas-pthread:$lib:$lib/pmix2/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  # Debian 12 keeps some libraries (libnl-3) in /lib rather than /usr/lib; UCX's transports link each other in ucx/.
+  local path="$lib/openmpi/lib:$lib/openblas-pthread:$lib:$dest/lib/x86_64-linux-gnu:$lib/pmix2/lib:$lib/ucx"
+  export LD_LIBRARY_PATH="$path:$fallback/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   # OpenMPI finds its plugins, help files and wrapper data under OPAL_PREFIX; PMIx (used by OpenMPI's singleton and
   # orted) is not relocated by it, so its plugin folder is named outright.
   export OPAL_PREFIX="$dest/usr"
   export PMIX_MCA_mca_base_component_path="$lib/pmix2/lib/pmix"
+  # OpenMPI's default launcher (plm rsh) needs ssh or rsh even to start the local daemon of a singleton (a program run
+  # without mpirun calling MPI_Init): without either, MPI_Init fails ("plm_rsh_agent ... could not be found"). The
+  # packages do not carry ssh; where the machine has neither, the launcher for the local node alone is used.
+  if [ -z "${OMPI_MCA_plm:-}" ] && ! command -v ssh >/dev/null 2>&1 && ! command -v rsh >/dev/null 2>&1; then
+    export OMPI_MCA_plm=isolated
+  fi
   LINS_DEPS_CMAKE_ARGS="-DCMAKE_PREFIX_PATH=$dest/usr -DMPI_C_COMPILER=$dest/usr/bin/mpicc.openmpi"
   LINS_DEPS_CMAKE_ARGS+=" -DMPIEXEC_EXECUTABLE=$dest/usr/bin/orterun"
   LINS_DEPS_CMAKE_ARGS+=" -DOPENBLAS_INCLUDE_DIR=$dest/usr/include/x86_64-linux-gnu/openblas-pthread"
   LINS_DEPS_CMAKE_ARGS+=" -DOPENBLAS_LIBRARY=$lib/openblas-pthread/libopenblas.so"
   export LINS_DEPS_CMAKE_ARGS
-  echo "gpu-deps: using OpenMPI, OpenBLAS, GoogleTest and Google Benchmark from $dest"
+  echo "gpu-deps: using OpenMPI, OpenBLAS, GoogleTest and Google Benchmark from $dest" \
+    "(base libraries taken from .deps/fallback:${exposed:- none, the machine has them all}" \
+    "${OMPI_MCA_plm:+; OpenMPI launcher: $OMPI_MCA_plm})"
 }
 
+# After use: every program and library carried must find all it links to (and the symbol versions it needs, such as
+# glibc's) on this machine. Prints each missing library with the files that need it; fails when there is one.
+lins_gpu_deps_check() {
+  local root dest f missing
+  root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+  dest="$root/.deps/root"
+  command -v ldd >/dev/null 2>&1 || {
+    echo "gpu-deps: check needs ldd (glibc's libc-bin)" >&2
+    return 1
+  }
+  # One ldd per ELF file (programs and libraries; links to them are checked through their targets), in parallel.
+  # shellcheck disable=SC2016  # the inner script's variables are its own
+  missing=$(find "$dest" "$root/.deps/fallback/root" -type f -print0 2>/dev/null | xargs -0 -P "$(nproc)" -n 16 sh -c '
+    for f; do
+      [ "$(head -c 4 "$f" | tr -d "\0")" = "$(printf "\177ELF")" ] || continue
+      ldd "$f" 2>&1 | grep "not found" | sed "s|^[[:space:]]*|$f: |"
+    done' sh | sed "s|$root/||" | sort)
+  if [ -n "$missing" ]; then
+    echo "gpu-deps: carried files that cannot load on this machine (missing library or symbol version):" >&2
+    echo "$missing" >&2
+    return 1
+  fi
+  echo "gpu-deps: every carried program and library finds what it links to"
+}
+
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+  set -euo pipefail
+fi
 case "${1:-}" in
   fetch) lins_gpu_deps_fetch ;;
   use) lins_gpu_deps_use ;;
+  check) lins_gpu_deps_use >/dev/null && lins_gpu_deps_check ;;
   *)
-    echo "usage: scripts/gpu-deps.sh fetch | . scripts/gpu-deps.sh use" >&2
+    echo "usage: scripts/gpu-deps.sh fetch | . scripts/gpu-deps.sh use | scripts/gpu-deps.sh check" >&2
     false
     ;;
 esac

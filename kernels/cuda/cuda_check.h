@@ -1,5 +1,5 @@
-// Error checks for CUDA runtime and cuBLAS calls (DESIGN.md conventions): on failure they print host, file:line,
-// the call and the error text, then abort. For tests, benchmarks and main(); library code returns the error instead.
+// Error checks for CUDA runtime and cuBLAS calls: on failure they print host, file:line, the call and the error text,
+// then abort. For tests, benchmarks and main(); library code returns the error instead.
 #pragma once
 
 #include <cublas_v2.h>

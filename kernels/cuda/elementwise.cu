@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "comm/cuda_devices.h"
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/ops_cuda.h"
 
@@ -285,14 +286,7 @@ __global__ void __launch_bounds__(1024) sum_kernel(const float* x, int64_t n, do
 using detail::launch_elementwise;
 using detail::vector_head;
 
-int device_count() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    (void)cudaGetLastError();  // clear the error (35 without a driver) so later checks start clean
-    return 0;
-  }
-  return n;
-}
+int device_count() { return cuda_device_count_or_exit(); }
 
 cudaError_t cast_fp32_to_bf16(const float* in, bf16* out, int64_t n, cudaStream_t stream) {
   return launch_elementwise(detail::CastOp<float, bf16>{in, out}, n, vector_head(in, out), stream);

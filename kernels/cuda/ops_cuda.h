@@ -21,8 +21,10 @@ namespace lins::kernels::cuda {
 using bf16 = __nv_bfloat16;
 using AdamWConfig = cpu::AdamWConfig;
 
-// Number of usable CUDA devices; 0 when there is none or no driver (the error is cleared, nothing else is touched).
-// Call this before any other CUDA call: without a driver the runtime returns errors (and some libraries abort).
+// Number of usable CUDA devices; 0 when the machine has no GPU (cudaErrorNoDevice, or no driver and no NVIDIA device
+// node; nothing else is touched). Any other cudaGetDeviceCount error (a broken or too old driver) prints its name and
+// text and exits with status 1 (comm/cuda_devices.h). Call this before any other CUDA call: without a driver the
+// runtime returns errors (and some libraries abort).
 int device_count();
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -31,6 +31,7 @@
 #include "core/memory_model.h"
 #include "core/overlap.h"
 #include "core/planner.h"
+#include "core/replay.h"
 #include "core/results_schema.h"
 #include "core/step_columns.h"
 #include "core/units.h"
@@ -102,6 +103,9 @@ CommandSpec step_spec() {
       });
   spec.options = concat_options(spec.options, cost_options("cpu-local", "paper"));
   spec.options = concat_options(spec.options, engine_options());
+  spec.options = concat_options(spec.options, memory_reserve_options());
+  for (auto& o : spec.options)
+    if (o.name.rfind("reserve-", 0) == 0) o.help += " (--backend gpu only: the CPU backend has no such losses)";
   spec.epilog =
       "examples:\n"
       "  mpirun -np 4 lins step --gpus-per-node 2\n"
@@ -193,31 +197,6 @@ std::string gather_text(const std::string& text, int rank, int world) {
   std::string all(rank == 0 ? static_cast<std::size_t>(total) : 0, '\0');
   MPI_Gatherv(text.data(), len, MPI_CHAR, all.data(), lens.data(), offsets.data(), MPI_CHAR, 0, MPI_COMM_WORLD);
   return all;
-}
-
-// The action log of one step as CSV rows (the input of `lins replay`).
-std::string timeline_csv(const Executor& e) {
-  std::ostringstream o;
-  o << "step,position,action,index,carried,purpose,kind,stream,label,start_s,end_s,exec_start_s,exec_end_s\n";
-  const Schedule& s = e.schedule();
-  char nums[160];
-  for (const auto& r : e.actions()) {
-    const bool op = r.action.kind != Action::Kind::compute;
-    const CommOp* c = op ? &s.ops[static_cast<std::size_t>(r.action.index)] : nullptr;
-    std::string label = op ? c->label : "";
-    if (!op) {
-      const ComputeTask t = s.shape.task(r.action.index);
-      label = t.kind == TaskKind::optimizer ? "optimizer"
-                                            : std::string(t.kind == TaskKind::forward ? "forward " : "backward ") +
-                                                  e.model().spec().modules[static_cast<std::size_t>(t.module)].name;
-    }
-    std::snprintf(nums, sizeof nums, "%.9f,%.9f,%.9f,%.9f", r.start_s, r.end_s, r.exec_start_s, r.exec_end_s);
-    o << r.step << ',' << r.position << ',' << action_kind_name(r.action.kind) << ',' << r.action.index << ','
-      << (r.action.carried ? 1 : 0) << ',' << (op ? purpose_name(c->purpose) : "") << ','
-      << (op ? coll_kind_name(c->kind) : "") << ',' << (op ? std::to_string(c->stream) : "") << ',' << label << ','
-      << nums << '\n';
-  }
-  return o.str();
 }
 
 struct TableRow {
@@ -314,6 +293,9 @@ int run_step(const Args& args) {
   if (!cost) return fail(cost.error());
   auto engine = parse_engine_options(a);
   if (!engine) return fail(engine.error());
+  auto reserve = parse_memory_reserve(a);
+  if (!reserve) return fail(reserve.error());
+  if (!gpu) *reserve = MemoryReserve{0, 0, 0, 0};  // host memory: no CUDA context, workspaces or NCCL buffers
   auto timeout = a.get_double("timeout");
   if (!timeout) return fail(timeout.error());
   start_rank_watchdog(*timeout, rank);
@@ -331,6 +313,7 @@ int run_step(const Args& args) {
       po.state_bytes = state_bytes;
       po.rank_by = *pricing;
       po.include_baselines = false;
+      po.reserve = *reserve;
       auto search = search_plans(*workload, *topo, *cost, po);
       if (!search) return fail("lins: " + search.error());
       if (!search->chosen())
@@ -578,7 +561,7 @@ int run_step(const Args& args) {
       if (!f) std::fprintf(stderr, "lins step: rank %d could not write %s\n", rank, path.c_str());
       const std::string timeline =
           (std::filesystem::path(out_dir) / ("timeline." + stem + ".rank" + std::to_string(rank) + ".csv")).string();
-      if (auto w = write_file_atomic(timeline, timeline_csv(e)); !w)
+      if (auto w = write_file_atomic(timeline, action_log_csv(e.schedule(), e.model().spec(), e.actions())); !w)
         std::fprintf(stderr, "lins step: rank %d: %s\n", rank, w.error().c_str());
     }
     for (double* v : {&tr.step_s, &tr.fwd_s, &tr.bwd_s, &tr.opt_s, &tr.exposed_s, &tr.tgs, &tr.mfu})

@@ -13,6 +13,7 @@ int run_plan(const Args& args);      // cmd_plan.cpp: the planner (no MPI)
 int run_comm(const Args& args);      // cmd_comm.cpp: the collective benchmark and profiler (MPI, NCCL)
 int run_step(const Args& args);      // cmd_step.cpp: the training step under every strategy (MPI, NCCL)
 int run_simulate(const Args& args);  // cmd_simulate.cpp: projection of a step to clusters we do not have
+int run_replay(const Args& args);    // cmd_replay.cpp: a measured step re-timed through the simulator's timeline
 
 struct CommandEntry {
   const char* name;

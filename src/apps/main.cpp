@@ -15,6 +15,8 @@ const std::vector<CommandEntry>& commands() {
       {"step", "run the synthetic LLaMA training step under each strategy and write CSV timings", run_step},
       {"simulate", "project a step's time to clusters you do not have (cost model; rows say 'projected')",
        run_simulate},
+      {"replay", "re-time the steps `lins step --trace` recorded through the simulator's timeline (no model)",
+       run_replay},
   };
   return table;
 }

@@ -7,18 +7,12 @@
 
 #include "comm/check.h"
 #include "comm/cuda_check.h"
+#include "comm/cuda_devices.h"
 #include "comm/watchdog.h"
 
 namespace lins {
 
-int cuda_device_count() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();  // clear the sticky "no driver" error
-    return 0;
-  }
-  return n;
-}
+int cuda_device_count() { return cuda_device_count_or_exit(); }
 
 std::string nccl_version_string() {
   int v = 0;
@@ -148,7 +142,9 @@ void NcclCommunicator::register_with_watchdog() {
 }
 
 NcclCommunicator::~NcclCommunicator() {
-  // Teardown must not abort: the process may be exiting after an error elsewhere.
+  // Teardown must not abort: the process may be exiting after an error elsewhere. Collectives still deferred to an
+  // open group's end are dropped with their events (a wait on an event never recorded returns at once).
+  NcclGroupState::current().leave(this);
   remove_watchdog_hooks(watchdog_check_);
   remove_watchdog_hooks(watchdog_abort_);
   if (stream_) cudaStreamSynchronize(stream_);
@@ -181,10 +177,12 @@ Request NcclCommunicator::finish(CollKind kind, double message_bytes, CUevent_st
   auto req = std::make_shared<NcclRequest>();
   req->compute = compute_;
   req->done = make_done_event();
-  if (group_depth_ > 0) {
-    // Inside ncclGroupStart/End the kernel is enqueued at group_end; record the events there.
+  if (NcclGroupState& group = NcclGroupState::current(); group.open()) {
+    // Inside the thread's group (opened on this communicator or another) NCCL enqueues the kernel at the outermost
+    // group_end; the events are recorded then (group_flush).
     group_pending_.emplace_back(kind, start);
     group_done_.push_back(req->done);
+    group.join(this);
   } else {
     CUDA_CHECK(cudaEventRecord(*req->done, stream_));
     cudaEvent_t stop;
@@ -243,15 +241,35 @@ Request NcclCommunicator::broadcast(void* buf, int64_t count, DType dtype, int r
 }
 
 void NcclCommunicator::group_start() {
-  if (group_depth_++ == 0) NCCL_CHECK(ncclGroupStart());
+  if (NcclGroupState::current().start()) NCCL_CHECK(ncclGroupStart());
 }
 
 void NcclCommunicator::group_end() {
-  if (group_depth_ == 0)
-    comm_fatal(__FILE__, __LINE__, "NcclCommunicator::group_end", "group_end without a matching group_start");
-  if (--group_depth_ > 0) return;
+  NcclGroupState& group = NcclGroupState::current();
+  switch (group.end()) {
+    case NcclGroupState::End::unmatched:
+      comm_fatal(__FILE__, __LINE__, "NcclCommunicator::group_end",
+                 "group_end without a matching group_start on this thread (on any NCCL communicator)");
+    case NcclGroupState::End::inner:
+      return;
+    case NcclGroupState::End::outermost:
+      break;
+  }
   NCCL_CHECK(ncclGroupEnd());
-  if (group_pending_.empty()) return;  // an empty group: nothing to record or time
+  for (NcclGroupMember* m : group.take_members()) m->group_flush();
+}
+
+void NcclCommunicator::require_no_open_group(const char* what) const {
+  const int depth = NcclGroupState::current().depth();
+  if (depth > 0)
+    comm_fatal(__FILE__, __LINE__, what,
+               "called on communicator '" + name_ + "' inside an open NCCL group (" + std::to_string(depth) +
+                   " group_start without group_end on this thread): the group's collectives are enqueued only at its "
+                   "group_end; call group_end first");
+}
+
+void NcclCommunicator::group_flush() {
+  if (group_pending_.empty()) return;  // nothing of this communicator to record or time
   cudaEvent_t stop;
   CUDA_CHECK(cudaEventCreate(&stop));
   CUDA_CHECK(cudaEventRecord(stop, stream_));
@@ -270,6 +288,7 @@ void NcclCommunicator::group_end() {
 }
 
 void NcclCommunicator::synchronize() {
+  require_no_open_group("NcclCommunicator::synchronize");
   // The host's only wait on this communicator's collectives: a hung or dead peer shows up here (--timeout).
   WatchdogScope watched("NCCL collectives of communicator '" + name_ + "'");
   CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -277,6 +296,7 @@ void NcclCommunicator::synchronize() {
 }
 
 void NcclCommunicator::barrier() {
+  require_no_open_group("NcclCommunicator::barrier");
   // NCCL has no barrier: a one-element all-reduce every rank must join, then wait for it on the host.
   CUDA_CHECK(cudaEventDestroy(begin_on(compute_, stream_)));  // ordered after the compute stream
   NCCL_CHECK(ncclAllReduce(barrier_buf_, barrier_buf_, 1, ncclFloat32, ncclSum, comm_, stream_));
@@ -289,6 +309,8 @@ std::shared_ptr<CommStream> NcclCommunicator::make_stream() {
 }
 
 Request NcclCommunicator::then(std::function<void(void*)> work) {
+  // Inside an open group the collectives issued before are enqueued only at group_end: `work` would run before them.
+  require_no_open_group("NcclCommunicator::then");
   CUDA_CHECK(cudaEventDestroy(begin_on(compute_, stream_)));  // after the compute issued so far, as a collective
   work(stream_);
   auto req = std::make_shared<NcclRequest>();
@@ -306,6 +328,7 @@ void NcclCommunicator::stream_wait(const Request& r) {
 
 Result<std::unique_ptr<Communicator>> NcclCommunicator::split(int color, int key, std::string name, Axis axis,
                                                               std::shared_ptr<CommStream> stream) {
+  require_no_open_group("NcclCommunicator::split");
   synchronize();
   std::unique_ptr<NcclCommunicator> c(new NcclCommunicator());
   NCCL_CHECK(ncclCommSplit(comm_, color, key, &c->comm_, nullptr));  // inherits the parent's config

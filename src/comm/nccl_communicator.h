@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "comm/nccl_group.h"
 #include "core/result.h"
 
 struct CUstream_st;  // cudaStream_t
@@ -19,7 +20,9 @@ struct ncclComm;     // ncclComm_t
 
 namespace lins {
 
-// Devices visible to this process; 0 when there is no driver or no device (never an error).
+// Devices visible to this process; 0 when the machine has no GPU (cudaErrorNoDevice, or no driver and no NVIDIA
+// device node). Any other cudaGetDeviceCount error (a broken or too old driver) prints it and exits with status 1:
+// see comm/cuda_devices.h.
 int cuda_device_count();
 // This rank's index among the ranks of `comm` on its host (MPI_COMM_TYPE_SHARED). Its remainder modulo
 // cuda_device_count() is the device NcclCommunicator selects, and so the device every other GPU user of the rank
@@ -35,7 +38,7 @@ void device_free(void* p);
 void copy_to_device(void* dst, const void* src, size_t bytes);  // synchronous
 void copy_to_host(void* dst, const void* src, size_t bytes);    // synchronous
 
-class NcclCommunicator final : public Communicator {
+class NcclCommunicator final : public Communicator, private NcclGroupMember {
  public:
   // Collective over `comm`: local rank through MPI_Comm_split_type(MPI_COMM_TYPE_SHARED), cudaSetDevice(local rank %
   // device count), ncclGetUniqueId on rank 0, MPI_Bcast, ncclCommInitRank. Every rank returns the same error when
@@ -65,6 +68,11 @@ class NcclCommunicator final : public Communicator {
   Request broadcast(void* buf, int64_t count, DType dtype, int root) override;
   // Host-blocking: every collective issued so far has completed on every rank of the group.
   void barrier() override;
+  // NCCL's group is the calling thread's (NcclGroupState), not this communicator's: between group_start and the
+  // matching group_end on any NcclCommunicator, collectives on every communicator of the thread are fused and only
+  // enqueued at the outermost group_end, which then records their completion events. barrier(), synchronize(),
+  // split() and then() inside an open group are errors (fatal): the collectives they would wait for, or run after,
+  // are not enqueued yet.
   void group_start() override;
   void group_end() override;
   void synchronize() override;
@@ -83,6 +91,9 @@ class NcclCommunicator final : public Communicator {
  private:
   NcclCommunicator() = default;
   Request finish(CollKind kind, double message_bytes, CUevent_st* start);
+  void group_flush() override;  // records the events of the collectives deferred to the group's end
+  // Fatal when the thread has an open group: `what` waits for collectives that group has not enqueued yet.
+  void require_no_open_group(const char* what) const;
   void settle_timings(bool block);
   // Lets the watchdog poll ncclCommGetAsyncError and call ncclCommAbort before it ends the job.
   void register_with_watchdog();
@@ -92,11 +103,10 @@ class NcclCommunicator final : public Communicator {
   int rank_ = 0, size_ = 1, device_ = 0;
   std::string name_;
   Axis axis_ = Axis::intra;
-  std::shared_ptr<CommStream> stream_owner_;  // owns stream_ (maybe shared with other communicators)
-  CUstream_st* stream_ = nullptr;             // collectives run here
-  CUstream_st* compute_ = nullptr;            // they start after the work issued on it before them
-  int group_depth_ = 0;
-  std::vector<std::pair<CollKind, CUevent_st*>> group_pending_;  // started inside group_start/group_end
+  std::shared_ptr<CommStream> stream_owner_;                     // owns stream_ (maybe shared with other communicators)
+  CUstream_st* stream_ = nullptr;                                // collectives run here
+  CUstream_st* compute_ = nullptr;                               // they start after the work issued on it before them
+  std::vector<std::pair<CollKind, CUevent_st*>> group_pending_;  // started inside the thread's open group
   std::vector<std::shared_ptr<CUevent_st*>> group_done_;         // completion events to record at group_end
   std::vector<Timing> timings_;
   CUevent_st* scratch_event_ = nullptr;

@@ -11,6 +11,7 @@
 #include "comm/check.h"
 #include "lins_git_commit.h"  // generated at build time
 #if LINS_COMM_NCCL
+#include "comm/cuda_devices.h"
 #include "comm/nccl_communicator.h"
 #endif
 
@@ -103,8 +104,11 @@ JsonObject gather_provenance(MPI_Comm comm, const std::vector<std::string>& argv
   o.set("built_with_cuda", true);
   o.set("nccl_version", nccl_version_string());
   o.set("cuda_version", cuda_version_string());
-  const int devices = cuda_device_count();
+  // Probed, not cuda_device_count(): a run on the CPU must still write its provenance where the GPU is broken.
+  const CudaDeviceProbe probe = probe_cuda_devices();
+  const int devices = probe.count;
   o.set("cuda_device_count", devices);
+  if (probe.failed()) o.set("cuda_device_error", probe.message());
   if (devices > 0) {
     o.set("gpu_name", cuda_device_name(0));
   } else {

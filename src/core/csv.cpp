@@ -114,13 +114,19 @@ Result<std::vector<CsvRecord>> parse_csv(std::string_view text, const std::strin
   return out;
 }
 
-Result<std::vector<CsvRecord>> read_csv_file(const std::string& path) {
+Result<std::string> read_text_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return make_error("cannot open '" + path + "': " + errno_text());
   std::ostringstream ss;
   ss << in.rdbuf();
   if (in.bad()) return make_error("cannot read '" + path + "': " + errno_text());
-  return parse_csv(ss.str(), path);
+  return ss.str();
+}
+
+Result<std::vector<CsvRecord>> read_csv_file(const std::string& path) {
+  auto text = read_text_file(path);
+  if (!text) return make_error(text.error());
+  return parse_csv(*text, path);
 }
 
 Result<CsvWriter> CsvWriter::open(const std::string& path, std::vector<std::string> columns, bool resume) {

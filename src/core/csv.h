@@ -31,6 +31,8 @@ struct CsvRecord {
 Result<std::vector<CsvRecord>> parse_csv(std::string_view text, const std::string& where);
 // Reads and parses a whole file.
 Result<std::vector<CsvRecord>> read_csv_file(const std::string& path);
+// The whole file as text; the error names the file and the system's reason.
+Result<std::string> read_text_file(const std::string& path);
 
 // Joins key values with a separator that cannot appear in ordinary fields (unit separator, 0x1f).
 std::string csv_key(const std::vector<std::string>& values);

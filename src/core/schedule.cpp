@@ -205,7 +205,7 @@ int64_t Schedule::op_count() const {
   return n;
 }
 
-// ---- the builder the engines share ----------------------------------------------------------------------------
+// ---- the builder the engines share ----------------------------------------------------------------------------------
 
 EngineBuilder::EngineBuilder(const ModelSpec& model, Schedule& s) : model_(model), s_(s) {
   for (int r = 0; r < kGroupRoleCount; ++r) {
@@ -348,7 +348,7 @@ Result<std::vector<Bucket>> cut_buckets(const ModelSpec& model, const ShardLayou
   return out;
 }
 
-// ---- build_schedule -----------------------------------------------------------------------------------------------
+// ---- build_schedule -------------------------------------------------------------------------------------------------
 
 namespace {
 

@@ -2,6 +2,7 @@
 #include "core/timeline.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace lins {
 
@@ -45,7 +46,8 @@ TimelineResult run_timeline(const Schedule& s, const std::vector<Action>& progra
   TimelineResult r;
   r.ops.assign(s.ops.size(), OpTiming{});
   r.stream_busy_s.assign(std::max<std::size_t>(1, s.streams.size()), 0.0);
-  std::vector<double> stream_free(r.stream_busy_s.size(), 0.0);
+  // Streams are free from the start of time: the previous step's ops may have started before this step did.
+  std::vector<double> stream_free(r.stream_busy_s.size(), std::numeric_limits<double>::lowest());
   std::vector<double> carried_end(s.ops.size(), 0.0);
   auto start_op = [&](std::size_t i, double issue, double after_end) {
     const CommOp& op = s.ops[i];
@@ -56,13 +58,14 @@ TimelineResult run_timeline(const Schedule& s, const std::vector<Action>& progra
     r.stream_busy_s[st] += d;
     return OpTiming{issue, start, start + d};
   };
-  // The previous step's last ops (its broadcasts) were issued as it ended: at time 0 of this step.
+  // The previous step's last ops (its broadcasts) were issued as it ended: at time 0 of this step, unless told.
   for (std::size_t i = 0; i < s.ops.size(); ++i) {
     const CommOp& op = s.ops[i];
     if (!op.wait.next_step) continue;
-    const double after_end =
-        op.after >= 0 && s.ops[static_cast<std::size_t>(op.after)].wait.next_step ? carried_end[op.after] : 0.0;
-    r.ops[i] = start_op(i, 0.0, after_end);
+    const double after_end = op.after >= 0 && s.ops[static_cast<std::size_t>(op.after)].wait.next_step
+                                 ? carried_end[static_cast<std::size_t>(op.after)]
+                                 : std::numeric_limits<double>::lowest();
+    r.ops[i] = start_op(i, costs.carried_issue_s ? costs.carried_issue_s(static_cast<int>(i)) : 0.0, after_end);
     carried_end[i] = r.ops[i].end_s;
   }
   double t = 0;
@@ -98,6 +101,11 @@ TimelineResult run_timeline(const Schedule& s, const std::vector<Action>& progra
         }
         break;
       }
+    }
+    if (costs.after_s) {
+      const double h = costs.after_s(static_cast<int>(pos));
+      t += h;
+      r.host_s += h;
     }
     r.action_end_s.push_back(t);
   }

@@ -28,12 +28,31 @@ const char* action_kind_name(Action::Kind k);
 // The actions of one step of an expanded schedule, in the order they happen.
 std::vector<Action> step_program(const Schedule& s);
 
+// One action of the step's program as the executor performed it: host seconds from the step's start. For an issue,
+// exec_* is when the op ran on its stream (its first piece of work to the end of its last), where the backend times
+// that on the host (the MPI backend; exec_timed); for a wait of the previous step's op, when that op ran (it may have
+// started before this step: a negative start). The trace replay (core/replay.h) reads these.
+struct ActionRecord {
+  int step = 0;
+  int position = 0;  // in the program
+  Action action;
+  double start_s = 0, end_s = 0;
+  bool exec_timed = false;
+  double exec_start_s = 0, exec_end_s = 0;
+};
+
 struct TimelineCosts {
   std::function<double(int task)> compute_s;  // duration of a compute task
   std::function<double(int op)> op_s;         // duration of an op on its stream, once it starts
   // Host time spent on the action at `position` of the program besides what the functions above price (the replay's
   // measured issue costs and host work between actions); may be empty.
   std::function<double(int position)> host_s;
+  // Host time spent after the action at `position` (the replay: issuing an op costs the host time after the op is on
+  // its stream); may be empty.
+  std::function<double(int position)> after_s;
+  // When an op the previous step issued (a next-step wait) was issued, from this step's start (default 0, as the
+  // previous step ended; the replay gives the measured time, which may be earlier); may be empty.
+  std::function<double(int op)> carried_issue_s;
 };
 
 struct OpTiming {

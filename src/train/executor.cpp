@@ -24,7 +24,7 @@ void Executor::Impl::add_trace(const std::string& name, const char* cat, double 
 void Executor::Impl::record_action(int position, double t0, double t1) {
   if (!opt.trace) return;
   actions->push_back(ActionRecord{step_index, position, program[static_cast<std::size_t>(position)], t0 - step_origin_s,
-                                  t1 - step_origin_s, -1, -1});
+                                  t1 - step_origin_s, false, 0, 0});
 }
 
 ElemRange Executor::Impl::local_range(const CommOp& op) const {
@@ -37,8 +37,7 @@ ElemRange Executor::Impl::local_range(const CommOp& op) const {
   return ElemRange{op.local_offset, op.elems};
 }
 
-// ---- set-up
-// -----------------------------------------------------------------------------------------------------------
+// ---- set-up --------------------------------------------------------------------------------------------------------
 
 Status Executor::Impl::init(Communicator* world) {
   const ShardLayout& L = sched->layout;
@@ -359,8 +358,7 @@ Status Executor::Impl::run_task(int task_index) {
   return {};
 }
 
-// ---- waits
-// ------------------------------------------------------------------------------------------------------------
+// ---- waits ----------------------------------------------------------------------------------------------------------
 
 // Waits for one request and times the wait twice: the host's (wait_s and the trace, named `what`) and the compute
 // stream's (wait_spans). Returns when the host's wait ended.
@@ -381,10 +379,14 @@ Status Executor::Impl::wait_op(int i) {
   if (!f.issued)
     return make_error("executor: waited for op " + std::to_string(i) + " (" + op.label + ") before it was issued");
   if (f.waited) return {};
+  comm_events->push_back(Action{Action::Kind::wait, i, false});
   const double t1 = timed_wait(f.done, std::string("wait ") + purpose_name(op.purpose) + " " + op.label);
   f.collective.wait();  // settles its counters
   double a = 0, z = 0;
-  if (!f.done.executed(&a, &z)) a = f.issue_s + step_origin_s, z = t1;
+  if (exec_interval(f, &a, &z))
+    a += step_origin_s, z += step_origin_s;
+  else
+    a = f.issue_s + step_origin_s, z = t1;
   add_trace(std::string(coll_kind_name(op.kind)) + " " + op.label, "comm", a, z, 2 + op.stream);
   f.waited = true;
   return complete(i, f);
@@ -392,15 +394,15 @@ Status Executor::Impl::wait_op(int i) {
 
 // Waits for the previous step's op i (its next-step wait); *exec_* get when it ran on its stream, from this step's
 // start (negative: it started before). Nothing is carried into the first step.
-Status Executor::Impl::wait_carried(int i, double* exec_start, double* exec_end) {
+Status Executor::Impl::wait_carried(int i, bool* timed, double* exec_start, double* exec_end) {
   Flight& f = carried[static_cast<std::size_t>(i)];
   if (!f.issued || f.waited) return {};
   const CommOp& op = sched->ops[static_cast<std::size_t>(i)];
+  if (comm_events) comm_events->push_back(Action{Action::Kind::wait, i, true});
   timed_wait(f.done, std::string("wait ") + purpose_name(op.purpose) + " " + op.label + " (previous step)");
   f.collective.wait();
   f.waited = true;
-  double a = 0, z = 0;
-  if (exec_start && f.done.executed(&a, &z)) *exec_start = a - step_origin_s, *exec_end = z - step_origin_s;
+  if (timed) *timed = exec_interval(f, exec_start, exec_end);
   auto s = complete(i, f);
   f = Flight{};
   return s;
@@ -408,12 +410,23 @@ Status Executor::Impl::wait_carried(int i, double* exec_start, double* exec_end)
 
 Status Executor::Impl::finish() {
   for (std::size_t i = 0; i < carried.size(); ++i)
-    if (auto s = wait_carried(static_cast<int>(i), nullptr, nullptr); !s) return s;
+    if (auto s = wait_carried(static_cast<int>(i), nullptr, nullptr, nullptr); !s) return s;
   return {};
 }
 
-// ---- the step
-// ---------------------------------------------------------------------------------------------------------
+// When the op ran on its stream: from its first piece of work to the end of its last, host seconds from the step's
+// start; false when the backend does not time its streams on the host.
+bool Executor::Impl::exec_interval(const Flight& f, double* start, double* end) const {
+  double a = 0, z = 0, a0 = 0, z0 = 0;
+  if (!f.done.executed(&a, &z)) return false;
+  const Request& head = f.first.impl() ? f.first : f.collective.impl() ? f.collective : f.done;
+  if (head.executed(&a0, &z0)) a = a0;
+  *start = a - step_origin_s;
+  *end = z - step_origin_s;
+  return true;
+}
+
+// ---- the step -------------------------------------------------------------------------------------------------------
 
 Result<StepStats> Executor::Impl::step() {
   StepStats st;
@@ -423,6 +436,7 @@ Result<StepStats> Executor::Impl::step() {
   for (auto* c : distinct) c->reset_counters();
   if (opt.trace) trace->clear(), actions->clear();
   issued->clear();
+  comm_events->clear();
   wait_s = 0;
   loss_sum = 0;
   spans.clear();
@@ -445,11 +459,15 @@ Result<StepStats> Executor::Impl::step() {
         break;
       case Action::Kind::wait:
         if (a.carried) {
-          double exec_start = -1, exec_end = -1;
-          s = wait_carried(a.index, &exec_start, &exec_end);
+          bool timed = false;
+          double exec_start = 0, exec_end = 0;
+          s = wait_carried(a.index, &timed, &exec_start, &exec_end);
           if (!s) return make_error(s.error());
           record_action(static_cast<int>(pos), t0, now());
-          if (opt.trace) actions->back().exec_start_s = exec_start, actions->back().exec_end_s = exec_end;
+          if (opt.trace) {
+            actions->back().exec_timed = timed;
+            actions->back().exec_start_s = exec_start, actions->back().exec_end_s = exec_end;
+          }
           continue;
         }
         s = wait_op(a.index);
@@ -475,8 +493,7 @@ Result<StepStats> Executor::Impl::step() {
     for (auto& rec : *actions) {
       if (rec.action.kind != Action::Kind::issue) continue;
       const Flight& f = flights[static_cast<std::size_t>(rec.action.index)];
-      double a = 0, z = 0;
-      if (f.waited && f.done.executed(&a, &z)) rec.exec_start_s = a - step_origin_s, rec.exec_end_s = z - step_origin_s;
+      if (f.waited) rec.exec_timed = exec_interval(f, &rec.exec_start_s, &rec.exec_end_s);
     }
   for (const auto& sp : spans) {
     const double dt = be->elapsed_s(sp.start, sp.end);
@@ -545,6 +562,7 @@ Result<std::unique_ptr<Executor>> Executor::create(const ModelSpec& model, const
   im.trace = &ex->trace_;
   im.actions = &ex->actions_;
   im.issued = &ex->issued_;
+  im.comm_events = &ex->comm_events_;
   if (auto s = im.init(world); !s) return make_error(s.error());
   return ex;
 }

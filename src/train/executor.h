@@ -26,8 +26,8 @@
 #include "core/plan.h"
 #include "core/schedule.h"
 #include "core/timeline.h"
-#include "core/trace.h"
 #include "core/topology.h"
+#include "core/trace.h"
 #include "train/backend.h"
 #include "train/data.h"
 #include "train/llama.h"
@@ -73,18 +73,6 @@ struct StepStats {
   int64_t buffer_peak_bytes = 0;  // high-water mark of the executor's buffers (gathers, gradients in flight, payloads)
 };
 
-
-// One action of the step's program as the executor performed it: host seconds from the step's start. For an issue,
-// exec_* is when the op (and the work its stream did after it) ran on its stream, where the backend times that on the
-// host (the MPI backend); -1 otherwise. The trace replay (core/replay.h) reads these.
-struct ActionRecord {
-  int step = 0;
-  int position = 0;  // in the program
-  Action action;
-  double start_s = 0, end_s = 0;
-  double exec_start_s = -1, exec_end_s = -1;
-};
-
 class Executor {
  public:
   // `world` spans every rank of `topo` in order (null on one rank); the executor splits it into one communicator per
@@ -110,6 +98,10 @@ class Executor {
   const std::vector<ActionRecord>& actions() const { return actions_; }
   // The ops of the last step in the order they were issued (indices into schedule().ops).
   const std::vector<int>& issued() const { return issued_; }
+  // Every collective the last step handed to a communicator and every wait the host made for one, in the order they
+  // happened (Action::Kind::issue or wait; carried = a wait for the previous step's op). The step's program says what
+  // they should be; the timeline-order test holds the executor to it.
+  const std::vector<Action>& comm_events() const { return comm_events_; }
   int64_t global_tokens() const;
 
  private:
@@ -121,7 +113,7 @@ class Executor {
   std::vector<TraceEvent> trace_;
   std::vector<ActionRecord> actions_;
   std::vector<int> issued_;
+  std::vector<Action> comm_events_;
 };
-
 
 }  // namespace lins

@@ -37,7 +37,8 @@ struct Executor::Impl {
   LlamaModel* model = nullptr;
   std::vector<TraceEvent>* trace = nullptr;
   std::vector<ActionRecord>* actions = nullptr;
-  std::vector<int>* issued = nullptr;  // this step's ops in issue order
+  std::vector<int>* issued = nullptr;          // this step's ops in issue order
+  std::vector<Action>* comm_events = nullptr;  // this step's issues and host waits, as they happened
   SyntheticTask task;
   std::vector<Action> program;  // step_program(*sched)
 
@@ -75,6 +76,7 @@ struct Executor::Impl {
   // ---- ops in flight
   // --------------------------------------------------------------------------------------------------
   struct Flight {
+    Request first;       // the work its stream does before the collective (packing a send buffer), if any
     Request collective;  // the collective itself (its counters and timing)
     Request done;        // completes when the op and the work its stream does after it are done
     bool issued = false, waited = false;
@@ -144,7 +146,9 @@ struct Executor::Impl {
   Result<const void*> compute_params(int m, const void* src, int64_t elems);
   double timed_wait(Request& req, const std::string& what);
   Status wait_op(int i);
-  Status wait_carried(int i, double* exec_start, double* exec_end);
+  Status wait_carried(int i, bool* timed, double* exec_start, double* exec_end);
+  // When op flight `f` ran on its stream (its first work to the end of its last), host seconds from the step's start.
+  bool exec_interval(const Flight& f, double* start, double* end) const;
   Status finish();
 
   // ---- ops by purpose (executor_ops.cpp)

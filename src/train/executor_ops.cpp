@@ -52,10 +52,11 @@ Status Executor::Impl::issue(int i) {
   if (!f.done.impl()) std::swap(f.done, f.collective);  // no work after the collective: waiting for it is enough
   f.issued = true;
   issued->push_back(i);
+  comm_events->push_back(Action{Action::Kind::issue, i, false});
   return {};
 }
 
-// ---- parameter gathers: forward, backward, from the secondary copy ------------------------------------------------
+// ---- parameter gathers: forward, backward, from the secondary copy --------------------------------------------------
 // The module's padded parameters gathered into a buffer of their own, which the tasks reading them release
 // (Schedule::task_params). A secondary-copy gather reads this rank's part of that copy instead of the local shard.
 Status Executor::Impl::issue_gather(int i, Flight& f) {
@@ -83,11 +84,10 @@ Status Executor::Impl::issue_gather(int i, Flight& f) {
   return {};
 }
 
-// ---- gradient reduce-scatter over the P shard group
-// ------------------------------------------------------------------ The input is the whole-module gradient the
-// backward wrote (grad_full); a bucket of several modules is first packed on the stream so that rank r's part is its
-// shards of those modules, in local order (DeepSpeed's interleaving concatenation). This rank's slice then lands in the
-// transient buffer or is added into G.
+// ---- gradient reduce-scatter over the P shard group -----------------------------------------------------------------
+// The input is the whole-module gradient the backward wrote (grad_full); a bucket of several modules is first packed on
+// the stream so that rank r's part is its shards of those modules, in local order (DeepSpeed's interleaving
+// concatenation). This rank's slice then lands in the transient buffer or is added into G.
 Status Executor::Impl::issue_reduce_scatter(int i, Flight& f) {
   const CommOp& op = sched->ops[static_cast<std::size_t>(i)];
   Communicator* c = op_comm[static_cast<std::size_t>(i)];
@@ -120,7 +120,7 @@ Status Executor::Impl::issue_reduce_scatter(int i, Flight& f) {
     for (int m : modules)
       parts.push_back(Part{shard_of(m).local_offset, shard_of(m).shard_elems,
                            static_cast<const char*>(grad_full[static_cast<std::size_t>(m)].data())});
-    c->then([this, base, parts, r, n](void* stream) {
+    f.first = c->then([this, base, parts, r, n](void* stream) {
       for (const Part& p : parts)
         for (int64_t k = 0; k < n; ++k)
           copy_on(stream, static_cast<char*>(base) + (k * r.elems + (p.offset - r.offset)) * esize,
@@ -169,7 +169,7 @@ Status Executor::Impl::issue_zero_reduce(int i, Flight& f) {
       parts.push_back(
           Part{a, z, static_cast<const char*>(at(grad_full[static_cast<std::size_t>(m)], a - msh.local_offset))});
   }
-  c->then([this, base, parts, r](void* stream) {
+  f.first = c->then([this, base, parts, r](void* stream) {
     for (const Part& p : parts)
       copy_on(stream, static_cast<char*>(base) + (p.from - r.offset) * esize, p.grad, p.to - p.from);
   });
@@ -203,7 +203,7 @@ Status Executor::Impl::issue_all_reduce(int i, Flight& f) {
     return at(g_acc, (g_owned ? ow.owned_offset : ow.local_offset) + (a - ow.local_offset));
   };
   if (sync)
-    c->then([this, r, g_at](void* stream) {
+    f.first = c->then([this, r, g_at](void* stream) {
       for (const auto& ow : owned) {
         const int64_t a = std::max(r.offset, ow.local_offset), z = std::min(r.end(), ow.local_offset + ow.elems);
         if (a < z) accumulate_on(stream, at(g_mb, a), g_at(ow, a), z - a);
@@ -223,10 +223,9 @@ Status Executor::Impl::issue_all_reduce(int i, Flight& f) {
   return {};
 }
 
-// ---- all-gather of updated parameters after the optimizer
-// ------------------------------------------------------------ ZeRO-1/2: every rank's updated partition gathered in
-// place into the whole P. DeepSpeed ZeRO-3's persistent modules: the module's updated shards gathered into the buffer
-// they are computed from.
+// ---- all-gather of updated parameters after the optimizer -----------------------------------------------------------
+// ZeRO-1/2: every rank's updated partition gathered in place into the whole P. DeepSpeed ZeRO-3's persistent modules:
+// the module's updated shards gathered into the buffer they are computed from.
 Status Executor::Impl::issue_update_gather(int i, Flight& f) {
   const CommOp& op = sched->ops[static_cast<std::size_t>(i)];
   Communicator* c = op_comm[static_cast<std::size_t>(i)];
@@ -244,9 +243,8 @@ Status Executor::Impl::issue_update_gather(int i, Flight& f) {
   return {};
 }
 
-// ---- Lins broadcast of one module's updated slices by one owner
-// -------------------------------------------------------- The owner packs its slices inside the module's shard into a
-// payload on the stream; the others unpack it into P.
+// ---- Lins broadcast of one module's updated slices by one owner -----------------------------------------------------
+// The owner packs its slices inside the module's shard into a payload on the stream; the others unpack it into P.
 int64_t Executor::Impl::pack_owner(int owner, const ModuleShard& msh, void* payload, bool to_payload, void* stream) {
   const int64_t lo = msh.local_offset, hi = msh.local_offset + msh.shard_elems;
   int64_t n = 0;
@@ -286,17 +284,17 @@ Status Executor::Impl::issue_broadcast(int i, Flight& f) {
   const int owner = op.root;
   void* payload = f.buf.data();
   const ModuleShard* m = &msh;
-  if (root) c->then([this, owner, m, payload](void* stream) { pack_owner(owner, *m, payload, true, stream); });
+  if (root)
+    f.first = c->then([this, owner, m, payload](void* stream) { pack_owner(owner, *m, payload, true, stream); });
   f.collective = c->broadcast(payload, op.elems, sd, op.root);
   if (!root)
     f.done = c->then([this, owner, m, payload](void* stream) { pack_owner(owner, *m, payload, false, stream); });
   return {};
 }
 
-// ---- after a wait
-// --------------------------------------------------------------------------------------------------------- What the
-// compute side releases once an op is in: packed send buffers and payloads, and the whole-module gradients no later op
-// of the micro-batch reads. Gathered parameters stay until their tasks release them.
+// ---- after a wait ---------------------------------------------------------------------------------------------------
+// What the compute side releases once an op is in: packed send buffers and payloads, and the whole-module gradients no
+// later op of the micro-batch reads. Gathered parameters stay until their tasks release them.
 Status Executor::Impl::complete(int i, Flight& f) {
   const CommOp& op = sched->ops[static_cast<std::size_t>(i)];
   switch (op.purpose) {

@@ -5,7 +5,10 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
+#include <thread>
 
 #include "comm/mesh_comms.h"
 #include "comm/nccl_communicator.h"
@@ -122,6 +125,68 @@ TEST(NcclComm, GroupedCollectivesCompleteAndCount) {
   device_free(da);
   device_free(db);
   device_free(dout);
+}
+
+// NCCL's group is the thread's: a collective on communicator B inside a group that A opened is enqueued only at A's
+// group_end, so B's completion event must be recorded then, behind its kernel. B's stream is held by a host function
+// (the gate) issued after B's collective and before the group_end: B's request, waited on by the compute stream, must
+// stay incomplete while the gate holds (a completion event recorded at issue time sits before the gate and completes
+// at once), and the result must be there once it opens.
+TEST(NcclComm, CollectiveOnAnotherCommunicatorInsideAGroupCompletesAfterItsKernel) {
+  cudaStream_t compute;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking), cudaSuccess);
+  auto a = nccl_world(compute);
+  auto b_comm = nccl_world(compute);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b_comm, nullptr);
+  auto* b = dynamic_cast<NcclCommunicator*>(b_comm.get());
+  ASSERT_NE(b, nullptr);
+  const int64_t n = 1 << 20;
+  std::vector<float> ones(n, 1.0f), out(n, 0.0f);
+  float* send = static_cast<float*>(device_alloc(n * sizeof(float)));
+  float* recv = static_cast<float*>(device_alloc(n * sizeof(float)));
+  copy_to_device(send, ones.data(), n * sizeof(float));
+  ASSERT_EQ(cudaMemset(recv, 0, n * sizeof(float)), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+
+  std::atomic<bool> open_gate{false};
+  a->group_start();
+  Request r = b->all_reduce(send, recv, n, DType::fp32);  // out of place: a real copy even on one rank
+  ASSERT_EQ(cudaLaunchHostFunc(
+                b->stream(),
+                [](void* p) {
+                  auto* gate = static_cast<std::atomic<bool>*>(p);
+                  while (!gate->load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                },
+                &open_gate),
+            cudaSuccess);
+  a->group_end();
+  r.wait();
+  cudaEvent_t after;
+  ASSERT_EQ(cudaEventCreateWithFlags(&after, cudaEventDisableTiming), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(after, compute), cudaSuccess);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const cudaError_t while_held = cudaEventQuery(after);
+  open_gate = true;  // before any assertion can return: the gate must open whatever happens
+  EXPECT_EQ(while_held, cudaErrorNotReady)
+      << "the request on B completed while B's stream was held before its all-reduce: its completion event was "
+         "recorded before NCCL enqueued the kernel (at A's group_end)";
+  ASSERT_EQ(cudaMemcpyAsync(out.data(), recv, n * sizeof(float), cudaMemcpyDeviceToHost, compute), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(compute), cudaSuccess);
+  int64_t bad = 0;
+  for (float v : out) bad += v != float(world_size());
+  EXPECT_EQ(bad, 0);
+  b->synchronize();
+  a->synchronize();
+  EXPECT_EQ(b->counters().calls[int(CollKind::all_reduce)], 1);
+  EXPECT_EQ(a->counters().calls[int(CollKind::all_reduce)], 0);
+  EXPECT_GT(b->counters().seconds[int(CollKind::all_reduce)], 0.0);
+  cudaEventDestroy(after);
+  device_free(send);
+  device_free(recv);
+  a.reset();
+  b_comm.reset();
+  cudaStreamDestroy(compute);
 }
 
 TEST(NcclComm, MeshCommsGiveEveryRoleOfAPlan) {

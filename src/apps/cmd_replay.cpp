@@ -1,0 +1,168 @@
+// `lins replay`: re-times the steps `lins step --trace` recorded (the action logs timeline.<strategy>.rank<r>.csv)
+// through the simulator's timeline with the durations the run measured, and reports, per strategy, the replayed step
+// time against the measured one (core/replay.h). Writes the table as CSV with --csv.
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "apps/commands.h"
+#include "core/cli.h"
+#include "core/csv.h"
+#include "core/json.h"
+#include "core/replay.h"
+
+namespace lins {
+namespace {
+
+CommandSpec replay_spec() {
+  return CommandSpec{
+      "replay",
+      "Re-time the steps `lins step --trace` recorded through the simulator's timeline, with the measured durations.",
+      "lins replay [options] DIR|FILE...",
+      {
+          {"csv", 0, "FILE", "", "also write the table as CSV (strategy, rank, measured_s, replayed_s, error)"},
+          {"detail", 0, "", "", "print every action of each log: measured end, replayed end and their difference"},
+          {"max-error", 0, "FRACTION", "",
+           "exit 1 when a strategy's replayed step time is further than this from the measured one (e.g. 0.05)"},
+      },
+      "DIR: a `lins step --out` folder (its timeline.*.rank*.csv files); FILE: one action log.\n"
+      "A strategy's step time is its slowest rank's, measured and replayed alike.\n"
+      "example:\n"
+      "  mpirun -np 4 lins step --gpus-per-node 2 --trace --out results/step && lins replay results/step"};
+}
+
+int fail(const std::string& message) {
+  std::fprintf(stderr, "lins replay: %s\n", message.c_str());
+  return 2;
+}
+
+// "timeline.zero3.rank2.csv" -> ("zero3", 2); false for other names.
+bool parse_name(const std::string& file, std::string* strategy, int* rank) {
+  const std::string prefix = "timeline.", suffix = ".csv";
+  if (file.rfind(prefix, 0) != 0 || file.size() <= prefix.size() + suffix.size() ||
+      file.compare(file.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return false;
+  const std::string mid = file.substr(prefix.size(), file.size() - prefix.size() - suffix.size());
+  const auto dot = mid.rfind(".rank");
+  if (dot == std::string::npos) return false;
+  *strategy = mid.substr(0, dot);
+  try {
+    *rank = std::stoi(mid.substr(dot + 5));
+  } catch (...) {
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int run_replay(const Args& argv) {
+  const CommandSpec spec = replay_spec();
+  auto args = parse_args(spec, argv);
+  if (!args) return fail(args.error());
+  if (args->flag("help")) {
+    std::fputs(help_text(spec).c_str(), stdout);
+    return 0;
+  }
+  double max_error = -1;
+  if (args->has("max-error")) {
+    auto v = args->get_double("max-error");
+    if (!v || *v <= 0) return fail(v ? "--max-error must be positive (a fraction such as 0.05)" : v.error());
+    max_error = *v;
+  }
+  if (args->positional().empty()) return fail("give a `lins step --out` folder or action log files (see --help)");
+  const std::string csv_path = args->get("csv");
+  if (!csv_path.empty())  // checked before the work
+    if (auto dir = std::filesystem::path(csv_path).parent_path(); !dir.empty() && !std::filesystem::is_directory(dir))
+      return fail("the folder of --csv " + csv_path + " does not exist");
+
+  struct Entry {
+    std::string strategy, path;
+    int rank = 0;
+  };
+  std::vector<Entry> files;
+  for (const auto& p : args->positional()) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(p, ec)) {
+      for (const auto& de : std::filesystem::directory_iterator(p, ec)) {
+        Entry e;
+        if (parse_name(de.path().filename().string(), &e.strategy, &e.rank))
+          e.path = de.path().string(), files.push_back(e);
+      }
+      if (ec) return fail("cannot read the folder " + p + ": " + ec.message());
+    } else if (std::filesystem::is_regular_file(p, ec)) {
+      Entry e;
+      if (!parse_name(std::filesystem::path(p).filename().string(), &e.strategy, &e.rank)) e.strategy = p, e.rank = 0;
+      e.path = p;
+      files.push_back(e);
+    } else {
+      return fail("'" + p + "' is neither a folder nor a file");
+    }
+  }
+  if (files.empty())
+    return fail("no action logs (timeline.<strategy>.rank<r>.csv) found; run `lins step --trace` to write them");
+  std::sort(files.begin(), files.end(), [](const Entry& a, const Entry& b) {
+    return a.strategy != b.strategy ? a.strategy < b.strategy : a.rank < b.rank;
+  });
+
+  std::vector<std::vector<std::string>> rows;
+  struct Worst {
+    double measured = 0, replayed = 0;
+  };
+  std::map<std::string, Worst> per_strategy;
+  std::vector<std::string> order;
+  std::printf("%-22s %5s %12s %12s %8s %10s %10s %10s\n", "strategy", "rank", "measured_s", "replayed_s", "error",
+              "compute_s", "host_s", "waited_s");
+  for (const auto& f : files) {
+    auto text = read_text_file(f.path);
+    if (!text) return fail(text.error());
+    auto log = parse_action_log(*text, f.path);
+    if (!log) return fail(log.error());
+    auto r = replay(*log);
+    if (!r) return fail(f.path + ": " + r.error());
+    if (args->flag("detail")) {
+      std::printf("%s:\n%8s %-8s %-40s %12s %12s %12s\n", f.path.c_str(), "position", "action", "label", "measured",
+                  "replayed", "difference");
+      for (std::size_t pos = 0; pos < log->rows.size(); ++pos) {
+        const auto& row = log->rows[pos];
+        std::printf("%8zu %-8s %-40s %12.6f %12.6f %+12.6f\n", pos, action_kind_name(row.rec.action.kind),
+                    row.label.substr(0, 40).c_str(), row.rec.end_s, r->replayed_end_s[pos],
+                    r->replayed_end_s[pos] - row.rec.end_s);
+      }
+    }
+    std::printf("%-22s %5d %12.6f %12.6f %+7.2f%% %10.6f %10.6f %10.6f%s\n", f.strategy.substr(0, 22).c_str(), f.rank,
+                r->measured_s, r->replayed_s, 100 * r->error(), r->compute_s, r->host_s, r->waited_s,
+                r->untimed_ops ? "  (ops not timed on their streams priced 0)" : "");
+    if (!per_strategy.count(f.strategy)) order.push_back(f.strategy);
+    Worst& w = per_strategy[f.strategy];
+    w.measured = std::max(w.measured, r->measured_s);
+    w.replayed = std::max(w.replayed, r->replayed_s);
+    rows.push_back({f.strategy, std::to_string(f.rank), std::to_string(r->measured_s), std::to_string(r->replayed_s),
+                    std::to_string(r->error())});
+  }
+  std::printf("\nper strategy (slowest rank):\n%-22s %12s %12s %8s\n", "strategy", "measured_s", "replayed_s", "error");
+  bool over = false;
+  for (const auto& s : order) {
+    const Worst& w = per_strategy[s];
+    const double err = w.measured > 0 ? (w.replayed - w.measured) / w.measured : 0;
+    over = over || (max_error > 0 && std::abs(err) > max_error);
+    std::printf("%-22s %12.6f %12.6f %+7.2f%%\n", s.substr(0, 22).c_str(), w.measured, w.replayed, 100 * err);
+    rows.push_back({s, "slowest", std::to_string(w.measured), std::to_string(w.replayed), std::to_string(err)});
+  }
+  if (!csv_path.empty()) {
+    std::string out = "strategy,rank,measured_s,replayed_s,error\n";
+    for (const auto& r : rows) out += csv_join(r) + "\n";
+    if (auto s = write_file_atomic(csv_path, out); !s) return fail(s.error());
+  }
+  if (over) {
+    std::fprintf(stderr, "lins replay: a strategy's replayed step time is more than %.1f%% from the measured one\n",
+                 100 * max_error);
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace lins

@@ -1,0 +1,232 @@
+// Trace replay; see replay.h.
+#include "core/replay.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <limits>
+#include <sstream>
+
+#include "core/csv.h"
+
+namespace lins {
+
+std::string action_log_csv(const Schedule& s, const ModelSpec& model, const std::vector<ActionRecord>& actions) {
+  std::ostringstream o;
+  o << "step,position,action,index,carried,purpose,kind,stream,after,next_step,label,start_s,end_s,exec_start_s,"
+       "exec_end_s\n";
+  char nums[160];
+  for (const auto& r : actions) {
+    const bool is_op = r.action.kind != Action::Kind::compute;
+    std::string label, purpose, kind, stream, after, next;
+    if (is_op) {
+      const CommOp& c = s.ops[static_cast<std::size_t>(r.action.index)];
+      label = c.label, purpose = purpose_name(c.purpose), kind = coll_kind_name(c.kind);
+      stream = std::to_string(c.stream), after = std::to_string(c.after), next = c.wait.next_step ? "1" : "0";
+    } else {
+      const ComputeTask t = s.shape.task(r.action.index);
+      label = t.kind == TaskKind::optimizer ? "optimizer"
+                                            : std::string(t.kind == TaskKind::forward ? "forward " : "backward ") +
+                                                  model.modules[static_cast<std::size_t>(t.module)].name;
+    }
+    if (r.exec_timed)
+      std::snprintf(nums, sizeof nums, "%.9f,%.9f,%.9f,%.9f", r.start_s, r.end_s, r.exec_start_s, r.exec_end_s);
+    else
+      std::snprintf(nums, sizeof nums, "%.9f,%.9f,,", r.start_s, r.end_s);
+    o << r.step << ',' << r.position << ',' << action_kind_name(r.action.kind) << ',' << r.action.index << ','
+      << (r.action.carried ? 1 : 0) << ',' << purpose << ',' << kind << ',' << stream << ',' << after << ',' << next
+      << ',' << csv_escape(label) << ',' << nums << '\n';
+  }
+  return o.str();
+}
+
+Result<ActionLog> parse_action_log(std::string_view text, const std::string& where) {
+  auto records = parse_csv(text, where);
+  if (!records) return make_error(records.error());
+  if (records->empty()) return make_error(where + ": empty (expected the action log of `lins step --trace`)");
+  const auto& head = records->front().fields;
+  auto col = [&](const char* name) -> int {
+    for (std::size_t i = 0; i < head.size(); ++i)
+      if (head[i] == name) return static_cast<int>(i);
+    return -1;
+  };
+  const char* needed[] = {"step",      "position", "action",  "index", "carried",      "stream",    "after",
+                          "next_step", "label",    "start_s", "end_s", "exec_start_s", "exec_end_s"};
+  for (const char* n : needed)
+    if (col(n) < 0)
+      return make_error(where + ": no column '" + n + "' (expected the action log of `lins step --trace`)");
+  ActionLog log;
+  for (std::size_t r = 1; r < records->size(); ++r) {
+    const auto& rec = (*records)[r];
+    const auto& f = rec.fields;
+    const std::string at = where + ":" + std::to_string(rec.line);
+    if (f.size() != head.size())
+      return make_error(at + ": " + std::to_string(f.size()) + " fields, the header has " +
+                        std::to_string(head.size()));
+    auto number = [&](const char* name, double* out) -> Status {
+      const std::string& v = f[static_cast<std::size_t>(col(name))];
+      char* end = nullptr;
+      *out = std::strtod(v.c_str(), &end);
+      if (v.empty() || end != v.c_str() + v.size())
+        return make_error(at + ": " + name + " '" + v + "' is not a number");
+      return {};
+    };
+    ActionLog::Row row;
+    double step = 0, pos = 0, index = 0, carried = 0, stream = -1, after = -1, next = 0;
+    for (auto [name, out] : {std::pair<const char*, double*>{"step", &step},
+                             {"position", &pos},
+                             {"index", &index},
+                             {"carried", &carried},
+                             {"start_s", &row.rec.start_s},
+                             {"end_s", &row.rec.end_s}})
+      if (auto s = number(name, out); !s) return make_error(s.error());
+    row.rec.exec_timed = !f[static_cast<std::size_t>(col("exec_start_s"))].empty();
+    if (row.rec.exec_timed)
+      for (auto [name, out] : {std::pair<const char*, double*>{"exec_start_s", &row.rec.exec_start_s},
+                               {"exec_end_s", &row.rec.exec_end_s}})
+        if (auto s = number(name, out); !s) return make_error(s.error());
+    const std::string action = f[static_cast<std::size_t>(col("action"))];
+    if (action == "compute") {
+      row.rec.action.kind = Action::Kind::compute;
+    } else if (action == "issue" || action == "wait") {
+      row.rec.action.kind = action == "issue" ? Action::Kind::issue : Action::Kind::wait;
+      for (auto [name, out] :
+           {std::pair<const char*, double*>{"stream", &stream}, {"after", &after}, {"next_step", &next}})
+        if (auto s = number(name, out); !s) return make_error(s.error());
+    } else {
+      return make_error(at + ": action '" + action + "' is not one of compute, issue, wait");
+    }
+    if (index < 0 || stream < -1 || after < -1)
+      return make_error(at + ": a negative index, stream or after is not valid");
+    row.rec.step = static_cast<int>(step);
+    row.rec.position = static_cast<int>(pos);
+    row.rec.action.index = static_cast<int>(index);
+    row.rec.action.carried = carried != 0;
+    row.stream = static_cast<int>(stream);
+    row.after = static_cast<int>(after);
+    row.next_step = next != 0;
+    row.label = f[static_cast<std::size_t>(col("label"))];
+    if (!log.rows.empty() && row.rec.step != log.step)
+      return make_error(at + ": step " + std::to_string(row.rec.step) + " in a log of step " +
+                        std::to_string(log.step));
+    log.step = row.rec.step;
+    log.rows.push_back(std::move(row));
+  }
+  if (log.rows.empty()) return make_error(where + ": no actions");
+  return log;
+}
+
+Result<ReplayResult> replay(const ActionLog& log) {
+  // A schedule holding just what the timeline reads of each op: its stream, the op it runs after, and whether the
+  // next step waits for it. Compute tasks are indexed as the log names them.
+  Schedule s;
+  int max_op = -1, max_task = -1, max_stream = 0;
+  for (const auto& r : log.rows) {
+    if (r.rec.action.kind == Action::Kind::compute)
+      max_task = std::max(max_task, r.rec.action.index);
+    else
+      max_op = std::max(max_op, r.rec.action.index), max_stream = std::max(max_stream, r.stream);
+  }
+  s.ops.resize(static_cast<std::size_t>(max_op + 1));
+  s.streams.assign(static_cast<std::size_t>(max_stream + 1), "");
+  std::vector<double> op_s(s.ops.size(), -1.0), task_s(static_cast<std::size_t>(max_task + 1), 0.0);
+  std::vector<Action> program;
+  std::vector<double> host(log.rows.size(), 0.0), after(log.rows.size(), 0.0);
+  double previous_end = 0;
+  ReplayResult out;
+  // Measured times per op: issued (the start of its issue action), ran on its stream [exec_start, exec_end].
+  std::vector<double> issued_at(s.ops.size(), 0.0), exec_start(s.ops.size(), 0.0), exec_end(s.ops.size(), 0.0);
+  std::vector<bool> timed(s.ops.size(), false), carried(s.ops.size(), false);
+  std::vector<int> issue_order;  // this step's issues, in order
+  for (std::size_t pos = 0; pos < log.rows.size(); ++pos) {
+    const auto& r = log.rows[pos];
+    const Action& a = r.rec.action;
+    program.push_back(a);
+    // Host time besides what the timeline models: the gap since the last action (and, after an issue, the issuing).
+    host[pos] = std::max(0.0, r.rec.start_s - previous_end);
+    previous_end = r.rec.end_s;
+    if (a.kind == Action::Kind::compute) {
+      task_s[static_cast<std::size_t>(a.index)] = r.rec.end_s - r.rec.start_s;
+      continue;
+    }
+    const auto i = static_cast<std::size_t>(a.index);
+    CommOp& op = s.ops[i];
+    op.stream = r.stream;
+    op.after = r.after;
+    op.wait.next_step = r.next_step;
+    if (a.kind == Action::Kind::issue) {
+      // The op is on its stream from the start of its issue action; the rest of the action is host time after it.
+      after[pos] = r.rec.end_s - r.rec.start_s;
+      issued_at[i] = r.rec.start_s;
+      if (!r.next_step) issue_order.push_back(a.index);
+    }
+    // An op's time on its stream: from its issue row, or for one the previous step issued, from its carried wait.
+    const bool own = (a.kind == Action::Kind::issue && !r.next_step) || (a.kind == Action::Kind::wait && a.carried);
+    if (own && r.rec.exec_timed && r.rec.exec_end_s >= r.rec.exec_start_s) {
+      timed[i] = true;
+      carried[i] = a.carried;
+      exec_start[i] = r.rec.exec_start_s;
+      exec_end[i] = r.rec.exec_end_s;
+    }
+  }
+  // An op's cost on its stream is its measured run plus its dispatch delay: how long after the moment the timeline
+  // says it can start (its issue, the end of the op before it on the stream, the end of the op it runs after, all as
+  // measured) its stream started it, on shared cores mostly a progress thread waking up. The delay is capped at what
+  // the stream's idle dispatches show (the 90th percentile of the delays of ops issued to an idle stream with nothing
+  // to wait for): a longer hold-up is the timeline's to explain, so a replay that dropped a rule (say, `after`) would
+  // start an op too early and miss the step.
+  std::vector<double> ready_at(s.ops.size(), 0.0);
+  std::vector<std::vector<double>> idle(s.streams.size());
+  {
+    std::vector<double> last_end(s.streams.size(), std::numeric_limits<double>::lowest());
+    for (std::size_t i = 0; i < s.ops.size(); ++i)
+      if (timed[i] && carried[i])
+        last_end[static_cast<std::size_t>(s.ops[i].stream)] =
+            std::max(last_end[static_cast<std::size_t>(s.ops[i].stream)], exec_end[i]);
+    for (int idx : issue_order) {
+      const auto i = static_cast<std::size_t>(idx);
+      if (!timed[i]) continue;
+      const auto st = static_cast<std::size_t>(s.ops[i].stream);
+      double held = last_end[st];
+      if (s.ops[i].after >= 0 && timed[static_cast<std::size_t>(s.ops[i].after)])
+        held = std::max(held, exec_end[static_cast<std::size_t>(s.ops[i].after)]);
+      ready_at[i] = std::max(held, issued_at[i]);
+      if (held <= issued_at[i]) idle[st].push_back(std::max(0.0, exec_start[i] - issued_at[i]));
+      last_end[st] = exec_end[i];
+    }
+  }
+  std::vector<double> cap(s.streams.size(), 0.0);
+  for (std::size_t st = 0; st < idle.size(); ++st) {
+    auto& d = idle[st];
+    if (d.empty()) continue;
+    const auto k = static_cast<std::ptrdiff_t>((d.size() - 1) * 9 / 10);
+    std::nth_element(d.begin(), d.begin() + k, d.end());
+    cap[st] = d[static_cast<std::size_t>(k)];
+    out.dispatch_delay_s = std::max(out.dispatch_delay_s, cap[st]);
+  }
+  for (int idx : issue_order) {
+    const auto i = static_cast<std::size_t>(idx);
+    if (!timed[i]) continue;
+    const double delay = std::clamp(exec_start[i] - ready_at[i], 0.0, cap[static_cast<std::size_t>(s.ops[i].stream)]);
+    op_s[i] = (exec_end[i] - exec_start[i]) + delay;
+  }
+  for (std::size_t i = 0; i < s.ops.size(); ++i)
+    if (timed[i] && carried[i]) op_s[i] = exec_end[i] - exec_start[i];
+  TimelineCosts costs;
+  costs.compute_s = [&](int t) { return task_s[static_cast<std::size_t>(t)]; };
+  costs.op_s = [&](int i) { return op_s[static_cast<std::size_t>(i)]; };
+  costs.host_s = [&](int pos) { return host[static_cast<std::size_t>(pos)]; };
+  costs.after_s = [&](int pos) { return after[static_cast<std::size_t>(pos)]; };
+  costs.carried_issue_s = [&](int i) {
+    return timed[static_cast<std::size_t>(i)] ? exec_start[static_cast<std::size_t>(i)] : 0.0;
+  };
+  const TimelineResult r = run_timeline(s, program, costs);
+  out.measured_s = log.rows.back().rec.end_s;
+  out.replayed_s = r.step_s;
+  out.compute_s = r.compute_s;
+  out.host_s = r.host_s;
+  out.waited_s = r.waited_s;
+  out.replayed_end_s = r.action_end_s;
+  return out;
+}
+
+}  // namespace lins
