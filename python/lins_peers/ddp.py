@@ -62,6 +62,10 @@ class DdpPeer(Peer):
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
 
+    def close(self):
+        # DDP's reducer holds the process group: free it before the group is destroyed at the end of the run
+        del self.model, self.optimizer
+
     def config(self):
         return {"bucket_cap_mb": 25, "comm_hook": "bf16_compress_hook" if self.bf16 else "allreduce_hook",
                 "autocast": "bf16" if self.bf16 else None, "gradient_sync": "last micro-batch (no_sync before)"}

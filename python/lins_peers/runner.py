@@ -2,6 +2,8 @@
 one step-CSV row per timed step (max/min/mean over ranks as lins), the collective log of every rank, provenance."""
 
 import dataclasses
+import gc
+import os
 import sys
 import time
 from pathlib import Path
@@ -95,7 +97,8 @@ def step_bytes(rows, gpus_per_node: int) -> Dict[str, float]:
 
 def run(system_label: str, file_stem: str, args, builders: Dict[str, Callable[..., Peer]],
         backend_name: Callable[[str], str], system_config: Optional[Callable[[], Dict[str, object]]] = None) -> int:
-    """Runs every strategy of args.strategies with builders[strategy](w, device, recorder) and writes the files."""
+    """Runs every strategy of args.strategies with builders[strategy](w, device, precision), writes the files and
+    ends the process (exit status 0); an error raises before that."""
     import torch.distributed as dist
 
     place = launch.place_from_env()
@@ -187,6 +190,7 @@ def run(system_label: str, file_stem: str, args, builders: Dict[str, Callable[..
                 print(f"  step {timed}: {mx[0]:.4f} s, loss {sm[1] / w.global_tokens:.6f}", flush=True)
         peer.close()
         del peer
+        gc.collect()  # the system's objects (DDP's reducer, FSDP's hooks) go before their process groups
 
     gathered = [None] * place.world
     dist.all_gather_object(gathered, {"host": launch.host_name(), "log": rec.log_rows(place.rank)})
@@ -210,4 +214,9 @@ def run(system_label: str, file_stem: str, args, builders: Dict[str, Callable[..
         print(f"wrote {out / (name + '.csv')}, {name}.collectives.csv, {name}.provenance.json", flush=True)
     dist.barrier()
     dist.destroy_process_group()
-    return 0
+    # Every file is written and closed: leave without the interpreter's teardown, where a communication thread
+    # still being destroyed can abort the process ("terminate called without an active exception") and fail a
+    # run whose results are complete.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
