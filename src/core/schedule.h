@@ -3,7 +3,7 @@
 // issued and the point where compute must wait for it. An engine (engines.h) fills these in the way its real system
 // does; the executor runs them, the simulator and the trace replay price the very same points (timeline.h), the cost
 // model prices the ops, the memory model sizes their buffers, and the tests compare the communicators' byte counters
-// with them. docs/method.md ("The schedule at the centre") explains who reads what.
+// with them. docs/design.md explains who reads what.
 #pragma once
 
 #include <cstdint>
