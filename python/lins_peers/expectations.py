@@ -33,24 +33,13 @@ class Pairing:
 # --zero3 comparison settings), as `lins step` options.
 DS_COMPARISON = ("--ds-prefetch-bucket", "0", "--ds-max-reuse-distance", "0", "--ds-persistence-threshold", "0")
 
-_EMBEDDING = ("FSDP2 gathers the embedding again in backward (its pre-backward hook unshards every group whose "
-              "output needs a gradient, though the embedding's weight gradient does not read the weight); lins's "
-              "fsdp engine does not")
-
 PAIRINGS = {
     p.peer: p for p in [
         Pairing("ddp:ddp", "ddp"),
-        Pairing("fsdp2:full", "fsdp",
-                bytes_differ={"all_gather_bytes": _EMBEDDING, "inter_bytes": "the same gather (it spans the nodes)"},
-                sequence=_EMBEDDING + ": one more all-gather, issued before the attention's reduce-scatter of "
-                                      "layer 0"),
+        Pairing("fsdp2:full", "fsdp"),
         Pairing("fsdp2:zero2", "fsdp:noreshard"),
-        Pairing("fsdp2:hpz", "fsdp:R",
-                bytes_differ={"all_gather_bytes": _EMBEDDING, "intra_bytes": "the same gather (inside the node)"},
-                sequence=_EMBEDDING),
-        Pairing("fsdp2:hsdp", "hsdp",
-                bytes_differ={"all_gather_bytes": _EMBEDDING, "intra_bytes": "the same gather (inside the node)"},
-                sequence=_EMBEDDING),
+        Pairing("fsdp2:hpz", "fsdp:R"),
+        Pairing("fsdp2:hsdp", "hsdp"),
         Pairing("deepspeed:zero1", "zero1"),
         Pairing("deepspeed:zero2", "zero2"),
         Pairing("deepspeed:zero3", "zero3", DS_COMPARISON),
