@@ -18,7 +18,8 @@ from lins_analysis import (comm_model, fig2, fig3, fig11, fig12, fig13, fig16_17
                            timeline)
 from lins_analysis.load import load  # noqa: E402
 
-# name -> (module, what it shows); the order of PAPER.md section 7, then the figure the paper lacks
+# name -> (module, what it shows); the paper's order (docs/method.md, "Figures and tables"), then the figure the
+# paper lacks
 FIGURES = {
     "fig2": (fig2, "ZeRO memory, compute and collective latency vs GPUs"),
     "fig3": (fig3, "bandwidth profile vs message size"),

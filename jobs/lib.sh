@@ -140,7 +140,7 @@ lins_check_csv() {
   echo "lins: wrote $f ($(($(wc -l <"$f") - 1)) rows)"
 }
 
-# The paper's workload (PAPER.md section 7): global batch 4M tokens of sequence 4096, micro-batch 1, so
+# The paper's workload (docs/method.md, "The experiments"): global batch 4M tokens of sequence 4096, micro-batch 1, so
 # M = 1024 / GPUs (at least 1).
 lins_paper_micro_batches() {
   local gpus=$1 m

@@ -1,6 +1,7 @@
 """Fig. 16/17: where Lins's gain comes from. MFU (Fig. 16) and TGS (Fig. 17) of three series per model and scale:
 the baseline system with the MiCS plan, Lins's engine with the same MiCS plan, and Lins's engine with its own
-planned strategy."""
+planned strategy; beside them, when measured, the real systems with that plan (python/lins_peers: DeepSpeed's
+MiCS, FSDP2's HSDP), dotted."""
 
 import pandas as pd
 
@@ -34,6 +35,10 @@ def series_rows(data):
     on_lins = s[s["engine"] == "lins"].merge(base[keys + schema.PLAN_FACTORS], on=keys + schema.PLAN_FACTORS)
     on_lins = on_lins.sort_values("strategy", key=lambda c: c == "lins").drop_duplicates(keys)
     parts.append(on_lins.assign(series="lins_engine_mics_plan"))
+    # the real systems with the MiCS plan (sharded in a node, replicated across): DeepSpeed's MiCS, FSDP2's HSDP
+    peers = s[s["strategy"].map(lambda n: style.peer_preset(n) in ("mics", "hsdp")) & (s["source"] == "measured")]
+    peers = peers.drop_duplicates(keys + ["strategy"])
+    parts.append(peers.assign(series=peers["strategy"]))
     rows = pd.concat(parts, ignore_index=True)
     if set(rows["series"]) == {"baseline"}:
         raise NoData("MiCS baseline rows found but no Lins-engine rows to compare them with")
@@ -50,13 +55,17 @@ def _draw(data, out_dir, name, value_of, ylabel, title, formats):
             for source, series in m[m["series"] == key].groupby("source"):
                 style.plot_scaling_series(ax, series, value_of, label + (" (proj.)" if source == "projected" else ""),
                                           colour, marker, source)
+        for key in sorted(k for k in set(m["series"]) if style.is_peer(k)):
+            colour, marker = style.strategy_style(key)
+            style.plot_scaling_series(ax, m[m["series"] == key], value_of, "MiCS plan, " + style.peer_label(key),
+                                      colour, marker, "measured", peer=True)
         style.gpu_axis(ax, m["world_size"])
         ax.set_title(model)
         ax.set_ylabel(ylabel)
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-    notes = style.source_legend_handles(set(rows["source"]))
+    notes = style.source_legend_handles(set(rows["source"]), peers=rows["series"].map(style.is_peer).any())
     fig.legend(handles=notes, loc="lower center", bbox_to_anchor=(0.5, -0.08), ncol=2, fontsize=8, frameon=False)
     fig.suptitle(title)
     return style.save_figure(fig, out_dir, name, formats)

@@ -1,5 +1,7 @@
 """Shared drawing of the scaling figures (Fig. 11 MFU, Fig. 12 TGS, Fig. 13 peak memory): one panel per model,
-x = GPU count, one series per system (ZeRO-1, ZeRO-3, ZeRO++, MiCS, Lins), out-of-memory points marked "oom"."""
+x = GPU count, one series per system (ZeRO-1, ZeRO-3, ZeRO++, MiCS, Lins), out-of-memory points marked "oom".
+Rows of the real systems (python/lins_peers: FSDP2, DeepSpeed, DDP) standing for those series are drawn beside
+them, dotted, in their series' colour."""
 
 from . import NoData
 from . import style
@@ -21,7 +23,9 @@ def scaling_rows(data):
         s = s[s["overlap"].isin(["all", ""])]
     own_engine = s.apply(lambda r: PAPER_SERIES.get(r["strategy"]) in (r["engine"], None, "")
                          if r["strategy"] in PAPER_SERIES else False, axis=1)
-    s = s[own_engine]
+    # a real system whose preset is a paper series (HSDP stands in for MiCS where DeepSpeed has none)
+    peer = s["strategy"].map(lambda n: style.peer_preset(n) in set(PAPER_SERIES) | {"hsdp"})
+    s = s[own_engine | (peer & (s["source"] == "measured"))]
     if s.empty:
         raise NoData("no rows of the paper's series (zero1, zero3, zeropp, mics, lins on their own engines)")
     s = s.sort_values("tokens", ascending=False)
@@ -46,7 +50,8 @@ def draw_metric(data, out_dir, name, value_of, ylabel, title, formats=("png", "p
                     label += f" [{backend}]"
                 if source == "projected":
                     label += " (proj.)"
-                style.plot_scaling_series(ax, series, value_of, label, colour, marker, source)
+                style.plot_scaling_series(ax, series, value_of, label, colour, marker, source,
+                                          peer=style.is_peer(strategy))
         style.gpu_axis(ax, m["world_size"])
         ax.set_title(model)
         ax.set_ylabel(ylabel)
@@ -58,7 +63,7 @@ def draw_metric(data, out_dir, name, value_of, ylabel, title, formats=("png", "p
             if l not in labels:
                 handles.append(h)
                 labels.append(l)
-    notes = style.source_legend_handles(set(rows["source"]))
+    notes = style.source_legend_handles(set(rows["source"]), peers=rows["strategy"].map(style.is_peer).any())
     fig.legend(handles + notes, labels + [h.get_label() for h in notes], loc="upper center",
                ncol=min(6, len(handles) + len(notes)), bbox_to_anchor=(0.5, 1.12), fontsize=8, frameon=False)
     fig.suptitle(title, y=1.16)

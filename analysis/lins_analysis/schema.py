@@ -2,6 +2,7 @@
 
 STEP_COLUMNS mirrors step_csv_columns() in src/core/results_schema.h; tests/analysis/test_schema.py parses that
 header and fails when the two lists differ, so a C++ change cannot silently break the figures.
+docs/results-schema.md gives every column's unit and meaning.
 """
 
 # Step CSV: one row per (strategy, timed step); `lins step` writes source=measured, `lins simulate` projected.

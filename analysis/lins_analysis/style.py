@@ -29,35 +29,84 @@ _EXTRA_COLOURS = ["tab:pink", "tab:olive", "black", "gold", "teal"]
 
 PROJECTED_NOTE = "hollow markers, dashed: projected (lins simulate)"
 MEASURED_NOTE = "filled markers, solid: measured (lins step)"
+PEER_NOTE = "dotted, black-edged markers: the real system (python/lins_peers)"
+
+# Rows of the real systems that python/lins_peers runs beside lins: strategy "<system>-<version>:<strategy>" (e.g.
+# fsdp2-2.15.0:full, deepspeed-0.19.8:zero3), drawn in the colour and marker of the lins preset they stand for.
+PEER_PRESETS = {"full": "zero3", "zero2": "zero2", "hpz": "zeropp", "hsdp": "hsdp", "ddp": "ddp", "zero1": "zero1",
+                "zero3": "zero3", "zeropp": "zeropp", "mics": "mics"}
+PEER_SYSTEM_LABELS = {"fsdp2": "FSDP2", "deepspeed": "DeepSpeed", "torch-ddp": "PyTorch DDP"}
+
+
+def _peer_parts(name):
+    """(system, version, strategy) of a peer row's strategy, or None for lins's own strategies."""
+    head, sep, strategy = str(name).partition(":")
+    system, dash, version = head.rpartition("-")
+    if not sep or not dash or not version[:1].isdigit() or not system:
+        return None
+    return system, version, strategy
+
+
+def is_peer(name):
+    """Whether a strategy names a real system's run (lins_peers), not one of lins's presets, plans or 6-tuples."""
+    return _peer_parts(name) is not None
+
+
+def peer_preset(name):
+    """The lins preset a peer strategy stands for (fsdp2-2.15.0:full -> zero3); None when unknown."""
+    parts = _peer_parts(name)
+    return PEER_PRESETS.get(parts[2].replace("-defaults", "")) if parts else None
+
+
+def peer_label(name):
+    system, version, strategy = _peer_parts(name)
+    return f"{PEER_SYSTEM_LABELS.get(system, system)} {version} {strategy}"
 
 
 def strategy_label(name):
+    if is_peer(name):
+        return peer_label(name)
     return STRATEGY_LABELS.get(name, name)
 
 
 def strategy_style(name):
-    """(colour, marker) of a strategy; strategies outside the presets (a 6-tuple) get a stable extra colour."""
+    """(colour, marker) of a strategy; a peer takes its preset's; strategies outside the presets (a 6-tuple) get a
+    stable extra colour."""
+    if is_peer(name) and peer_preset(name) in STRATEGY_STYLE:
+        return STRATEGY_STYLE[peer_preset(name)]
     if name in STRATEGY_STYLE:
         return STRATEGY_STYLE[name]
     return _EXTRA_COLOURS[sum(map(ord, name)) % len(_EXTRA_COLOURS)], "h"
 
 
 def sort_strategies(names):
+    """lins's presets in the paper's order, then other strategies, then the peers (each after its preset's order)."""
     names = list(dict.fromkeys(names))
-    return [s for s in STRATEGY_ORDER if s in names] + sorted(s for s in names if s not in STRATEGY_ORDER)
+    peers = sorted((s for s in names if is_peer(s)),
+                   key=lambda s: (STRATEGY_ORDER.index(peer_preset(s)) if peer_preset(s) in STRATEGY_ORDER
+                                  else len(STRATEGY_ORDER), s))
+    others = sorted(s for s in names if s not in STRATEGY_ORDER and not is_peer(s))
+    return [s for s in STRATEGY_ORDER if s in names] + others + peers
 
 
-def line_kwargs(colour, marker, source):
-    """Keyword arguments of ax.plot for one series: measured filled/solid, projected hollow/dashed."""
+def line_kwargs(colour, marker, source, peer=False):
+    """Keyword arguments of ax.plot for one series: measured filled/solid, projected hollow/dashed, a real system's
+    (peer) measured run dotted with black-edged markers."""
     projected = source == "projected"
+    if peer:
+        return dict(color=colour, marker=marker, markersize=7, linewidth=1.6, linestyle=":",
+                    markerfacecolor=colour, markeredgecolor="black", markeredgewidth=1.2)
     return dict(color=colour, marker=marker, markersize=7, linewidth=1.6,
                 linestyle="--" if projected else "-",
                 markerfacecolor="white" if projected else colour, markeredgecolor=colour)
 
 
-def source_legend_handles(sources):
-    """Legend entries that explain the two looks; only for the sources actually drawn."""
+def source_legend_handles(sources, peers=False):
+    """Legend entries that explain the looks; only for the sources (and peers) actually drawn."""
     handles = []
+    if peers:
+        handles.append(Line2D([], [], color="black", marker="o", linestyle=":", markerfacecolor="gray",
+                              markeredgecolor="black", label=PEER_NOTE))
     if "measured" in sources:
         handles.append(Line2D([], [], color="black", marker="o", linestyle="-", label=MEASURED_NOTE))
     if "projected" in sources:
@@ -74,12 +123,12 @@ def mark_oom(ax, xs, colour):
                     fontweight="bold")
 
 
-def plot_scaling_series(ax, series, value_of, label, colour, marker, source):
+def plot_scaling_series(ax, series, value_of, label, colour, marker, source, peer=False):
     """One curve over GPU counts: the value where the run fit in memory, a gap and an "oom" mark where it did not."""
     series = series.sort_values("world_size")
     feasible = series["feasible"] != 0
     ax.plot(series["world_size"], np.where(feasible, value_of(series), np.nan), label=label,
-            **line_kwargs(colour, marker, source))
+            **line_kwargs(colour, marker, source, peer))
     mark_oom(ax, series.loc[~feasible, "world_size"], colour)
 
 

@@ -1,5 +1,5 @@
-// Communicators for every group role of a plan (each group a block of consecutive ranks, core/groups.h), for either
-// backend, plus the group shapes a bandwidth profile covers. The training step gets its communicators here:
+// Communicators for every group role of a plan (groups of consecutive ranks; docs/method.md, "The sharding space"),
+// for either backend, plus the group shapes a bandwidth profile covers. The training step gets its communicators here:
 //   auto mesh = make_mesh_comms(Backend::mpi, MPI_COMM_WORLD, plan, topo);  mesh->get(GroupRole::p_shard) ...
 #pragma once
 

@@ -1,6 +1,6 @@
-// Rank groups of a plan, built from consecutive ranks as the paper does (PAPER.md section 2): a group is the set of
-// ranks in the same block of `block` consecutive ranks whose index modulo `period` matches. Every collective of a
-// Schedule names its group by role; the communicator layer turns roles into communicators.
+// Rank groups of a plan, built from consecutive ranks as the paper does (docs/method.md, "The sharding space"): a
+// group is the set of ranks in the same block of `block` consecutive ranks whose index modulo `period` matches. Every
+// collective of a Schedule names its group by role; the communicator layer turns roles into communicators.
 #pragma once
 
 #include <string>

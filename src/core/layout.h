@@ -1,4 +1,4 @@
-// Where each rank's shards of P, G and the optimizer states live (PAPER.md section 4, "inter-tensor"):
+// Where each rank's shards of P, G and the optimizer states live (docs/method.md, "Optimizer states by whole tensors"):
 // - every module's parameters are one flat buffer padded to a multiple of the shard count and split evenly, so a
 //   rank's shard is a 1/s slice of every module, concatenated in forward order (the "local buffer");
 // - the optimizer states of that local buffer are owned by the ranks holding the same shard inside one OS block:

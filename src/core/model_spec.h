@@ -45,13 +45,15 @@ struct ModelSpec {
   int64_t param_count() const;  // Phi
   const TensorSpec* find_tensor(std::string_view name) const;
   const ModuleSpec* find_module(std::string_view name) const;
-  // Megatron-LM FLOPs per token for forward+backward (PAPER.md section 7): 72*L*h^2*(1 + s/(6h) + V/(12*L*h)).
+  // Megatron-LM FLOPs per token for forward+backward, the paper's MFU numerator (docs/method.md, "The experiments"):
+  // 72*L*h^2*(1 + s/(6h) + V/(12*L*h)); causal attention is not halved and recomputation is not counted.
   double flops_per_token(int seq) const;
 };
 
 // Validates the dimensions (positive, hidden divisible by heads, parameter count fits 64 bits).
 Result<ModelSpec> make_model(const ModelDims& dims, std::string name = "custom");
-// Presets: tiny (tests), small (demo), llama-7b, llama-13b, llama-30b (LLaMA-1 shapes, PAPER.md section 7).
+// Presets: tiny (tests), small (demo), llama-7b, llama-13b, llama-30b (LLaMA-1 shapes: the paper gives none;
+// docs/method.md, "The experiments").
 Result<ModelSpec> make_model_preset(std::string_view preset);
 std::vector<std::string> model_preset_names();
 

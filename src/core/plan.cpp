@@ -1,4 +1,4 @@
-// Plans: presets, the text syntax, the rules of a legal plan (validate_plan), and the legal space; see plan.h.
+// Plans: presets, the text syntax, the rules of the sharding space (docs/method.md), and the legal space; see plan.h.
 #include "core/plan.h"
 
 #include <cmath>

@@ -1,7 +1,6 @@
-// A sharding plan: the 6-tuple (s0_p, s1_p, s0_g, s1_g, s0_os, s1_os) of sharding factors (parameters P, gradients G
-// and optimizer states OS, each sharded over s0 GPUs of a node times s1 nodes), the optimizer-state layout, and the
-// engine (whose collective pattern runs it). Presets name the systems of the paper; a 6-tuple
-// written as text ("p=4x1,g=4x1,os=8x1") runs on the Lins engine.
+// A sharding plan: the 6-tuple (s0_p, s1_p, s0_g, s1_g, s0_os, s1_os) of the sharding space (docs/method.md, "The
+// sharding space"), the optimizer-state layout, and the engine (whose collective pattern runs it). Presets name the
+// systems of the paper; a 6-tuple written as text ("p=4x1,g=4x1,os=8x1") runs on the Lins engine.
 #pragma once
 
 #include <string>
@@ -96,9 +95,9 @@ Result<Plan> parse_plan(std::string_view text, const Topology& topo);
 // 6-tuple (before g=, os=, layout=, hpz=) stay with it.
 std::vector<std::string> split_plan_list(std::string_view text);
 
-// Checks every rule a plan must keep: divisibility (s0 | R, s1 | N), fill the node first (s1 > 1 needs s0 = R),
-// nesting (s_p <= s_g <= s_os on each axis, each dividing the next) and dependency (s_g = s_p or s_g = s_os). The
-// error names the violated rule and the nearest legal plan.
+// Checks every rule of the sharding space (nesting, s_g equal to s_p or s_os, divisibility, fill the node first;
+// docs/method.md, "The sharding space") and the limits of the plan's engine. The error names the violated rule and
+// the nearest legal plan.
 Status validate_plan(const Plan& plan, const Topology& topo);
 
 // Every legal (s0, s1) pair of one component on `topo`: s0 | R, s1 | N, and s1 > 1 implies s0 = R.

@@ -127,6 +127,7 @@ Result<ReplayResult> replay(const ActionLog& log) {
       max_op = std::max(max_op, r.rec.action.index), max_stream = std::max(max_stream, r.stream);
   }
   s.ops.resize(static_cast<std::size_t>(max_op + 1));
+  for (auto& op : s.ops) op.stream = -1;  // set below for the ops the log has
   s.streams.assign(static_cast<std::size_t>(max_stream + 1), "");
   std::vector<double> op_s(s.ops.size(), -1.0), task_s(static_cast<std::size_t>(max_task + 1), 0.0);
   std::vector<Action> program;
@@ -211,6 +212,14 @@ Result<ReplayResult> replay(const ActionLog& log) {
   }
   for (std::size_t i = 0; i < s.ops.size(); ++i)
     if (timed[i] && carried[i]) op_s[i] = exec_end[i] - exec_start[i];
+  // Ops the run did not time on their streams (the NCCL backend times on the device only) are priced 0.
+  for (std::size_t i = 0; i < s.ops.size(); ++i) {
+    if (s.ops[i].stream < 0) continue;  // not in this log
+    ++out.ops;
+    if (op_s[i] < 0) ++out.untimed_ops, op_s[i] = 0.0;
+    if (s.ops[i].after >= static_cast<int>(s.ops.size()))
+      return make_error("the action log names op " + std::to_string(s.ops[i].after) + " that it never issues");
+  }
   TimelineCosts costs;
   costs.compute_s = [&](int t) { return task_s[static_cast<std::size_t>(t)]; };
   costs.op_s = [&](int i) { return op_s[static_cast<std::size_t>(i)]; };

@@ -85,7 +85,8 @@ StepProjection project_step(const Schedule& s, const ModelSpec& model, int seq, 
      : kind == TaskKind::backward ? out.backward_s
                                   : out.optimizer_s) += task_s[static_cast<std::size_t>(t)];
   }
-  out.step_s = r.step_s;
+  out.fixed_s = rates.fixed_step_s;
+  out.step_s = r.step_s + rates.fixed_step_s;
   out.exposed_comm_s = r.waited_s;
   out.stream_busy_s = r.stream_busy_s;
   for (double b : r.stream_busy_s) out.comm_busy_s += b;

@@ -16,6 +16,7 @@ namespace lins {
 struct ComputeRates {
   double sustained_flops_per_s = 0;  // GEMM-dominated forward/backward rate
   double optimizer_bytes_per_s = 0;  // memory rate of the AdamW update (memory bound)
+  double fixed_step_s = 0;           // host time per step besides compute and communication (calibrate.h)
 };
 
 struct StepProjection {
@@ -23,6 +24,7 @@ struct StepProjection {
   double forward_s = 0;   // compute only
   double backward_s = 0;  // compute only (recomputation included)
   double optimizer_s = 0;
+  double fixed_s = 0;                 // ComputeRates::fixed_step_s, added to the step
   double exposed_comm_s = 0;          // time compute stood still waiting for collectives
   double comm_busy_s = 0;             // sum of collective durations
   std::vector<double> stream_busy_s;  // per stream of the schedule

@@ -1,5 +1,5 @@
-// The two-level device mesh of PAPER.md section 2: R GPUs per node, N nodes, ranks placed node first
-// (rank r sits on node r / R at local index r % R). Emulated nodes on one machine use the same rule.
+// The paper's two-level device mesh (docs/method.md, "The sharding space"): R GPUs per node, N nodes, ranks placed
+// node first (rank r sits on node r / R at local index r % R). Emulated nodes on one machine use the same rule.
 #pragma once
 
 #include <string>

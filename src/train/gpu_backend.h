@@ -11,11 +11,11 @@
 //     copies in a workspace, results widened back to fp32.
 //
 // Storage of P and G is the executor's choice (ExecutorOptions::state_dtype), not the backend's. With bf16 (the
-// paper's mixed precision, PAPER.md section 3) P, G and every collective's payload are bf16 and master weights and
-// Adam moments fp32, 16 bytes of states per parameter; with fp32 storage 20 bytes. The executor moves between the
-// storage and the compute dtype with convert() (widening or narrowing P when they differ, rounding or accumulating
-// the fp32 weight gradients into G) and adamw() runs the fused kernel for any (gradient, parameter) dtype pair. The CPU
-// backend implements the same calls with the kernels/cpu references (and emulates bf16 compute).
+// paper's mixed precision, docs/method.md "The problem") P, G and every collective's payload are bf16 and master
+// weights and Adam moments fp32, 16 bytes of states per parameter; with fp32 storage 20 bytes. The executor moves
+// between the storage and the compute dtype with convert() (widening or narrowing P when they differ, rounding or
+// accumulating the fp32 weight gradients into G) and adamw() runs the fused kernel for any (gradient, parameter) dtype
+// pair. The CPU backend implements the same calls with the kernels/cpu references (and emulates bf16 compute).
 #pragma once
 
 #include <cstdint>

@@ -1,8 +1,9 @@
 // PyTorch FSDP2 (torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py, _fsdp_collectives.py, _fsdp_state.py),
-// with lins's module (embedding, attention, MLP, head) as the fully_shard unit and the embedding and head as the
-// root's parameters. Forward: one all-gather per unit on the shard group, the next unit's issued while this one
-// computes (FSDP2 has no explicit forward prefetch; the host running ahead of the GPU gives one unit); after forward a
-// unit frees its parameters (reshard_after_forward=True), except the root, which keeps them for its backward;
+// with lins's module (embedding, attention, MLP, head) as the fully_shard unit, wrapped as torchtitan wraps a model
+// (parallelize_llama.py apply_fsdp): every unit resharded after forward except the head (final norm and output), kept
+// for its backward, which comes right after. Forward: one all-gather per unit on the shard group, the next unit's
+// issued while this one computes (FSDP2 has no explicit forward prefetch; the host running ahead of the GPU gives one
+// unit); after forward a unit frees its parameters (reshard_after_forward=True), except the head;
 // reshard_after_forward=False keeps every unit's, =K keeps a 1/K copy and gathers backward over those K ranks.
 // Backward: the next unit's all-gather one ahead (the default backward prefetch); a unit's reduce-scatter after its
 // backward, the compute stream waiting for the previous unit's reduce-scatter before issuing the next (post_backward);
@@ -24,7 +25,7 @@ Status build_fsdp_ops(EngineBuilder& b) {
   const bool partial = plan.hpz_intra > 1;  // reshard_after_forward=K
   // HSDP all-reduces each micro-batch's reduce-scattered shard before it is accumulated.
   b.set_transient_grads(b.group_size(GroupRole::p_replica) > 1);
-  auto is_root = [&](int m) { return m == 0 || m == n - 1; };
+  auto kept_after_forward = [&](int m) { return m == n - 1; };  // the head
   auto elems_of = [&](int m) { return L.modules[static_cast<std::size_t>(m)].padded_elems; };
   for (const MicroBatchCopy& c : b.copies()) {
     const int mb = c.mb;
@@ -42,7 +43,7 @@ Status build_fsdp_ops(EngineBuilder& b) {
         op.issue = shape.before_forward(mb, m > 0 ? m - 1 : 0);
         op.wait = shape.before_forward(mb, m);
         fwd[static_cast<std::size_t>(m)] = b.add(c, Phase::forward, op);
-        kept[static_cast<std::size_t>(m)] = plan.keep_after_forward || is_root(m);
+        kept[static_cast<std::size_t>(m)] = plan.keep_after_forward || kept_after_forward(m);
         if (b.expanded())
           b.params_of(shape.forward_task(mb, m)) = {TaskParams::Source::gathered, fwd[static_cast<std::size_t>(m)],
                                                     !kept[static_cast<std::size_t>(m)],

@@ -1,4 +1,4 @@
-// Plans: presets, the text syntax, every rule of PAPER.md section 2, and the legal space.
+// Plans: presets, the text syntax, every rule of the sharding space (docs/method.md), and the legal space.
 #include "core/plan.h"
 
 #include <gtest/gtest.h>

@@ -101,6 +101,19 @@ TEST(Replay, BreakingATimelineRuleMissesTheStep) {
   EXPECT_LT(no_after->error(), -0.001) << no_after->replayed_s << " vs " << no_after->measured_s;
 }
 
+TEST(Replay, OpsNotTimedOnTheirStreamsArePricedZeroAndCounted) {
+  // The GPU backend times its streams on the device only: its logs have no exec times.
+  const TimedRun run = synthesize("p=2x1,g=2x2,os=2x2");
+  auto untimed = parse_action_log(rewrite(rewrite(run.csv, "exec_start_s", ""), "exec_end_s", ""), "gpu.csv");
+  ASSERT_TRUE(untimed) << untimed.error();
+  auto r = replay(*untimed);
+  ASSERT_TRUE(r) << r.error();
+  EXPECT_EQ(r->ops, static_cast<int>(run.schedule.ops.size()));
+  EXPECT_EQ(r->untimed_ops, r->ops);
+  EXPECT_LT(r->replayed_s, r->measured_s);  // communication priced 0: compute and host time only
+  EXPECT_GE(r->replayed_s, r->compute_s);
+}
+
 TEST(Replay, BadLogsAreNamed) {
   EXPECT_FALSE(parse_action_log("", "empty.csv"));
   auto missing = parse_action_log("step,position\n1,0\n", "short.csv");

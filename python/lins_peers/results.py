@@ -1,0 +1,141 @@
+"""The files a peer run writes: lins's step CSV (the columns of src/core/results_schema.h, read from the analysis
+package's mirror of it), a JSON provenance file beside it, and the collective log. Like lins, a run writes
+NAME.csv.partial and renames it when complete."""
+
+import importlib.util
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List, Sequence
+
+from . import recorder
+
+_REPO = Path(__file__).resolve().parents[2]
+
+
+def _load_schema():
+    path = _REPO / "analysis" / "lins_analysis" / "schema.py"
+    spec = importlib.util.spec_from_file_location("lins_step_schema", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+STEP_COLUMNS: List[str] = list(_load_schema().STEP_COLUMNS)
+
+# The lins plan each peer strategy stands for (the six sharding factors of `lins step`'s presets, R = ranks per
+# node, N = nodes); the figures place a peer row beside the lins strategy of the same plan.
+def preset_plan(preset: str, r: int, n: int) -> Dict[str, object]:
+    full, node, one = (r, n), (r, 1), (1, 1)
+    base, _, arg = preset.partition(":")
+    if base == "fsdp":  # fsdp, fsdp:noreshard, fsdp:K (a 1/K copy kept from forward to backward)
+        preset, hpz_k = "zero3", (int(arg) if arg.isdigit() else 0)
+        plan = preset_plan(preset, r, n)
+        if hpz_k:
+            plan["plan"] += f",hpz={hpz_k}"
+        return plan
+    p, g, os_, hpz = {
+        "ddp": (one, one, one, 0),
+        "zero1": (one, one, full, 0),
+        "zero2": (one, full, full, 0),
+        "zero3": (full, full, full, 0),
+        "zeropp": (full, full, full, r),
+        "mics": (node, node, node, 0),
+        "hsdp": (node, node, node, 0),
+    }[preset]
+    text = f"p={p[0]}x{p[1]},g={g[0]}x{g[1]},os={os_[0]}x{os_[1]}" + (f",hpz={hpz}" if hpz else "")
+    return {"plan": text, "s0_p": p[0], "s1_p": p[1], "s0_g": g[0], "s1_g": g[1], "s0_os": os_[0],
+            "s1_os": os_[1], "os_layout": "inter_tensor"}
+
+
+def flops_per_token(config, seq: int) -> float:
+    """The Megatron formula lins's mfu column uses (ModelSpec::flops_per_token)."""
+    L, h, V, s = config.layers, config.hidden, config.vocab, seq
+    return 72.0 * L * h * h * (1.0 + s / (6.0 * h) + V / (12.0 * L * h))
+
+
+class StepCsv:
+    """Rows by column name, written in schema order; unknown names are an error, missing ones stay empty."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.partial = Path(str(self.path) + ".partial")
+        self.rows: List[Dict[str, object]] = []
+
+    def add(self, row: Dict[str, object]) -> None:
+        unknown = sorted(set(row) - set(STEP_COLUMNS))
+        if unknown:
+            raise KeyError(f"not a step CSV column: {', '.join(unknown)}")
+        self.rows.append(row)
+
+    def write(self) -> None:
+        import csv
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.partial, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(STEP_COLUMNS)
+            for row in self.rows:
+                w.writerow([_fmt(row.get(c, "")) for c in STEP_COLUMNS])
+        os.replace(self.partial, self.path)
+
+
+def _fmt(v) -> str:
+    if isinstance(v, float):
+        return repr(v) if v == v else ""
+    return str(v)
+
+
+def versions() -> Dict[str, str]:
+    out = {"python": platform.python_version()}
+    for name in ("torch", "deepspeed", "numpy"):
+        module = sys.modules.get(name)
+        if module is not None:
+            out[name] = getattr(module, "__version__", "")
+    try:
+        import torch
+
+        out["cuda"] = torch.version.cuda or ""
+        if torch.cuda.is_available():
+            out["nccl"] = ".".join(str(x) for x in torch.cuda.nccl.version())
+            out["gpu"] = torch.cuda.get_device_name()
+    except Exception:  # noqa: BLE001 -- provenance must not fail a run
+        pass
+    return out
+
+
+def git_commit() -> str:
+    head = _REPO / ".git"
+    try:
+        import subprocess
+
+        return subprocess.run(["git", "-C", str(_REPO), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              timeout=10).stdout.strip()
+    except Exception:  # noqa: BLE001
+        return "" if not head.exists() else "unknown"
+
+
+def write_provenance(path: Path, argv: Sequence[str], hosts: Sequence[str], world: int, launcher: str,
+                     run: Dict[str, object]) -> None:
+    env_keys = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "DS_ACCELERATOR", "NCCL_ALGO", "NCCL_PROTO",
+                "MASTER_ADDR", "SLURM_JOB_ID", "CUDA_VISIBLE_DEVICES")
+    doc = {
+        "command": list(argv),
+        "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "versions": versions(),
+        "git_commit": git_commit(),
+        "hosts": sorted(set(hosts)),
+        "host_of_rank": list(hosts),
+        "world_size": world,
+        "launcher": launcher,
+        "environment": {k: os.environ[k] for k in env_keys if k in os.environ},
+        "run": run,
+    }
+    Path(path).write_text(json.dumps(doc, indent=2, default=str) + "\n")
+
+
+def write_collectives(path: Path, rows: Sequence[Sequence]) -> None:
+    recorder.write_log(str(path), rows)
