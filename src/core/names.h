@@ -1,12 +1,6 @@
 // The vocabulary of lins: every enum it reads or writes as text (command line, CSV columns, profiles, action logs)
-// has one NameTable, declared right after the enum, and parsing, printing, --help and the errors that list the valid
-// words all come from it. This file holds the table type; the tables themselves are:
-//   schedule.h: kPhaseNames, kCollKindNames, kTermNames, kPurposeNames, kDTypeNames, kAxisNames
-//   overlap.h: kOverlapNames        plan.h: kEngineNames, kOsLayoutNames       cost_model.h: kPricingNames,
-//   kNetworkModelNames              names.h (below): kStepBackendNames
-//   comm/mesh_comms.h: kBackendNames                  comm/mpi_communicator.h: kMpiProgressNames
-// A value's `name` is the one spelling lins prints and writes; `aliases` are further spellings it accepts when it
-// reads (nccl-tests' "allgather", NCCL's "AllGather", "float" for fp32), so inputs written by other tools still read.
+// has one NameTable, declared right after the enum, from which parsing, printing, --help and the errors that list the
+// valid words all come. This file holds the table type and the step backend's table.
 #pragma once
 
 #include <array>
@@ -21,6 +15,17 @@
 
 namespace lins {
 
+// The tables:
+//   core/schedule.h         kPhaseNames, kCollKindNames, kTermNames, kPurposeNames, kDTypeNames, kAxisNames
+//   core/overlap.h          kOverlapNames
+//   core/plan.h             kEngineNames, kOsLayoutNames
+//   core/cost_model.h       kPricingNames, kNetworkModelNames
+//   comm/mesh_comms.h       kBackendNames
+//   comm/mpi_communicator.h kMpiProgressNames
+//   below                   kStepBackendNames
+// A value's `name` is the one spelling lins prints and writes; `aliases` are further spellings it accepts when it
+// reads (nccl-tests' "allgather", NCCL's "AllGather", "float" for fp32), so inputs written by other tools still read.
+// tests/unit/core/names_test.cpp and tests/unit/comm/comm_names_test.cpp check that every table round-trips.
 template <class E>
 struct EnumWord {
   E value;
