@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "apps/commands.h"
+#include "core/calibrate.h"
 #include "core/cost_options.h"
 #include "core/csv.h"
 #include "core/json.h"
@@ -36,7 +37,12 @@ CommandSpec simulate_spec() {
       {"peak-tflops", 0, "X", "312", "peak bf16 dense TFLOP/s per GPU, for MFU (A800/A100: 312)"},
       {"sustained-tflops", 0, "X", "", "compute rate of forward/backward per GPU [default: efficiency x peak]"},
       {"compute-efficiency", 0, "X", "0.6", "sustained / peak when --sustained-tflops and --calibrate are absent"},
-      {"calibrate", 0, "FILE", "", "take the sustained rate from the measured rows of a `lins step` CSV"},
+      {"calibrate", 0, "FILES", "",
+       "fit each engine's sustained rate and fixed per-step cost to the measured rows of `lins step` CSVs "
+       "(comma-separated; rows at 2+ micro-batch counts separate the two)"},
+      {"calibrate-as", 0, "ENGINE", "",
+       "use this engine's calibration for every strategy (where ranks share cores, only an engine with no "
+       "synchronisation between modules, such as ddp, measures the contended compute rate the others also pay)"},
       {"hbm-gbps", 0, "X", "1600", "memory rate of the optimizer update, GB/s (A800 80GB: 2039 peak)"},
       {"bucket", 0, "SIZE", "25M", "gradient bucket size U"},
       {"paper-recompute", 0, "", "",
@@ -75,39 +81,6 @@ std::vector<std::string> split_list(const std::string& s) {
   return out;
 }
 
-// Sustained FLOP/s per GPU from the measured rows of a step CSV: useful FLOPs (plus the recomputed forward) over
-// forward + backward compute time.
-Result<double> calibrate_rate(const std::string& path) {
-  auto records = read_csv_file(path);
-  if (!records) return make_error(records.error());
-  if (records->empty()) return make_error("--calibrate " + path + ": empty file (expected a `lins step` CSV)");
-  const auto& head = records->front().fields;
-  auto col = [&](const std::string& name) -> int {
-    for (std::size_t i = 0; i < head.size(); ++i)
-      if (head[i] == name) return static_cast<int>(i);
-    return -1;
-  };
-  const char* needed[] = {"source", "model", "seq", "tokens", "world_size", "forward_s", "backward_s", "recompute"};
-  for (const char* n : needed)
-    if (col(n) < 0) return make_error("--calibrate " + path + ": no column '" + n + "' (expected a `lins step` CSV)");
-  double flops = 0, seconds = 0;
-  for (std::size_t r = 1; r < records->size(); ++r) {
-    const auto& f = (*records)[r].fields;
-    if (f.size() != head.size() || f[col("source")] != "measured") continue;
-    auto model = make_model_preset(f[col("model")]);
-    if (!model) continue;  // custom shapes carry no dimensions in the CSV
-    const double seq = std::atof(f[col("seq")].c_str()), tokens = std::atof(f[col("tokens")].c_str());
-    const double world = std::atof(f[col("world_size")].c_str());
-    const double compute_s = std::atof(f[col("forward_s")].c_str()) + std::atof(f[col("backward_s")].c_str());
-    if (world < 1 || compute_s <= 0) continue;
-    const double extra = f[col("recompute")] == "1" ? 4.0 / 3.0 : 1.0;
-    flops += model->flops_per_token(static_cast<int>(seq)) * tokens / world * extra;
-    seconds += compute_s;
-  }
-  if (seconds <= 0) return make_error("--calibrate " + path + ": no measured row of a preset model with compute time");
-  return flops / seconds;
-}
-
 std::string now_utc() {
   std::time_t t = std::time(nullptr);
   char buf[32];
@@ -134,6 +107,8 @@ struct SimulateOptions {
   double peak_tflops = 0, hbm_gbps = 0;
   double sustained_flops = 0;  // forward/backward compute rate per GPU
   std::string rate_source;     // where sustained_flops comes from
+  std::optional<Calibration> calibration;  // --calibrate: per engine rates and fixed costs
+  std::string calibration_as;              // --calibrate-as: one engine's calibration for every strategy
   EngineOptions engine;
   std::string out_path, trace_dir;
 };
@@ -192,10 +167,19 @@ Status choose_sustained_rate(const ParsedArgs& args, double efficiency, Simulate
     o.sustained_flops = *v * 1e12;
     o.rate_source = "given by --sustained-tflops";
   } else if (args.has("calibrate")) {
-    auto v = calibrate_rate(args.get("calibrate"));
+    auto v = calibrate_from_step_csv(args.get("calibrate"));
     if (!v) return make_error(v.error());
-    o.sustained_flops = *v;
-    o.rate_source = "calibrated from " + args.get("calibrate");
+    o.sustained_flops = v->all.flops_per_s;
+    o.rate_source = "calibrated per engine from " + args.get("calibrate") + " (see calibration)";
+    o.calibration = std::move(*v);
+    if (args.has("calibrate-as")) {
+      auto e = kEngineNames.parse(args.get("calibrate-as"), "--calibrate-as");
+      if (!e) return make_error(e.error());
+      const std::string name = engine_name(*e);
+      if (!o.calibration->engine.count(name))
+        return make_error("--calibrate-as " + name + ": the calibration rows have no measured row of that engine");
+      o.calibration_as = name;
+    }
   }
   return Status::ok_status();
 }
@@ -277,6 +261,15 @@ Result<std::optional<Plan>> resolve_strategy(const SimulateOptions& o, const std
 }
 
 // One projected row: the step of `plan` under overlap mode `ov`, written to the CSV (and its trace), printed.
+// The compute rates of one plan's engine: calibrated (its rate and fixed per-step cost, or every engine's together when
+// it had no rows of its own), else the one sustained rate.
+ComputeRates rates_for(const SimulateOptions& o, const Plan& plan) {
+  if (!o.calibration) return ComputeRates{o.sustained_flops, o.hbm_gbps * 1e9, 0.0};
+  const EngineCalibration& c =
+      o.calibration->of(o.calibration_as.empty() ? std::string(engine_name(plan.engine)) : o.calibration_as);
+  return ComputeRates{c.flops_per_s, o.hbm_gbps * 1e9, c.fixed_step_s};
+}
+
 Status project_row(const SimulateOptions& o, const Workload& workload, const Topology& topo,
                    const std::string& strategy, const Plan& plan, Overlap ov, CsvWriter& writer) {
   const ModelSpec& model = workload.model;
@@ -295,7 +288,7 @@ Status project_row(const SimulateOptions& o, const Workload& workload, const Top
   std::vector<TraceEvent> trace;
   const auto proj = project_step(
       *sched, model, workload.seq, workload.micro_batch_size, workload.recompute,
-      ComputeRates{o.sustained_flops, o.hbm_gbps * 1e9},
+      rates_for(o, plan),
       [&](const CommOp& op) { return o.cost->op_time_s(op, topo, o.pricing); }, o.trace_dir.empty() ? nullptr : &trace);
   if (!o.trace_dir.empty()) {
     std::string stem = model.name + "." + std::to_string(gpus) + "." + strategy + "." + overlap_name(ov);
@@ -371,6 +364,10 @@ Status write_simulate_provenance(const SimulateOptions& o, const ParsedArgs& arg
   prov.set("date_utc", now_utc()).set("source", "projected").set("rows", rows);
   JsonObject assume;
   assume.set("sustained_tflops_per_gpu", o.sustained_flops / 1e12).set("sustained_rate_from", o.rate_source);
+  if (o.calibration) {
+    assume.set("calibration", o.calibration->to_json());
+    if (!o.calibration_as.empty()) assume.set("calibration_used_for_every_engine", o.calibration_as);
+  }
   assume.set("peak_tflops_per_gpu", o.peak_tflops).set("optimizer_memory_gbps", o.hbm_gbps);
   assume.set("optimizer_bytes_per_owned_param",
              "26: fp32 master, m, v read and written; bf16 grad read, param written");
