@@ -112,6 +112,9 @@ struct ReplayTable {
   std::vector<std::vector<std::string>> rows;  // the CSV's rows
   std::map<std::string, Worst> per_strategy;
   std::vector<std::string> order;  // strategies in the order first seen
+  // Measured waits by op purpose, per strategy: the slowest rank's seconds for each purpose.
+  std::map<std::string, std::map<std::string, double>> exposed;
+  std::vector<std::string> purposes;  // in the order first seen
 };
 
 // Replays every log, printing a line for each (and its actions with --detail).
@@ -134,6 +137,14 @@ Result<ReplayTable> replay_logs(const std::vector<Entry>& files, bool detail) {
     ReplayTable::Worst& w = t.per_strategy[f.strategy];
     w.measured = std::max(w.measured, r->measured_s);
     w.replayed = std::max(w.replayed, r->replayed_s);
+    std::map<std::string, double> waited;
+    for (const auto& row : log->rows)
+      if (row.rec.action.kind == Action::Kind::wait) waited[row.purpose] += row.rec.end_s - row.rec.start_s;
+    for (const auto& [purpose, s] : waited) {
+      if (std::find(t.purposes.begin(), t.purposes.end(), purpose) == t.purposes.end()) t.purposes.push_back(purpose);
+      double& worst = t.exposed[f.strategy][purpose];
+      worst = std::max(worst, s);
+    }
     t.rows.push_back({f.strategy, std::to_string(f.rank), std::to_string(r->measured_s), std::to_string(r->replayed_s),
                       std::to_string(r->error())});
   }
@@ -150,6 +161,19 @@ bool print_per_strategy(ReplayTable& t, double max_error) {
     over = over || (max_error > 0 && std::abs(err) > max_error);
     std::printf("%-22s %12.6f %12.6f %+7.2f%%\n", s.substr(0, 22).c_str(), w.measured, w.replayed, 100 * err);
     t.rows.push_back({s, "slowest", std::to_string(w.measured), std::to_string(w.replayed), std::to_string(err)});
+  }
+  // Which collectives each strategy's compute waited for, as measured.
+  std::printf("\nmeasured waits by what the collective is for (ms per step, slowest rank):\n%-22s", "strategy");
+  for (const auto& p : t.purposes) std::printf(" %*s", static_cast<int>(std::max<std::size_t>(8, p.size())), p.c_str());
+  std::printf("\n");
+  for (const auto& s : t.order) {
+    std::printf("%-22s", s.substr(0, 22).c_str());
+    for (const auto& p : t.purposes) {
+      const auto it = t.exposed[s].find(p);
+      std::printf(" %*.1f", static_cast<int>(std::max<std::size_t>(8, p.size())),
+                  it == t.exposed[s].end() ? 0.0 : 1e3 * it->second);
+    }
+    std::printf("\n");
   }
   return over;
 }

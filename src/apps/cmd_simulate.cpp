@@ -105,8 +105,8 @@ struct SimulateOptions {
   Pricing pricing = Pricing::paper_isolated;
   uint64_t gpu_mem = 0, bucket = 0;
   double peak_tflops = 0, hbm_gbps = 0;
-  double sustained_flops = 0;  // forward/backward compute rate per GPU
-  std::string rate_source;     // where sustained_flops comes from
+  double sustained_flops = 0;              // forward/backward compute rate per GPU
+  std::string rate_source;                 // where sustained_flops comes from
   std::optional<Calibration> calibration;  // --calibrate: per engine rates and fixed costs
   std::string calibration_as;              // --calibrate-as: one engine's calibration for every strategy
   EngineOptions engine;
@@ -287,8 +287,7 @@ Status project_row(const SimulateOptions& o, const Workload& workload, const Top
   const PredictedComm predicted = predict_comm(*sched, *o.cost, o.pricing);
   std::vector<TraceEvent> trace;
   const auto proj = project_step(
-      *sched, model, workload.seq, workload.micro_batch_size, workload.recompute,
-      rates_for(o, plan),
+      *sched, model, workload.seq, workload.micro_batch_size, workload.recompute, rates_for(o, plan),
       [&](const CommOp& op) { return o.cost->op_time_s(op, topo, o.pricing); }, o.trace_dir.empty() ? nullptr : &trace);
   if (!o.trace_dir.empty()) {
     std::string stem = model.name + "." + std::to_string(gpus) + "." + strategy + "." + overlap_name(ov);

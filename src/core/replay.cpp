@@ -105,6 +105,7 @@ Result<ActionLog> parse_action_log(std::string_view text, const std::string& whe
     row.after = static_cast<int>(after);
     row.next_step = next != 0;
     row.label = f[static_cast<std::size_t>(col("label"))];
+    if (const int p = col("purpose"); p >= 0) row.purpose = f[static_cast<std::size_t>(p)];
     if (!log.rows.empty() && row.rec.step != log.step)
       return make_error(at + ": step " + std::to_string(row.rec.step) + " in a log of step " +
                         std::to_string(log.step));

@@ -28,6 +28,7 @@ struct ActionLog {
     int stream = -1, after = -1;
     bool next_step = false;
     std::string label;
+    std::string purpose;  // issue and wait rows: the op's purpose
   };
   std::vector<Row> rows;  // program order
 };
