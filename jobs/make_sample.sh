@@ -27,9 +27,11 @@ step() {
   commands+=("${cmd[*]}")
   "${cmd[@]}" | tail -n 12
 }
-all=ddp,zero1,zero2,zero3,mics,zeropp,lins
-step all_strategies --strategies "$all" --trace
-step overlap_none --strategies "$all" --overlap none
+all=ddp,zero1,zero2,zero3,mics,zeropp,fsdp,hsdp,lins
+# DeepSpeed's element thresholds scaled to the small model, as in scripts/demo.sh.
+ds=(--ds-persistence-threshold 14 --ds-prefetch-bucket 7200 --ds-max-reuse-distance 144000 --ds-reduce-bucket 72000)
+step all_strategies --strategies "$all" "${ds[@]}" --trace
+step overlap_none --strategies "$all" "${ds[@]}" --overlap none
 step lins_no_bcast --strategies lins --overlap no_bcast
 step lins_no_allreduce --strategies lins --overlap no_allreduce
 step mics_plan_on_lins_engine --strategies p=2x1,g=2x1,os=2x1
@@ -41,8 +43,8 @@ step mics_plan_on_lins_engine --strategies p=2x1,g=2x1,os=2x1
   echo "(--gpus-per-node 2), the small model, the CPU backend in its default precision (bf16 parameters and gradients,"
   echo "fp32 master weights and Adam moments, fp32 activations). Collectives are CPU-bound here: compare"
   echo "strategies by ratios, never by absolute seconds. Each folder holds step.csv and step.provenance.json (command"
-  echo "line, versions, host, git commit of the build); all_strategies/ also holds one Chrome trace per strategy and"
-  echo "rank. Made by jobs/make_sample.sh on $(date -u +%Y-%m-%d) with $("$bin" --version)$(
+  echo "line, versions, host, git commit of the build); all_strategies/ also holds one Chrome trace and one action log"
+  echo "(timeline.*.csv, which lins replay re-times) per strategy and rank. Made by jobs/make_sample.sh on $(date -u +%Y-%m-%d) with $("$bin" --version)$(
     [ -n "$dirty" ] && echo " (with uncommitted changes in the tree)")."
   echo
   echo "Commands:"
