@@ -8,11 +8,16 @@ scripts/install-deps.sh
 seconds=${1:-${FUZZ_SECONDS:-20}}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-flags=(-std=c++20 -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -Isrc)
+# The core library includes files CMake generates at configure time (the network presets of data/networks/): a
+# configure-only CPU tree in the scratch folder makes them.
+cmake -S . -B "$work/cmake" -DLINS_CUDA=OFF -DLINS_TESTS=OFF -DLINS_BENCHMARKS=OFF >"$work/configure.log" 2>&1 ||
+  { cat "$work/configure.log" >&2; exit 1; }
+flags=(-std=c++20 -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -Isrc
+       -I"$work/cmake/generated")
 # The pure core library once, instrumented; then one small link per target.
 objects=()
-for src in src/core/*.cpp; do
-  obj="$work/core_$(basename "$src" .cpp).o"
+for src in src/core/*.cpp src/core/engines/*.cpp; do
+  obj="$work/core_$(basename "$(dirname "$src")")_$(basename "$src" .cpp).o"
   clang++ "${flags[@]}" -c "$src" -o "$obj" &
   objects+=("$obj")
 done
