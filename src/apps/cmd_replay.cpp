@@ -23,7 +23,8 @@ CommandSpec replay_spec() {
       "Re-time the steps `lins step --trace` recorded through the simulator's timeline, with the measured durations.",
       "lins replay [options] DIR|FILE...",
       {
-          {"csv", 0, "FILE", "", "also write the table as CSV (strategy, rank, measured_s, replayed_s, error)"},
+          {"csv", 0, "FILE", "",
+           "also write the table as CSV (strategy, rank, measured_s, replayed_s, error, dispatch delays)"},
           {"detail", 0, "", "", "print every action of each log: measured end, replayed end and their difference"},
           {"max-error", 0, "FRACTION", "",
            "exit 1 when a strategy's replayed step time is further than this from the measured one (e.g. 0.05)"},
@@ -107,7 +108,7 @@ void print_detail(const Entry& f, const ActionLog& log, const ReplayResult& r) {
 // The table: a row per log, then a row per strategy (its slowest rank, measured and replayed alike).
 struct ReplayTable {
   struct Worst {
-    double measured = 0, replayed = 0;
+    double measured = 0, replayed = 0, dispatch = 0, largest_dispatch = 0;
   };
   std::vector<std::vector<std::string>> rows;  // the CSV's rows
   std::map<std::string, Worst> per_strategy;
@@ -120,8 +121,8 @@ struct ReplayTable {
 // Replays every log, printing a line for each (and its actions with --detail).
 Result<ReplayTable> replay_logs(const std::vector<Entry>& files, bool detail) {
   ReplayTable t;
-  std::printf("%-22s %5s %12s %12s %8s %10s %10s %10s\n", "strategy", "rank", "measured_s", "replayed_s", "error",
-              "compute_s", "host_s", "waited_s");
+  std::printf("%-22s %5s %12s %12s %8s %10s %10s %10s %11s\n", "strategy", "rank", "measured_s", "replayed_s", "error",
+              "compute_s", "host_s", "waited_s", "dispatch_s");
   for (const auto& f : files) {
     auto text = read_text_file(f.path);
     if (!text) return make_error(text.error());
@@ -130,13 +131,15 @@ Result<ReplayTable> replay_logs(const std::vector<Entry>& files, bool detail) {
     auto r = replay(*log);
     if (!r) return make_error(f.path + ": " + r.error());
     if (detail) print_detail(f, *log, *r);
-    std::printf("%-22s %5d %12.6f %12.6f %+7.2f%% %10.6f %10.6f %10.6f%s\n", f.strategy.substr(0, 22).c_str(), f.rank,
-                r->measured_s, r->replayed_s, 100 * r->error(), r->compute_s, r->host_s, r->waited_s,
-                r->untimed_ops ? "  (ops not timed on their streams priced 0)" : "");
+    std::printf("%-22s %5d %12.6f %12.6f %+7.2f%% %10.6f %10.6f %10.6f %11.6f%s\n", f.strategy.substr(0, 22).c_str(),
+                f.rank, r->measured_s, r->replayed_s, 100 * r->error(), r->compute_s, r->host_s, r->waited_s,
+                r->dispatch_delay_s, r->untimed_ops ? "  (ops not timed on their streams priced 0)" : "");
     if (!t.per_strategy.count(f.strategy)) t.order.push_back(f.strategy);
     ReplayTable::Worst& w = t.per_strategy[f.strategy];
     w.measured = std::max(w.measured, r->measured_s);
     w.replayed = std::max(w.replayed, r->replayed_s);
+    w.dispatch = std::max(w.dispatch, r->dispatch_delay_s);
+    w.largest_dispatch = std::max(w.largest_dispatch, r->largest_dispatch_delay_s);
     std::map<std::string, double> waited;
     for (const auto& row : log->rows)
       if (row.rec.action.kind == Action::Kind::wait) waited[row.purpose] += row.rec.end_s - row.rec.start_s;
@@ -146,21 +149,27 @@ Result<ReplayTable> replay_logs(const std::vector<Entry>& files, bool detail) {
       worst = std::max(worst, s);
     }
     t.rows.push_back({f.strategy, std::to_string(f.rank), std::to_string(r->measured_s), std::to_string(r->replayed_s),
-                      std::to_string(r->error())});
+                      std::to_string(r->error()), std::to_string(r->dispatch_delay_s),
+                      std::to_string(r->largest_dispatch_delay_s)});
   }
   return t;
 }
 
 // The per-strategy lines; true when a strategy's error is beyond max_error (when positive).
 bool print_per_strategy(ReplayTable& t, double max_error) {
-  std::printf("\nper strategy (slowest rank):\n%-22s %12s %12s %8s\n", "strategy", "measured_s", "replayed_s", "error");
+  std::printf(
+      "\nper strategy (slowest rank; dispatch: the most any rank's ops were dispatched late, summed, and the largest "
+      "one delay):\n%-22s %12s %12s %8s %11s %12s\n",
+      "strategy", "measured_s", "replayed_s", "error", "dispatch_s", "largest_s");
   bool over = false;
   for (const auto& s : t.order) {
     const ReplayTable::Worst& w = t.per_strategy[s];
     const double err = w.measured > 0 ? (w.replayed - w.measured) / w.measured : 0;
     over = over || (max_error > 0 && std::abs(err) > max_error);
-    std::printf("%-22s %12.6f %12.6f %+7.2f%%\n", s.substr(0, 22).c_str(), w.measured, w.replayed, 100 * err);
-    t.rows.push_back({s, "slowest", std::to_string(w.measured), std::to_string(w.replayed), std::to_string(err)});
+    std::printf("%-22s %12.6f %12.6f %+7.2f%% %11.6f %12.6f\n", s.substr(0, 22).c_str(), w.measured, w.replayed,
+                100 * err, w.dispatch, w.largest_dispatch);
+    t.rows.push_back({s, "slowest", std::to_string(w.measured), std::to_string(w.replayed), std::to_string(err),
+                      std::to_string(w.dispatch), std::to_string(w.largest_dispatch)});
   }
   // Which collectives each strategy's compute waited for, as measured.
   std::printf("\nmeasured waits by what the collective is for (ms per step, slowest rank):\n%-22s", "strategy");
@@ -205,7 +214,7 @@ int run_replay(const Args& argv) {
   if (!table) return fail(table.error());
   const bool over = print_per_strategy(*table, max_error);
   if (!csv_path.empty()) {
-    std::string out = "strategy,rank,measured_s,replayed_s,error\n";
+    std::string out = "strategy,rank,measured_s,replayed_s,error,dispatch_delay_s,largest_dispatch_delay_s\n";
     for (const auto& r : table->rows) out += csv_join(r) + "\n";
     if (auto s = write_file_atomic(csv_path, out); !s) return fail(s.error());
   }

@@ -38,8 +38,9 @@ struct ReplayResult {
   double measured_s = 0;                           // the end of the step's last action
   double replayed_s = 0;                           // the timeline's step time with the measured durations
   double compute_s = 0, host_s = 0, waited_s = 0;  // the replay's parts
-  int ops = 0, untimed_ops = 0;        // collectives, and those the run did not time on its stream (priced 0)
-  double dispatch_delay_s = 0;         // the largest cap on a stream's dispatch delay (replay.cpp)
+  int ops = 0, untimed_ops = 0;  // collectives, and those the run did not time on its stream (priced 0)
+  // Dispatch delays taken in (replay.cpp): their sum over the step's ops, and the largest.
+  double dispatch_delay_s = 0, largest_dispatch_delay_s = 0;
   std::vector<double> replayed_end_s;  // per action of the log: when the replay has it end
   double error() const { return measured_s > 0 ? (replayed_s - measured_s) / measured_s : 0.0; }
 };

@@ -98,6 +98,11 @@ TimelineResult run_timeline(const Schedule& s, const std::vector<Action>& progra
         if (done > t) {
           r.waited_s += done - t;
           t = done;
+          if (costs.wake_s) {
+            const double h = costs.wake_s(static_cast<int>(pos));
+            t += h;
+            r.host_s += h;
+          }
         }
         break;
       }

@@ -50,6 +50,9 @@ struct TimelineCosts {
   // Host time spent after the action at `position` (the replay: issuing an op costs the host time after the op is on
   // its stream); may be empty.
   std::function<double(int position)> after_s;
+  // Host time to resume after the wait at `position` when it blocks (the replay: a thread woken once its op ended, as
+  // measured); may be empty.
+  std::function<double(int position)> wake_s;
   // When an op the previous step issued (a next-step wait) was issued, from this step's start (default 0, as the
   // previous step ended; the replay gives the measured time, which may be earlier); may be empty.
   std::function<double(int op)> carried_issue_s;

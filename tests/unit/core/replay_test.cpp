@@ -1,5 +1,6 @@
-// The trace replay: a run whose durations follow the timeline's rules replays to its own step time exactly, and a
-// replay that breaks one rule (all streams made one, or `after` dropped) misses it.
+// The trace replay: a run whose durations follow the timeline's rules replays to its own step time exactly; a replay
+// whose rules are too strict (all streams made one) misses the step, and one whose rules are too lax (`after` dropped)
+// shows the wait it no longer knows as dispatch delay.
 #include "core/replay.h"
 
 #include <gtest/gtest.h>
@@ -20,7 +21,9 @@ struct TimedRun {
 };
 
 // A "measured" run made by the timeline itself, written as `lins step --trace` writes its action log.
-TimedRun synthesize(const std::string& plan_text) {
+// Optionally each op starts on its stream `dispatch_s` after the timeline lets it, and the host resumes `wake_s` after
+// an op it blocked on ended.
+TimedRun synthesize(const std::string& plan_text, double dispatch_s = 0, double wake_s = 0) {
   TimedRun run;
   const Topology t{2, 2};
   ScheduleOptions o;
@@ -34,7 +37,8 @@ TimedRun synthesize(const std::string& plan_text) {
   for (std::size_t k = 0; k < task_s.size(); ++k) task_s[k] = 1e-4 * double(1 + k % 7);
   TimelineCosts costs;
   costs.compute_s = [&](int k) { return task_s[static_cast<std::size_t>(k)]; };
-  costs.op_s = [&](int i) { return 2e-4 + 1e-9 * double(s.ops[static_cast<std::size_t>(i)].bytes()); };
+  costs.op_s = [&](int i) { return dispatch_s + 2e-4 + 1e-9 * double(s.ops[static_cast<std::size_t>(i)].bytes()); };
+  costs.wake_s = [&](int) { return wake_s; };
   run.timed = run_timeline(s, program, costs);
   std::vector<ActionRecord> records;
   double before = 0;
@@ -51,7 +55,8 @@ TimedRun synthesize(const std::string& plan_text) {
     const bool own = (program[pos].kind == Action::Kind::issue && !s.ops[i].wait.next_step) ||
                      (program[pos].kind == Action::Kind::wait && program[pos].carried);
     if (own)
-      rec.exec_timed = true, rec.exec_start_s = run.timed.ops[i].start_s, rec.exec_end_s = run.timed.ops[i].end_s;
+      rec.exec_timed = true, rec.exec_start_s = run.timed.ops[i].start_s + dispatch_s,
+      rec.exec_end_s = run.timed.ops[i].end_s;
     before = rec.end_s;
     records.push_back(rec);
   }
@@ -94,11 +99,28 @@ TEST(Replay, BreakingATimelineRuleMissesTheStep) {
   auto one_stream = replay(parse_action_log(rewrite(lins.csv, "stream", "0"), "log").value());
   ASSERT_TRUE(one_stream);
   EXPECT_GT(one_stream->error(), 0.01) << one_stream->replayed_s << " vs " << one_stream->measured_s;
-  // The all-reduces of the same engine read the reduce-scatters before them: without `after` they would start too
-  // early.
+  // The all-reduces of the same engine read the reduce-scatters before them. Without `after` an all-reduce looks
+  // dispatched late, by the wait for its reduce-scatter the timeline no longer knows: dispatch delay a run that follows
+  // the rules does not have.
+  auto exact = replay(parse_action_log(lins.csv, "log").value());
+  ASSERT_TRUE(exact);
+  EXPECT_NEAR(exact->dispatch_delay_s, 0.0, 1e-9);
   auto no_after = replay(parse_action_log(rewrite(lins.csv, "after", "-1"), "log").value());
   ASSERT_TRUE(no_after);
-  EXPECT_LT(no_after->error(), -0.001) << no_after->replayed_s << " vs " << no_after->measured_s;
+  EXPECT_GT(no_after->dispatch_delay_s, 1e-4) << "the lax rule hid in the replay";
+  EXPECT_GT(no_after->largest_dispatch_delay_s, 1e-4);
+}
+
+TEST(Replay, HostTimeIsKeptWhereTheRunSpentIt) {
+  // A run whose streams start every op 50 us after they could and whose host resumes 30 us after each op it blocked
+  // on ended: the replay carries both (as dispatch delay and as host time) and ends where the run ended.
+  const TimedRun run = synthesize("zero3", 5e-5, 3e-5);
+  auto r = replay(parse_action_log(run.csv, "late").value());
+  ASSERT_TRUE(r) << r.error();
+  EXPECT_NEAR(r->measured_s, run.timed.step_s, 1e-9);
+  EXPECT_NEAR(r->replayed_s, r->measured_s, 1e-9);
+  EXPECT_NEAR(r->largest_dispatch_delay_s, 5e-5, 1e-9);
+  EXPECT_GT(r->dispatch_delay_s, 5e-5 * 10);
 }
 
 TEST(Replay, OpsNotTimedOnTheirStreamsArePricedZeroAndCounted) {
