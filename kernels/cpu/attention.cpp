@@ -11,53 +11,11 @@
 #include <vector>
 
 #include "kernels/cpu/exp_poly.h"
+#include "kernels/cpu/row_reductions.h"
 #include "kernels/ops.h"
 
 namespace lins::kernels::cpu {
 namespace {
-
-// Row reductions with eight partial results, so the compiler vectorises them (a single accumulator is a serial
-// dependency it may not reorder). Deterministic: the order depends only on n. Always inlined, so that each copy of
-// the kernels (LINS_CPU_VECTOR_CLONES) compiles them for its own instruction set.
-[[gnu::always_inline]] inline float row_max(const float* x, int n) {
-  float m[8];
-  for (int k = 0; k < 8; ++k) m[k] = x[0];
-  int j = 0;
-  for (; j + 8 <= n; j += 8)
-    for (int k = 0; k < 8; ++k) m[k] = x[j + k] > m[k] ? x[j + k] : m[k];
-  float r = m[0];
-  for (int k = 1; k < 8; ++k) r = m[k] > r ? m[k] : r;
-  for (; j < n; ++j) r = x[j] > r ? x[j] : r;
-  return r;
-}
-
-// x[j] = exp(x[j] - shift) for j < n; returns their sum (same eight-lane order as row_max).
-[[gnu::always_inline]] inline float exp_shift_sum(float* x, int n, float shift) {
-  float s[8] = {};
-  int j = 0;
-  for (; j + 8 <= n; j += 8)
-    for (int k = 0; k < 8; ++k) {
-      const float e = exp_poly(x[j + k] - shift);
-      x[j + k] = e;
-      s[k] += e;
-    }
-  float r = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
-  for (; j < n; ++j) {
-    x[j] = exp_poly(x[j] - shift);
-    r += x[j];
-  }
-  return r;
-}
-
-[[gnu::always_inline]] inline float row_dot(const float* a, const float* b, int n) {
-  float s[8] = {};
-  int j = 0;
-  for (; j + 8 <= n; j += 8)
-    for (int k = 0; k < 8; ++k) s[k] += a[j + k] * b[j + k];
-  float r = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
-  for (; j < n; ++j) r += a[j] * b[j];
-  return r;
-}
 
 // Per-thread scratch that only grows: the step calls attention with the same shapes every layer, and a fresh
 // allocation of this size would be mapped and faulted in again on every call.

@@ -18,6 +18,7 @@
 
 #include "core/bf16.h"
 #include "kernels/cpu/exp_poly.h"
+#include "kernels/cpu/row_reductions.h"
 
 #if defined(__SSE2__)
 #include <immintrin.h>
@@ -54,42 +55,6 @@ const RopeTable& rope_table(int seq, int head_dim, float theta) {
 }
 
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-// Row reductions with eight partial results, so the compiler vectorises them (a single accumulator is a serial
-// dependency it may not reorder). Deterministic: the order depends only on n. Always inlined, so that each copy of a
-// kernel (LINS_CPU_VECTOR_CLONES) compiles them for its own instruction set.
-[[gnu::always_inline]] inline float sum_squares(const float* x, int64_t n) {
-  float s[8] = {};
-  int64_t j = 0;
-  for (; j + 8 <= n; j += 8)
-    for (int k = 0; k < 8; ++k) s[k] += x[j + k] * x[j + k];
-  float r = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
-  for (; j < n; ++j) r += x[j] * x[j];
-  return r;
-}
-
-// sum of a[j] * b[j] * c[j], multiplied left to right.
-[[gnu::always_inline]] inline float dot3(const float* a, const float* b, const float* c, int64_t n) {
-  float s[8] = {};
-  int64_t j = 0;
-  for (; j + 8 <= n; j += 8)
-    for (int k = 0; k < 8; ++k) s[k] += a[j + k] * b[j + k] * c[j + k];
-  float r = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
-  for (; j < n; ++j) r += a[j] * b[j] * c[j];
-  return r;
-}
-
-[[gnu::always_inline]] inline float max_of(const float* x, int64_t n) {
-  float m[8];
-  for (int k = 0; k < 8; ++k) m[k] = x[0];
-  int64_t j = 0;
-  for (; j + 8 <= n; j += 8)
-    for (int k = 0; k < 8; ++k) m[k] = x[j + k] > m[k] ? x[j + k] : m[k];
-  float r = m[0];
-  for (int k = 1; k < 8; ++k) r = m[k] > r ? m[k] : r;
-  for (; j < n; ++j) r = x[j] > r ? x[j] : r;
-  return r;
-}
 
 }  // namespace
 
@@ -197,7 +162,7 @@ LINS_CPU_VECTOR_CLONES double cross_entropy(const float* logits, const int32_t* 
   for (int64_t r = 0; r < rows; ++r) {
     const float* lr = logits + r * vocab;
     float* dr = dlogits + r * vocab;
-    const float mx = max_of(lr, vocab);
+    const float mx = row_max(lr, vocab);
     const int32_t t = targets[r];
     const float target_logit = lr[t];  // read before dlogits (which may alias logits) is written
     // dr = exp(logit - max), summed in fp64 (eight partial sums, as the row reductions); then scaled to
