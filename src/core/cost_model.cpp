@@ -8,16 +8,10 @@
 #include <sstream>
 
 #include "core/csv.h"
+#include "core/text.h"
 
 namespace lins {
 namespace {
-
-std::string trim(std::string_view s) {
-  std::size_t b = 0, e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-  return std::string(s.substr(b, e - b));
-}
 
 // A positive finite number written plainly ("1048576", "1.5e9"); rejects "nan", "inf", "-1", "0", "12abc".
 std::optional<double> parse_positive(const std::string& s) {
@@ -61,23 +55,11 @@ Result<BandwidthProfile> BandwidthProfile::parse(std::string_view text, const st
   int col[5] = {-1, -1, -1, -1, -1};
   std::size_t header_fields = 0;
   bool have_header = false;
-  int line_no = 0;
-  std::size_t pos = 0;
-  while (pos <= text.size()) {
-    std::size_t nl = text.find('\n', pos);
-    if (nl == std::string_view::npos) nl = text.size();
-    std::string_view raw = text.substr(pos, nl - pos);
-    pos = nl + 1;
-    ++line_no;
+  for (const auto& [line_no, raw] : text_lines(text)) {
     const std::string line = trim(raw);
-    if (line.empty() || line[0] == '#') {
-      if (nl == text.size()) break;
-      continue;
-    }
+    if (line.empty() || line[0] == '#') continue;
     const std::string at = where + ":" + std::to_string(line_no) + ": ";
-    for (char c : line)
-      if (static_cast<unsigned char>(c) < 0x20 && c != '\t')
-        return make_error(at + "unreadable (control characters); expected a CSV line of text");
+    if (has_control_chars(line)) return make_error(at + "unreadable (control characters); expected a CSV line of text");
     auto rec = parse_csv(line, where);
     if (!rec || rec->size() != 1) return make_error(at + "not a CSV line" + (rec ? "" : " (" + rec.error() + ")"));
     std::vector<std::string> fields;
@@ -92,7 +74,6 @@ Result<BandwidthProfile> BandwidthProfile::parse(std::string_view text, const st
       }
       header_fields = fields.size();
       have_header = true;
-      if (nl == text.size()) break;
       continue;
     }
     if (fields.size() != header_fields)
@@ -114,7 +95,6 @@ Result<BandwidthProfile> BandwidthProfile::parse(std::string_view text, const st
     auto gbps = parse_positive(fields[col[4]]);
     if (!gbps) return make_error(at + "algbw_gbps '" + fields[col[4]] + "' is not a positive finite bandwidth in GB/s");
     prof.add(*kind, Mesh{*intra, *inter}, *bytes, *gbps);
-    if (nl == text.size()) break;
   }
   if (!have_header)
     return make_error(where + ": empty bandwidth profile; expected the header " + std::string(kProfileHeader) +

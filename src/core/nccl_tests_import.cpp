@@ -9,21 +9,10 @@
 #include <map>
 #include <sstream>
 
+#include "core/text.h"
+
 namespace lins {
 namespace {
-
-std::vector<std::string> split_ws(std::string_view s) {
-  std::vector<std::string> out;
-  std::size_t i = 0;
-  while (i < s.size()) {
-    while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
-    std::size_t j = i;
-    while (j < s.size() && !std::isspace(static_cast<unsigned char>(s[j]))) ++j;
-    if (j > i) out.emplace_back(s.substr(i, j - i));
-    i = j;
-  }
-  return out;
-}
 
 std::optional<double> number(const std::string& s) {
   if (s.empty()) return std::nullopt;
@@ -102,18 +91,10 @@ Result<NcclTestsImport> import_nccl_tests(std::string_view text, const std::stri
   std::vector<Row> rows;
   int rejected_rows = 0;
 
-  int line_no = 0;
-  std::size_t pos = 0;
-  while (pos < text.size()) {
-    std::size_t nl = text.find('\n', pos);
-    if (nl == std::string_view::npos) nl = text.size();
-    std::string_view raw = text.substr(pos, nl - pos);
-    pos = nl + 1;
-    ++line_no;
+  for (const auto& [line_no, raw] : text_lines(text)) {
     const std::string at = where + ":" + std::to_string(line_no) + ": ";
-    for (char c : raw)
-      if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\r')
-        return make_error(at + "unreadable (control characters); expected the text nccl-tests prints");
+    if (has_control_chars(raw))
+      return make_error(at + "unreadable (control characters); expected the text nccl-tests prints");
     auto tok = split_ws(raw);
     if (tok.empty()) continue;
     // NCCL_DEBUG output interleaves with the table ("host:pid:tid [0] NCCL INFO ..."); it is not a result.

@@ -12,6 +12,8 @@
 #include <optional>
 #include <sstream>
 
+#include "core/text.h"
+
 namespace lins {
 namespace {
 
@@ -21,13 +23,6 @@ struct PresetText {
   const char* text;
 };
 #include "network_presets.inc"
-
-std::string trim(std::string_view s) {
-  std::size_t b = 0, e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-  return std::string(s.substr(b, e - b));
-}
 
 std::optional<double> parse_number(const std::string& s) {
   if (s.empty()) return std::nullopt;
@@ -253,18 +248,10 @@ Result<NetworkSpec> parse_network_spec(std::string_view text, const std::string&
   NetworkSpec s;
   s.source = where;
   std::map<std::string, int> seen;  // key -> line
-  int line_no = 0;
-  std::size_t pos = 0;
-  while (pos < text.size()) {
-    std::size_t nl = text.find('\n', pos);
-    if (nl == std::string_view::npos) nl = text.size();
-    std::string_view raw = text.substr(pos, nl - pos);
-    pos = nl + 1;
-    ++line_no;
+  for (auto [line_no, raw] : text_lines(text)) {
     const std::string at = where + ":" + std::to_string(line_no) + ": ";
-    for (char c : raw)
-      if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\r')
-        return make_error(at + "unreadable (control characters); expected a line 'key = value'");
+    if (has_control_chars(raw))
+      return make_error(at + "unreadable (control characters); expected a line 'key = value'");
     if (auto hash = raw.find('#'); hash != std::string_view::npos) raw = raw.substr(0, hash);
     const std::string line = trim(raw);
     if (line.empty()) continue;

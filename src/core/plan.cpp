@@ -5,19 +5,13 @@
 #include <limits>
 #include <sstream>
 
+#include "core/text.h"
 #include "core/units.h"
 
 namespace lins {
 namespace {
 
 bool divides(int a, int b) { return a > 0 && b % a == 0; }
-
-std::string trim(std::string_view s) {
-  std::size_t b = 0, e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-  return std::string(s.substr(b, e - b));
-}
 
 std::vector<std::string> split(std::string_view s, char sep) {
   std::vector<std::string> out;

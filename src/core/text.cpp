@@ -1,0 +1,47 @@
+// Text helpers; see text.h.
+#include "core/text.h"
+
+#include <cctype>
+
+namespace lins {
+
+std::string trim(std::string_view s) {
+  std::size_t b = 0, e = s.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+  return std::string(s.substr(b, e - b));
+}
+
+std::vector<std::string> split_ws(std::string_view s) {
+  std::vector<std::string> out;
+  std::size_t i = 0;
+  while (i < s.size()) {
+    while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
+    std::size_t j = i;
+    while (j < s.size() && !std::isspace(static_cast<unsigned char>(s[j]))) ++j;
+    if (j > i) out.emplace_back(s.substr(i, j - i));
+    i = j;
+  }
+  return out;
+}
+
+std::vector<TextLine> text_lines(std::string_view text) {
+  std::vector<TextLine> lines;
+  std::size_t pos = 0;
+  int number = 0;
+  while (pos < text.size()) {
+    std::size_t nl = text.find('\n', pos);
+    if (nl == std::string_view::npos) nl = text.size();
+    lines.push_back(TextLine{++number, text.substr(pos, nl - pos)});
+    pos = nl + 1;
+  }
+  return lines;
+}
+
+bool has_control_chars(std::string_view line) {
+  for (char c : line)
+    if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\r') return true;
+  return false;
+}
+
+}  // namespace lins
