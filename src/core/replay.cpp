@@ -9,6 +9,10 @@
 #include "core/csv.h"
 
 namespace lins {
+namespace {
+// More communication streams than any engine uses (they use up to three): a log naming more is not one of ours.
+constexpr int kMaxStreams = 64;
+}  // namespace
 
 std::string action_log_csv(const Schedule& s, const ModelSpec& model, const std::vector<ActionRecord>& actions) {
   std::ostringstream o;
@@ -95,8 +99,14 @@ Result<ActionLog> parse_action_log(std::string_view text, const std::string& whe
     } else {
       return make_error(at + ": action '" + action + "' is not one of compute, issue, wait");
     }
-    if (index < 0 || stream < -1 || after < -1)
-      return make_error(at + ": a negative index, stream or after is not valid");
+    const bool op_row = row.rec.action.kind != Action::Kind::compute;
+    if (index < 0 || after < -1 || (op_row && stream < 0))
+      return make_error(at +
+                        ": a negative index, stream or after is not valid (an issue or wait names its op's "
+                        "stream, 0 or more)");
+    if (index >= double(kMaxScheduleOps) || after >= double(kMaxScheduleOps) || stream >= double(kMaxStreams))
+      return make_error(at + ": index or after of " + std::to_string(kMaxScheduleOps) + " or more, or stream of " +
+                        std::to_string(kMaxStreams) + " or more: no schedule is that long");
     row.rec.step = static_cast<int>(step);
     row.rec.position = static_cast<int>(pos);
     row.rec.action.index = static_cast<int>(index);
@@ -170,6 +180,9 @@ Result<ReplayResult> replay(const ActionLog& log) {
       exec_end[i] = r.rec.exec_end_s;
     }
   }
+  for (const CommOp& op : s.ops)
+    if (op.after >= static_cast<int>(s.ops.size()))
+      return make_error("the action log names op " + std::to_string(op.after) + " that it never issues");
   // A wait's own host time: one that found its op done took (end - start); one that blocked resumed some time after
   // the op ended (a thread woken on shared cores), which the timeline adds when the replay blocks there too.
   std::vector<double> wake(log.rows.size(), 0.0);
@@ -190,25 +203,23 @@ Result<ReplayResult> replay(const ActionLog& log) {
   // op held longer than it was), rules too lax as dispatch delay the run would not have had (an op that waited for a
   // dependency the timeline does not know looks dispatched late), so a large delay beside a small error is the sign
   // to read the log with --detail.
-  {
-    std::vector<double> last_end(s.streams.size(), std::numeric_limits<double>::lowest());
-    for (std::size_t i = 0; i < s.ops.size(); ++i)
-      if (timed[i] && carried[i])
-        last_end[static_cast<std::size_t>(s.ops[i].stream)] =
-            std::max(last_end[static_cast<std::size_t>(s.ops[i].stream)], exec_end[i]);
-    for (int idx : issue_order) {
-      const auto i = static_cast<std::size_t>(idx);
-      if (!timed[i]) continue;
-      const auto st = static_cast<std::size_t>(s.ops[i].stream);
-      double ready_at = std::max(last_end[st], issued_at[i]);
-      if (s.ops[i].after >= 0 && timed[static_cast<std::size_t>(s.ops[i].after)])
-        ready_at = std::max(ready_at, exec_end[static_cast<std::size_t>(s.ops[i].after)]);
-      const double delay = std::max(0.0, exec_start[i] - ready_at);
-      out.dispatch_delay_s += delay;
-      out.largest_dispatch_delay_s = std::max(out.largest_dispatch_delay_s, delay);
-      op_s[i] = (exec_end[i] - exec_start[i]) + delay;
-      last_end[st] = exec_end[i];
-    }
+  std::vector<double> last_end(s.streams.size(), std::numeric_limits<double>::lowest());
+  for (std::size_t i = 0; i < s.ops.size(); ++i)
+    if (timed[i] && carried[i])
+      last_end[static_cast<std::size_t>(s.ops[i].stream)] =
+          std::max(last_end[static_cast<std::size_t>(s.ops[i].stream)], exec_end[i]);
+  for (int idx : issue_order) {
+    const auto i = static_cast<std::size_t>(idx);
+    if (!timed[i]) continue;
+    const auto st = static_cast<std::size_t>(s.ops[i].stream);
+    double ready_at = std::max(last_end[st], issued_at[i]);
+    if (s.ops[i].after >= 0 && timed[static_cast<std::size_t>(s.ops[i].after)])
+      ready_at = std::max(ready_at, exec_end[static_cast<std::size_t>(s.ops[i].after)]);
+    const double delay = std::max(0.0, exec_start[i] - ready_at);
+    out.dispatch_delay_s += delay;
+    out.largest_dispatch_delay_s = std::max(out.largest_dispatch_delay_s, delay);
+    op_s[i] = (exec_end[i] - exec_start[i]) + delay;
+    last_end[st] = exec_end[i];
   }
   for (std::size_t i = 0; i < s.ops.size(); ++i)
     if (timed[i] && carried[i]) op_s[i] = exec_end[i] - exec_start[i];
@@ -217,8 +228,6 @@ Result<ReplayResult> replay(const ActionLog& log) {
     if (s.ops[i].stream < 0) continue;  // not in this log
     ++out.ops;
     if (op_s[i] < 0) ++out.untimed_ops, op_s[i] = 0.0;
-    if (s.ops[i].after >= static_cast<int>(s.ops.size()))
-      return make_error("the action log names op " + std::to_string(s.ops[i].after) + " that it never issues");
   }
   TimelineCosts costs;
   costs.compute_s = [&](int t) { return task_s[static_cast<std::size_t>(t)]; };

@@ -145,6 +145,19 @@ TEST(Replay, BadLogsAreNamed) {
   auto bad = parse_action_log(rewrite(run.csv, "start_s", "soon"), "bad.csv");
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.error().find("bad.csv:"), std::string::npos) << bad.error();
+  // An op on no stream, or past any schedule's length, is refused before anything is sized by it.
+  for (auto [column, value] : {std::pair<const char*, const char*>{"stream", "-1"},
+                               {"stream", "1e9"},
+                               {"index", "1e12"},
+                               {"after", "4194304"}}) {
+    auto out_of_range = parse_action_log(rewrite(run.csv, column, value), "range.csv");
+    ASSERT_FALSE(out_of_range) << column << "=" << value;
+    EXPECT_NE(out_of_range.error().find("range.csv:"), std::string::npos) << out_of_range.error();
+  }
+  // An op that runs after one the log never issues.
+  auto orphan = replay(parse_action_log(rewrite(run.csv, "after", "4000000"), "orphan.csv").value());
+  ASSERT_FALSE(orphan);
+  EXPECT_NE(orphan.error().find("never issues"), std::string::npos) << orphan.error();
 }
 
 }  // namespace
