@@ -2,6 +2,7 @@
 #include "core/replay.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <limits>
 #include <sstream>
@@ -70,8 +71,8 @@ Result<ActionLog> parse_action_log(std::string_view text, const std::string& whe
       const std::string& v = f[static_cast<std::size_t>(col(name))];
       char* end = nullptr;
       *out = std::strtod(v.c_str(), &end);
-      if (v.empty() || end != v.c_str() + v.size())
-        return make_error(at + ": " + name + " '" + v + "' is not a number");
+      if (v.empty() || end != v.c_str() + v.size() || !std::isfinite(*out))
+        return make_error(at + ": " + name + " '" + v + "' is not a finite number");
       return {};
     };
     ActionLog::Row row;
@@ -99,6 +100,12 @@ Result<ActionLog> parse_action_log(std::string_view text, const std::string& whe
     } else {
       return make_error(at + ": action '" + action + "' is not one of compute, issue, wait");
     }
+    for (double v : {step, pos, index, after, stream})
+      if (v != std::floor(v))
+        return make_error(at + ": step, position, index, stream and after are whole numbers, not " + std::to_string(v));
+    if (step < 0 || pos < 0 || step > double(std::numeric_limits<int>::max()) ||
+        pos > double(std::numeric_limits<int>::max()))
+      return make_error(at + ": step and position go from 0 to " + std::to_string(std::numeric_limits<int>::max()));
     const bool op_row = row.rec.action.kind != Action::Kind::compute;
     if (index < 0 || after < -1 || (op_row && stream < 0))
       return make_error(at +
