@@ -10,6 +10,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-pandas python3-matplotlib python3-pytest python3-torch
   slurm-wlm munge
+  iproute2 iptables util-linux
   clang libclang-rt-14-dev
 )
 

@@ -311,6 +311,7 @@ Status project_row(const SimulateOptions& o, const Workload& workload, const Top
   row.set("peak_mem_bytes", mem.total_bytes).set("state_bytes", mem.state_bytes);
   row.set("model_mem_bytes", mem.total_bytes).set("model_state_bytes", mem.state_bytes);
   row.set("tgs", tgs).set("mfu", mfu).set("peak_tflops", o.peak_tflops).set("feasible", feasible ? 1 : 0);
+  row.set("fabric", o.cost->model_description());
   if (auto s = writer.write_row(row.ordered()); !s) return s;
   std::printf("%-10s %6d %-22s %-12s %10.3f %10.3f %8.0f %6.1f%% %10s%s\n", model.name.c_str(), gpus,
               strategy == "lins" ? ("lins " + plan.tuple_string()).substr(0, 22).c_str() : strategy.c_str(),

@@ -354,7 +354,7 @@ Result<Peak> peak_rate(const StepOptions& o, const BackendFactory& make_backend,
   return peak;
 }
 
-void print_run_header(const StepOptions& o, const Peak& peak, int world) {
+void print_run_header(const StepOptions& o, const Peak& peak, int world, const std::string& fabric) {
   const Workload& w = o.workload;
   std::printf(
       "lins step: %d ranks as %d node(s) x %d per node, model %s (%s parameters), seq %d, micro-batch %d, "
@@ -363,6 +363,7 @@ void print_run_header(const StepOptions& o, const Peak& peak, int world) {
       w.seq, w.micro_batch_size, w.micro_batches, (long long)w.global_batch_tokens, overlap_name(o.overlap),
       w.recompute ? ", recompute" : "", (unsigned long long)o.warmup, o.steps);
   std::printf("lins step: peak for MFU %.3f TFLOP/s per rank (%s)\n", peak.tflops, peak.source.c_str());
+  std::printf("lins step: fabric %s\n", fabric.c_str());
   std::fflush(stdout);
 }
 
@@ -496,11 +497,12 @@ int run_step(const Args& args) {
   if (!plans) return fail(plans.error());
   auto peak = peak_rate(o, *make_backend, world);
   if (!peak) return fail(peak.error());
-  if (rank == 0) print_run_header(o, *peak, world);
+  const std::string fabric = fabric_label(MPI_COMM_WORLD);
+  if (rank == 0) print_run_header(o, *peak, world, fabric);
   auto writer = open_step_csv(o, rank);
   if (!writer) return fail(writer.error());
 
-  StepRun run{o, *make_backend, *peak, writer->get(), rank, world, {}};
+  StepRun run{o, *make_backend, *peak, writer->get(), rank, world, fabric, {}};
   std::vector<TableRow> table;
   for (std::size_t i = 0; i < plans->size(); ++i) {
     auto row = run_strategy(run, o.strategies[i], (*plans)[i], i, plans->size());

@@ -195,7 +195,7 @@ void write_step_row(const StepRun& r, const std::string& strategy, const Plan& p
   StepRow row;
   set_run_columns(row, "measured", strategy, plan, r.o.workload, r.o.topo, kStepBackendNames.name(r.o.backend),
                   r.o.precision, r.o.compute, r.o.overlap);
-  row.set("step", timed);
+  row.set("step", timed).set("fabric", r.fabric);
   row.set("step_time_s", f.step_max).set("step_time_min_s", f.step_min).set("step_time_mean_s", f.step_mean);
   row.set("forward_s", f.fwd).set("backward_s", f.bwd).set("optimizer_s", f.opt).set("exposed_comm_s", f.exposed);
   for (CollKind k : kCollKindNames.values()) row.set(std::string(coll_kind_name(k)) + "_bytes", f.kind[int(k)]);

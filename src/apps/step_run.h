@@ -73,6 +73,7 @@ struct StepRun {
   Peak peak;
   CsvWriter* writer = nullptr;  // rank 0 only
   int rank = 0, world = 1;
+  std::string fabric;  // fabric_label(): what carried the collectives
   std::string collective_rows;
 };
 

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <map>
@@ -47,7 +48,7 @@ std::string mpi_library_version() {
 JsonObject relevant_environment() {
   static const char* kExact[] = {"OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",    "CUDA_VISIBLE_DEVICES", "SLURM_JOB_ID",
                                  "SLURM_JOB_NAME",       "SLURM_JOB_NODELIST", "SLURM_JOB_NUM_NODES",  "SLURM_NTASKS",
-                                 "SLURM_STEP_ID",        "SLURM_CLUSTER_NAME", "SLURM_JOB_PARTITION"};
+                                 "SLURM_STEP_ID",        "SLURM_CLUSTER_NAME", "SLURM_JOB_PARTITION", "LINS_FABRIC"};
   // Launcher-internal OMPI_MCA_* variables (URIs, session folders) are left out; these are the ones users set.
   static const char* kPrefixes[] = {"NCCL_", "UCX_", "OMPI_MCA_btl", "OMPI_MCA_pml", "OMPI_MCA_mtl", "OMPI_MCA_coll"};
   std::map<std::string, std::string> found;
@@ -63,6 +64,28 @@ JsonObject relevant_environment() {
   JsonObject o;
   for (auto& [k, v] : found) o.set(k, v);
   return o;
+}
+
+namespace {
+
+std::string fabric_from_hosts(const std::vector<std::string>& hosts) {
+  if (const char* f = std::getenv("LINS_FABRIC"); f && *f) return f;
+  std::vector<std::string> unique = hosts;
+  std::sort(unique.begin(), unique.end());
+  unique.erase(std::unique(unique.begin(), unique.end()), unique.end());
+  return unique.size() <= 1 ? "shared-memory" : "hosts:" + std::to_string(unique.size());
+}
+
+}  // namespace
+
+std::string fabric_label(MPI_Comm comm) {
+  // Rank 0's view, sent to all: every rank then writes the same label even if one rank's environment differs.
+  std::string label = fabric_from_hosts(gather_host_names(comm));
+  int len = static_cast<int>(label.size());
+  MPI_CHECK(MPI_Bcast(&len, 1, MPI_INT, 0, comm));
+  label.resize(static_cast<std::size_t>(len));
+  MPI_CHECK(MPI_Bcast(label.data(), len, MPI_CHAR, 0, comm));
+  return label;
 }
 
 namespace {
@@ -97,6 +120,7 @@ JsonObject gather_provenance(MPI_Comm comm, const std::vector<std::string>& argv
   o.set("world_size", size);
   o.set("hosts", JsonValue(hosts));
   o.set("host_count", static_cast<int>(unique.size()));
+  o.set("fabric", fabric_from_hosts(hosts));
   o.set("mpi_library_version", mpi_library_version());
   o.set("mpi_standard", std::to_string(version) + "." + std::to_string(subversion));
   o.set("mpi_thread_multiple", thread_level >= MPI_THREAD_MULTIPLE);

@@ -20,6 +20,11 @@ std::string mpi_library_version();
 // variables, every NCCL_*, UCX_* and OMPI_MCA_{btl,pml,mtl,coll}* variable that is set (name -> value, sorted).
 JsonObject relevant_environment();
 
+// What carries this job's collectives, the same on every rank (collective): LINS_FABRIC where the launcher set it
+// (scripts/cluster.sh run: "emulated:NxR:RATE,DELAY,LOSS"), else "shared-memory" when every rank is on one host, else
+// "hosts:N".
+std::string fabric_label(MPI_Comm comm);
+
 // The provenance object (collective over `comm`: gathers host names). `extra` members are appended as "run".
 JsonObject gather_provenance(MPI_Comm comm, const std::vector<std::string>& argv, const JsonObject& extra = {});
 

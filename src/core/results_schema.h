@@ -78,6 +78,9 @@ inline const std::vector<Column>& step_csv_columns() {
       {"mfu", "model FLOPs utilisation against peak_tflops, a fraction (Megatron formula, docs/method.md)"},
       {"peak_tflops", "peak rate per GPU used for MFU"},
       {"feasible", "1 when the plan fits in memory; projected rows may be 0 (drawn as oom)"},
+      {"fabric",
+       "what carried the collectives: shared-memory (every rank on one host), emulated:NxR:RATE,DELAY,LOSS (the "
+       "namespace cluster of scripts/cluster.sh), hosts:N (real hosts); projected rows: the network model"},
   };
   return cols;
 }

@@ -1,0 +1,341 @@
+#!/usr/bin/env bash
+# An emulated two-level cluster on one machine: each node is a Linux network namespace with its own hostname, joined
+# to the others through a bridge whose uplinks are shaped with tc (rate, delay, loss); MPI jobs run across it with
+# shared memory between the ranks of a node and TCP over the shaped link between nodes. See docs/cluster.md.
+#
+#   scripts/cluster.sh up --nodes N --ranks-per-node R [--link RATE[,DELAY[,LOSS]]]
+#   scripts/cluster.sh run [mpirun options] -- COMMAND...
+#   scripts/cluster.sh status
+#   scripts/cluster.sh link NODE RATE[,DELAY[,LOSS]] | down | up     (change one node's uplink: slow node, cut link)
+#   scripts/cluster.sh down
+#
+# RATE takes tc's units (800mbit, 2gbit); DELAY is the one-way latency added between two nodes (0.5ms); LOSS the
+# share of packets a node's uplink drops (5%). Default link: 1600mbit,0.5ms,0% (docs/cluster.md says why).
+# LINS_CLUSTER (default lins) names the cluster, so that several can coexist: namespaces LINS_CLUSTER-sw (the switch
+# and the MPI launcher) and LINS_CLUSTER-nI (node I). Addresses exist only inside those namespaces (198.18.0.0/24, the
+# range set aside for benchmarking networks); the root namespace and the machine's own interfaces are never touched.
+# The cluster's state lives in /run/LINS_CLUSTER-cluster. Needs root or CAP_NET_ADMIN and CAP_SYS_ADMIN.
+set -Eeuo pipefail
+
+name=${LINS_CLUSTER:-lins}
+state=/run/$name-cluster
+sw=$name-sw
+subnet_prefix=198.18.0
+subnet=$subnet_prefix.0/24
+head_addr=$subnet_prefix.1
+default_link=1600mbit,0.5ms,0%
+self=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
+rules=$(cd "$(dirname "$0")" && pwd)/cluster/coll-rules.conf  # Open MPI's collective algorithms (docs/cluster.md)
+
+die() {
+  echo "cluster.sh: $*" >&2
+  exit 2
+}
+
+node_ns() { echo "$name-n$1"; }
+node_addr() { echo "$subnet_prefix.$((10 + $1))"; }
+
+# --- privilege ---------------------------------------------------------------------------------------------------
+
+check_privilege() {
+  local probe=$name-probe$$
+  if ! ip netns add "$probe" 2>/dev/null; then
+    cat >&2 <<EOF
+cluster.sh: cannot create network namespaces here (needs root, or CAP_NET_ADMIN and CAP_SYS_ADMIN).
+  Run it as root (sudo scripts/cluster.sh ...), or inside a user and network namespace where the kernel allows one:
+  unshare -Urnm --propagation private scripts/cluster.sh ... ; without either, run jobs with plain mpirun (all ranks
+  then share this machine's memory: one fabric, no inter-node link).
+EOF
+    return 1
+  fi
+  ip netns del "$probe"
+  command -v tc >/dev/null || { echo "cluster.sh: tc (iproute2) is missing: apt-get install iproute2" >&2; return 1; }
+}
+
+# --- link settings ------------------------------------------------------------------------------------------------
+
+# Splits RATE[,DELAY[,LOSS]] into link_rate, link_delay, link_loss (defaults 0ms and 0%), checking each.
+parse_link() {
+  local text=$1
+  IFS=, read -r link_rate link_delay link_loss extra <<<"$text"
+  [ -z "${extra:-}" ] || die "--link '$text' has more than three fields; expected RATE[,DELAY[,LOSS]] such as 800mbit,0.5ms,1%"
+  link_delay=${link_delay:-0ms}
+  link_loss=${link_loss:-0%}
+  [[ $link_rate =~ ^[0-9]+(\.[0-9]+)?(kbit|mbit|gbit)$ ]] ||
+    die "link rate '$link_rate' is not a rate; expected a number and kbit, mbit or gbit, such as 800mbit"
+  [[ $link_delay =~ ^[0-9]+(\.[0-9]+)?(us|ms|s)$ ]] ||
+    die "link delay '$link_delay' is not a time; expected a number and us, ms or s, such as 0.5ms"
+  [[ $link_loss =~ ^[0-9]+(\.[0-9]+)?%$ ]] || die "link loss '$link_loss' is not a percentage, such as 5%"
+  awk -v l="${link_loss%\%}" 'BEGIN { exit !(l < 100) }' || die "link loss '$link_loss' must be below 100%"
+  awk -v r="${link_rate%%[a-z]*}" 'BEGIN { exit !(r > 0) }' || die "link rate '$link_rate' must be above zero"
+}
+
+# Bytes per second of a tc rate such as 800mbit.
+rate_bytes_per_s() {
+  local num=${1%%[a-z]*} unit=${1##*[0-9.]}
+  case $unit in
+    kbit) awk -v n="$num" 'BEGIN { printf "%.0f", n * 1e3 / 8 }' ;;
+    mbit) awk -v n="$num" 'BEGIN { printf "%.0f", n * 1e6 / 8 }' ;;
+    gbit) awk -v n="$num" 'BEGIN { printf "%.0f", n * 1e9 / 8 }' ;;
+  esac
+}
+
+# Shapes one interface's egress to a rate with a token bucket holding 4 ms of traffic, but at least 256 KiB, as the
+# veth hands over 64 KiB segments. A delay needs netem at the root with the bucket under it; kernels without
+# sch_netem get a clear refusal for a delay.
+shape() {
+  local ns=$1 dev=$2 rate=$3 delay=$4
+  local bps burst
+  bps=$(rate_bytes_per_s "$rate")
+  burst=$((bps / 250))
+  [ "$burst" -ge 262144 ] || burst=262144
+  ip netns exec "$ns" tc qdisc del dev "$dev" root 2>/dev/null || true
+  if is_zero "$delay"; then
+    ip netns exec "$ns" tc qdisc add dev "$dev" root handle 10: tbf rate "$rate" burst "$burst" latency 200ms
+    return
+  fi
+  if ! ip netns exec "$ns" tc qdisc add dev "$dev" root handle 1: netem delay "$delay" limit 100000 2>/dev/null; then
+    echo "cluster.sh: a link delay needs the kernel's netem queueing discipline (sch_netem), which this kernel" \
+      "lacks; give the link without a delay (for example --link $rate) or load sch_netem" >&2
+    return 1
+  fi
+  ip netns exec "$ns" tc qdisc add dev "$dev" parent 1:1 handle 10: tbf rate "$rate" burst "$burst" latency 200ms
+}
+
+is_zero() { awk -v v="${1%%[a-z%]*}" 'BEGIN { exit !(v == 0) }'; }
+
+# Random loss on a node's sent packets, with the statistic match of the node's own packet filter (its namespace's
+# tables; the machine's own firewall is untouched).
+set_loss() {
+  local ns=$1 loss=$2 ipt=iptables-legacy
+  command -v $ipt >/dev/null || ipt=iptables
+  ip netns exec "$ns" $ipt -F OUTPUT 2>/dev/null || true
+  is_zero "$loss" && return 0
+  command -v $ipt >/dev/null || { echo "cluster.sh: a link loss needs iptables: apt-get install iptables" >&2; return 1; }
+  ip netns exec "$ns" $ipt -A OUTPUT -o eth0 -m statistic --mode random \
+    --probability "$(awk -v l="${loss%\%}" 'BEGIN { printf "%.6f", l / 100 }')" -j DROP
+}
+
+# A node's uplink: its own egress carries the delay and the loss (so each applies once between two nodes); the
+# switch's port to it is shaped to the same rate, so the uplink is limited both ways.
+shape_node() {
+  local i=$1 rate=$2 delay=$3 loss=$4
+  shape "$(node_ns "$i")" eth0 "$rate" "$delay"
+  shape "$sw" "p$i" "$rate" 0ms
+  set_loss "$(node_ns "$i")" "$loss"
+}
+
+# --- up / down ----------------------------------------------------------------------------------------------------
+
+remove_all() {
+  local ns
+  for ns in $(ip netns list 2>/dev/null | awk '{print $1}'); do
+    case $ns in
+      "$name"-sw | "$name"-n[0-9]*)
+        # Processes left in it (an interrupted run's daemons) go first, or the namespace outlives its name.
+        ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
+        ip netns del "$ns" 2>/dev/null || true
+        ;;
+    esac
+  done
+  rm -rf "$state"
+}
+
+cores_of_node() {
+  local i=$1 nodes=$2 ncpu
+  ncpu=$(nproc)
+  if [ "$nodes" -ge "$ncpu" ]; then
+    echo $((i % ncpu))
+  else
+    local per=$((ncpu / nodes))
+    echo "$((i * per))-$(((i + 1) * per - 1))"
+  fi
+}
+
+cmd_up() {
+  local nodes="" rpn="" link=$default_link
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --nodes) nodes=${2:-}; shift 2 || die "--nodes needs a value" ;;
+      --ranks-per-node) rpn=${2:-}; shift 2 || die "--ranks-per-node needs a value" ;;
+      --link) link=${2:-}; shift 2 || die "--link needs a value" ;;
+      *) die "up: unknown option '$1'; expected --nodes N --ranks-per-node R [--link RATE[,DELAY[,LOSS]]]" ;;
+    esac
+  done
+  [[ $nodes =~ ^[0-9]+$ ]] && [ "$nodes" -ge 1 ] && [ "$nodes" -le 64 ] ||
+    die "--nodes '$nodes' must be a whole number from 1 to 64"
+  [[ $rpn =~ ^[0-9]+$ ]] && [ "$rpn" -ge 1 ] && [ "$rpn" -le 64 ] ||
+    die "--ranks-per-node '$rpn' must be a whole number from 1 to 64"
+  parse_link "$link"
+  check_privilege || exit 3
+  if [ -d "$state" ] || ip netns list | grep -q "^$sw\b"; then
+    echo "cluster.sh: replacing the cluster '$name' that is already up" >&2
+    remove_all
+  fi
+  trap 'echo "cluster.sh: up failed; removing what it made" >&2; remove_all; exit 1' ERR
+  trap 'echo "cluster.sh: up interrupted; removing what it made" >&2; remove_all; exit 130' INT TERM
+  mkdir -p "$state"
+  ip netns add "$sw"
+  ip -n "$sw" link set lo up
+  ip -n "$sw" link add name br0 type bridge
+  ip -n "$sw" addr add "$head_addr/24" dev br0
+  ip -n "$sw" link set br0 up
+  : >"$state/hostfile"
+  : >"$state/nodes"
+  local i ns
+  for ((i = 0; i < nodes; i++)); do
+    ns=$(node_ns "$i")
+    ip netns add "$ns"
+    ip -n "$ns" link set lo up
+    ip -n "$sw" link add name "p$i" type veth peer name eth0 netns "$ns"
+    ip -n "$sw" link set "p$i" master br0 up
+    ip -n "$ns" addr add "$(node_addr "$i")/24" dev eth0
+    ip -n "$ns" link set eth0 up
+    shape_node "$i" "$link_rate" "$link_delay" "$link_loss"
+    echo "$(node_addr "$i") slots=$rpn" >>"$state/hostfile"
+    echo "$i $ns $(node_addr "$i") $(cores_of_node "$i" "$nodes") $link_rate,$link_delay,$link_loss" >>"$state/nodes"
+  done
+  cat >"$state/config" <<EOF
+nodes=$nodes
+ranks_per_node=$rpn
+link=$link_rate,$link_delay,$link_loss
+EOF
+  trap - ERR INT TERM
+  wait_reachable "$nodes"
+  echo "cluster '$name': $nodes nodes x $rpn ranks, uplinks $link_rate, delay $link_delay, loss $link_loss (subnet $subnet)"
+}
+
+# Waits until every node answers on TCP from the switch namespace (the bridge ports take a moment to forward): a
+# closed port's reset ("refused") means the path is up.
+wait_reachable() {
+  local nodes=$1 i tries
+  for ((i = 0; i < nodes; i++)); do
+    for ((tries = 0; tries < 50; tries++)); do
+      local answer
+      answer=$(timeout 0.5 ip netns exec "$sw" bash -c "exec 3<>/dev/tcp/$(node_addr "$i")/9" 2>&1 || true)
+      [[ $answer == *refused* ]] && break
+      sleep 0.1
+    done
+    [ "$tries" -lt 50 ] || { echo "cluster.sh: node $i does not answer" >&2; remove_all; exit 1; }
+  done
+}
+
+cmd_down() {
+  remove_all
+  echo "cluster '$name': down"
+}
+
+require_up() {
+  [ -f "$state/config" ] || die "no cluster '$name' is up; start one with: scripts/cluster.sh up --nodes 2 --ranks-per-node 2"
+  # shellcheck disable=SC1091
+  . "$state/config"
+}
+
+# --- run ----------------------------------------------------------------------------------------------------------
+
+# Open MPI's launcher calls this as `AGENT [options] HOST COMMAND...`, as it would call ssh: enter the node's
+# namespace with its own hostname, pinned to the node's share of the cores, and run the command through a shell.
+cmd_agent() {
+  while [ $# -gt 0 ] && [ "${1#-}" != "$1" ]; do shift; done
+  local host=$1
+  shift
+  local line
+  line=$(awk -v h="$host" '$3 == h' "$state/nodes")
+  [ -n "$line" ] || { echo "cluster.sh agent: $host is no node of cluster '$name'" >&2; exit 255; }
+  local ns cores
+  ns=$(echo "$line" | awk '{print $2}')
+  cores=$(echo "$line" | awk '{print $4}')
+  exec ip netns exec "$ns" unshare --uts sh -c 'hostname "$1"; shift; exec taskset -c "$@"' sh "$ns" "$cores" \
+    sh -c "$*"
+}
+
+cmd_run() {
+  require_up
+  local mpi_opts=()
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do
+    mpi_opts+=("$1")
+    shift
+  done
+  [ "${1:-}" = "--" ] || die "run: expected [mpirun options] -- COMMAND..."
+  shift
+  [ $# -gt 0 ] || die "run: no command after --"
+  local root_flags=()
+  [ "$(id -u)" -ne 0 ] || root_flags=(--allow-run-as-root)
+  local fabric="emulated:${nodes}x${ranks_per_node}:$link"
+  local env_flags=(-x LINS_FABRIC="$fabric" -x OPENBLAS_NUM_THREADS=1 -x OMP_NUM_THREADS=1 -x PATH)
+  [ -z "${LD_LIBRARY_PATH:-}" ] || env_flags+=(-x LD_LIBRARY_PATH)
+  ip netns exec "$sw" mpirun "${root_flags[@]}" --hostfile "$state/hostfile" -np $((nodes * ranks_per_node)) \
+    --map-by slot --bind-to none --oversubscribe \
+    --mca plm_rsh_agent "$self agent" --mca plm_rsh_no_tree_spawn 1 \
+    --mca btl self,vader,tcp --mca btl_tcp_if_include "$subnet" --mca oob_tcp_if_include "$subnet" \
+    --mca mpi_yield_when_idle 1 \
+    --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_dynamic_rules_filename "$rules" \
+    "${env_flags[@]}" "${mpi_opts[@]}" "$@" 2> >(grep -v --line-buffered 'plm:rsh: Warning: setpgid' >&2)
+}
+
+# --- status and link changes --------------------------------------------------------------------------------------
+
+# Measures one uplink: 8 MiB sent from node 0 to node 1 over TCP (one stream), megabits per second.
+measure_link_mbit() {
+  [ "$nodes" -ge 2 ] || { echo "-"; return; }
+  local py=/usr/bin/python3
+  [ -x $py ] || py=python3
+  local port=5999
+  ip netns exec "$(node_ns 1)" timeout 20 "$py" -c '
+import socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((sys.argv[1], int(sys.argv[2]))); s.listen(1); c, _ = s.accept()
+while c.recv(1 << 20): pass
+' "$(node_addr 1)" "$port" &
+  local server=$!
+  sleep 0.3
+  ip netns exec "$(node_ns 0)" timeout 20 "$py" -c '
+import socket, sys, time
+c = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+buf = b"x" * (1 << 20); c.sendall(buf)  # fills the queues before timing
+t = time.time()
+for _ in range(8): c.sendall(buf)
+c.shutdown(socket.SHUT_WR); c.recv(1); dt = time.time() - t
+print("%.0f" % (8 * 8 * 1048576 / dt / 1e6))
+' "$(node_addr 1)" "$port" || echo "-"
+  wait "$server" 2>/dev/null || true
+}
+
+cmd_status() {
+  require_up
+  echo "cluster '$name': $nodes nodes x $ranks_per_node ranks per node, subnet $subnet, launcher in namespace $sw"
+  printf '%-5s %-12s %-14s %-6s %s\n' node namespace address cores "link (rate,delay,loss)"
+  local i ns addr cores l
+  while read -r i ns addr cores l; do
+    printf '%-5s %-12s %-14s %-6s %s\n' "$i" "$ns" "$addr" "$cores" "$l"
+  done <"$state/nodes"
+  echo "measured node 0 -> node 1 (one TCP stream, 8 MiB): $(measure_link_mbit) Mbit/s"
+}
+
+cmd_link() {
+  require_up
+  local i=${1:-} what=${2:-}
+  [[ $i =~ ^[0-9]+$ ]] && [ "$i" -lt "$nodes" ] || die "link: node '$i' must be 0 to $((nodes - 1))"
+  case $what in
+    down) ip -n "$(node_ns "$i")" link set eth0 down ;;
+    up) ip -n "$(node_ns "$i")" link set eth0 up ;;
+    "") die "link: expected NODE RATE[,DELAY[,LOSS]], NODE down or NODE up" ;;
+    *)
+      parse_link "$what"
+      shape_node "$i" "$link_rate" "$link_delay" "$link_loss"
+      awk -v n="$i" -v l="$link_rate,$link_delay,$link_loss" '$1 == n { $5 = l } { print }' "$state/nodes" \
+        >"$state/nodes.new" && mv "$state/nodes.new" "$state/nodes"
+      ;;
+  esac
+  echo "cluster '$name': node $i link $what"
+}
+
+case ${1:-} in
+  up) shift; cmd_up "$@" ;;
+  down) shift; cmd_down ;;
+  run) shift; cmd_run "$@" ;;
+  status) shift; cmd_status ;;
+  link) shift; cmd_link "$@" ;;
+  agent) shift; cmd_agent "$@" ;;
+  *) die "expected up, run, status, link or down (see the top of scripts/cluster.sh)" ;;
+esac
