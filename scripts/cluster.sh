@@ -10,7 +10,7 @@
 #   scripts/cluster.sh down
 #
 # RATE takes tc's units (800mbit, 2gbit); DELAY is the one-way latency added between two nodes (0.5ms); LOSS the
-# share of packets a node's uplink drops (5%). Default link: 1600mbit,0.5ms,0% (docs/cluster.md says why).
+# share of packets a node's uplink drops (5%). Default link: 4gbit,0ms,0% (docs/cluster.md says why).
 # LINS_CLUSTER (default lins) names the cluster, so that several can coexist: namespaces LINS_CLUSTER-sw (the switch
 # and the MPI launcher) and LINS_CLUSTER-nI (node I). Addresses exist only inside those namespaces (198.18.0.0/24, the
 # range set aside for benchmarking networks); the root namespace and the machine's own interfaces are never touched.
@@ -23,7 +23,7 @@ sw=$name-sw
 subnet_prefix=198.18.0
 subnet=$subnet_prefix.0/24
 head_addr=$subnet_prefix.1
-default_link=1600mbit,0.5ms,0%
+default_link=4gbit,0ms,0%
 self=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
 rules=$(cd "$(dirname "$0")" && pwd)/cluster/coll-rules.conf  # Open MPI's collective algorithms (docs/cluster.md)
 
@@ -141,6 +141,12 @@ remove_all() {
   rm -rf "$state"
 }
 
+# A connection whose peer stops answering fails after about 3 s of retransmissions (3 tries) instead of Linux's
+# default of about 15 minutes, so that a cut link ends the job (the launcher learns it lost a node) instead of hanging.
+fail_fast_tcp() {
+  ip netns exec "$1" sysctl -qw net.ipv4.tcp_retries2=3
+}
+
 cores_of_node() {
   local i=$1 nodes=$2 ncpu
   ncpu=$(nproc)
@@ -176,6 +182,7 @@ cmd_up() {
   trap 'echo "cluster.sh: up interrupted; removing what it made" >&2; remove_all; exit 130' INT TERM
   mkdir -p "$state"
   ip netns add "$sw"
+  fail_fast_tcp "$sw"
   ip -n "$sw" link set lo up
   ip -n "$sw" link add name br0 type bridge
   ip -n "$sw" addr add "$head_addr/24" dev br0
@@ -186,6 +193,7 @@ cmd_up() {
   for ((i = 0; i < nodes; i++)); do
     ns=$(node_ns "$i")
     ip netns add "$ns"
+    fail_fast_tcp "$ns"
     ip -n "$ns" link set lo up
     ip -n "$sw" link add name "p$i" type veth peer name eth0 netns "$ns"
     ip -n "$sw" link set "p$i" master br0 up
@@ -205,15 +213,19 @@ EOF
   echo "cluster '$name': $nodes nodes x $rpn ranks, uplinks $link_rate, delay $link_delay, loss $link_loss (subnet $subnet)"
 }
 
-# Waits until every node answers on TCP from the switch namespace (the bridge ports take a moment to forward): a
-# closed port's reset ("refused") means the path is up.
+# Whether node $1 answers on TCP from the switch namespace: a closed port's reset ("refused") means the path is up.
+node_answers() {
+  local answer
+  answer=$(timeout 0.5 ip netns exec "$sw" bash -c "exec 3<>/dev/tcp/$(node_addr "$1")/9" 2>&1 || true)
+  [[ $answer == *refused* ]]
+}
+
+# Waits until every node answers (the bridge ports take a moment to forward).
 wait_reachable() {
   local nodes=$1 i tries
   for ((i = 0; i < nodes; i++)); do
     for ((tries = 0; tries < 50; tries++)); do
-      local answer
-      answer=$(timeout 0.5 ip netns exec "$sw" bash -c "exec 3<>/dev/tcp/$(node_addr "$i")/9" 2>&1 || true)
-      [[ $answer == *refused* ]] && break
+      node_answers "$i" && break
       sleep 0.1
     done
     [ "$tries" -lt 50 ] || { echo "cluster.sh: node $i does not answer" >&2; remove_all; exit 1; }
@@ -259,18 +271,40 @@ cmd_run() {
   [ "${1:-}" = "--" ] || die "run: expected [mpirun options] -- COMMAND..."
   shift
   [ $# -gt 0 ] || die "run: no command after --"
+  local i
+  for ((i = 0; i < nodes; i++)); do
+    node_answers "$i" || die "node $i ($(node_addr "$i")) does not answer from the launcher (its link is down?); nothing was started"
+  done
   local root_flags=()
   [ "$(id -u)" -ne 0 ] || root_flags=(--allow-run-as-root)
   local fabric="emulated:${nodes}x${ranks_per_node}:$link"
   local env_flags=(-x LINS_FABRIC="$fabric" -x OPENBLAS_NUM_THREADS=1 -x OMP_NUM_THREADS=1 -x PATH)
   [ -z "${LD_LIBRARY_PATH:-}" ] || env_flags+=(-x LD_LIBRARY_PATH)
+  # In the background, so that an interrupt can end the job and clear the nodes of what it left.
   ip netns exec "$sw" mpirun "${root_flags[@]}" --hostfile "$state/hostfile" -np $((nodes * ranks_per_node)) \
     --map-by slot --bind-to none --oversubscribe \
     --mca plm_rsh_agent "$self agent" --mca plm_rsh_no_tree_spawn 1 \
     --mca btl self,vader,tcp --mca btl_tcp_if_include "$subnet" --mca oob_tcp_if_include "$subnet" \
     --mca mpi_yield_when_idle 1 \
+    --mca oob_tcp_keepalive_time 5 --mca oob_tcp_keepalive_intvl 2 --mca oob_tcp_keepalive_probes 3 \
     --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_dynamic_rules_filename "$rules" \
-    "${env_flags[@]}" "${mpi_opts[@]}" "$@" 2> >(grep -v --line-buffered 'plm:rsh: Warning: setpgid' >&2)
+    "${env_flags[@]}" "${mpi_opts[@]}" "$@" 2> >(grep -v --line-buffered 'plm:rsh: Warning: setpgid' >&2) &
+  local job=$!
+  trap 'kill -TERM "$job" 2>/dev/null; sleep 1; clear_nodes; exit 130' INT TERM
+  local rc=0
+  wait "$job" || rc=$?
+  trap - INT TERM
+  clear_nodes
+  return "$rc"
+}
+
+# Ends whatever a job left in the cluster's namespaces (daemons of a node the launcher could no longer reach).
+clear_nodes() {
+  local ns pids
+  for ns in "$sw" $(awk '{print $2}' "$state/nodes"); do
+    pids=$(ip netns pids "$ns" 2>/dev/null || true)
+    [ -z "$pids" ] || kill -9 $pids 2>/dev/null || true
+  done
 }
 
 # --- status and link changes --------------------------------------------------------------------------------------
