@@ -42,9 +42,11 @@ check_privilege() {
   if ! ip netns add "$probe" 2>/dev/null; then
     cat >&2 <<EOF
 cluster.sh: cannot create network namespaces here (needs root, or CAP_NET_ADMIN and CAP_SYS_ADMIN).
-  Run it as root (sudo scripts/cluster.sh ...), or inside a user and network namespace where the kernel allows one:
-  unshare -Urnm --propagation private scripts/cluster.sh ... ; without either, run jobs with plain mpirun (all ranks
-  then share this machine's memory: one fabric, no inter-node link).
+  Run it as root (sudo scripts/cluster.sh ...), or, where the kernel lets users make user namespaces, everything
+  inside one, with a /run of its own:
+    unshare -Urnm --propagation private sh -c 'export TMPDIR=\$(mktemp -d); mount -t tmpfs run /run &&
+      scripts/cluster.sh up --nodes 2 --ranks-per-node 2 && scripts/cluster.sh run -- COMMAND; scripts/cluster.sh down'
+  Without either, run jobs with plain mpirun (all ranks then share this machine's memory: no inter-node link).
 EOF
     return 1
   fi
@@ -81,7 +83,8 @@ rate_bytes_per_s() {
 }
 
 # Shapes one interface's egress to a rate with a token bucket holding 4 ms of traffic, but at least 256 KiB, as the
-# veth hands over 64 KiB segments. A delay needs netem at the root with the bucket under it; kernels without
+# veth hands over 64 KiB segments, and queues at most 50 ms (a deep queue delays the acknowledgements of the
+# other direction and slows both). A delay needs netem at the root with the bucket under it; kernels without
 # sch_netem get a clear refusal for a delay.
 shape() {
   local ns=$1 dev=$2 rate=$3 delay=$4
@@ -91,7 +94,7 @@ shape() {
   [ "$burst" -ge 262144 ] || burst=262144
   ip netns exec "$ns" tc qdisc del dev "$dev" root 2>/dev/null || true
   if is_zero "$delay"; then
-    ip netns exec "$ns" tc qdisc add dev "$dev" root handle 10: tbf rate "$rate" burst "$burst" latency 200ms
+    ip netns exec "$ns" tc qdisc add dev "$dev" root handle 10: tbf rate "$rate" burst "$burst" latency 50ms
     return
   fi
   if ! ip netns exec "$ns" tc qdisc add dev "$dev" root handle 1: netem delay "$delay" limit 100000 2>/dev/null; then
@@ -99,7 +102,7 @@ shape() {
       "lacks; give the link without a delay (for example --link $rate) or load sch_netem" >&2
     return 1
   fi
-  ip netns exec "$ns" tc qdisc add dev "$dev" parent 1:1 handle 10: tbf rate "$rate" burst "$burst" latency 200ms
+  ip netns exec "$ns" tc qdisc add dev "$dev" parent 1:1 handle 10: tbf rate "$rate" burst "$burst" latency 50ms
 }
 
 is_zero() { awk -v v="${1%%[a-z%]*}" 'BEGIN { exit !(v == 0) }'; }
@@ -145,6 +148,8 @@ remove_all() {
 # default of about 15 minutes, so that a cut link ends the job (the launcher learns it lost a node) instead of hanging.
 fail_fast_tcp() {
   ip netns exec "$1" sysctl -qw net.ipv4.tcp_retries2=3
+  # An RDMA fabric has no slow start after a pause between collectives; TCP here should not either.
+  ip netns exec "$1" sysctl -qw net.ipv4.tcp_slow_start_after_idle=0
 }
 
 cores_of_node() {

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Every strategy on 2 nodes x 2 ranks across the shaped link: the fabric on every row, the same loss as one-rank DDP
+# (fp32 storage: every strategy's arithmetic matches), measured bytes equal to the schedule's, inside and across nodes.
+source "$(dirname "$0")/common.sh"
+bin=$(realpath "${1:-$repo/build/lins}")
+cluster_begin
+work=$(mktemp -d)
+trap '"$cluster" down >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
+
+strategies=ddp,zero1,zero2,zero3,mics,zeropp,fsdp,hsdp,lins,p=2x1,g=2x1,os=2x1
+"$cluster" up --nodes 2 --ranks-per-node 2 >/dev/null
+"$cluster" run -- "$bin" step --model small --gpus-per-node 2 --strategies "$strategies" --gpu-mem 16MiB \
+  --precision fp32 --warmup 0 --steps 1 --timeout 60 --out "$work/cluster" | tail -n 14
+tokens=$("$py" -c "import csv,sys; print(next(csv.DictReader(l for l in open(sys.argv[1]) if l[0] != '#'))['tokens'])" \
+  "$work/cluster/step.csv")
+OPENBLAS_NUM_THREADS=1 "$bin" step --model small --gpus-per-node 1 --strategies ddp --precision fp32 --warmup 0 \
+  --steps 1 --global-batch-tokens "$tokens" --out "$work/one" >/dev/null
+"$py" - "$work" <<'PY'
+import csv, sys
+def rows(p):
+    return list(csv.DictReader(l for l in open(p) if not l.startswith("#")))
+got = rows(f"{sys.argv[1]}/cluster/step.csv")
+ref = float(rows(f"{sys.argv[1]}/one/step.csv")[0]["loss"])
+bad = []
+for r in got:
+    s = r["strategy"]
+    if not r["fabric"].startswith("emulated:2x2:"):
+        bad.append(f"{s}: fabric {r['fabric']!r}")
+    if abs(float(r["loss"]) - ref) > 1e-6 * abs(ref):
+        bad.append(f"{s}: loss {r['loss']} vs one-rank ddp {ref}")
+    for k in ["all_gather", "reduce_scatter", "all_reduce", "broadcast", "intra", "inter"]:
+        if float(r[f"{k}_bytes"]) != float(r[f"pred_{k}_bytes"]):
+            bad.append(f"{s}: {k} bytes {r[k + '_bytes']} measured vs {r['pred_' + k + '_bytes']} scheduled")
+    print(f"{s:22s} loss {float(r['loss']):.7f}  intra {float(r['intra_bytes']):>10.0f} B  inter {float(r['inter_bytes']):>10.0f} B")
+if len(got) != 10:
+    bad.append(f"{len(got)} rows, expected 10 strategies")
+if not any(float(r["inter_bytes"]) > 0 for r in got) or not any(float(r["intra_bytes"]) > 0 for r in got):
+    bad.append("no strategy moved bytes both inside and across nodes")
+if bad:
+    sys.exit("FAIL: " + "; ".join(bad))
+print(f"PASS (one-rank ddp loss {ref:.7f})")
+PY
