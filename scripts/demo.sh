@@ -2,6 +2,9 @@
 # Sets up, builds and runs the main job on a default that needs no cluster: the synthetic LLaMA step under every
 # strategy on the CPU backend (4 MPI ranks as 2 nodes of 2, the small model), its trace replayed through the
 # simulator's timeline, a projection of the paper's scales with the cost model, and the figures drawn from both.
+# Where this machine allows network namespaces (root), the 2 nodes are real network hosts of an emulated cluster
+# (scripts/cluster.sh: shared memory inside a node, a shaped link between them; docs/cluster.md), brought up for the
+# job and removed after it; elsewhere the 4 ranks share this machine's memory, and the job says so.
 # Results under results/ (RESULTS_DIR to change).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,24 +21,50 @@ mpi_flags=(--oversubscribe -x OPENBLAS_NUM_THREADS=1 -x OMP_NUM_THREADS=1)
 ds_scaled=(--ds-persistence-threshold 14 --ds-prefetch-bucket 7200 --ds-max-reuse-distance 144000
   --ds-reduce-bucket 72000)
 
-echo "== 1/4 lins step: every strategy, 4 ranks as 2 nodes of 2 (CPU backend, measured) =="
-# --gpu-mem gives the planner a memory limit to plan under (per rank; bf16 P and G, fp32 optimizer states).
-# The last strategy is the MiCS plan (groups of one node) on the Lins engine, for Fig. 16/17.
-mpirun "${mpi_flags[@]}" -np 4 "$lins" step --model small --gpus-per-node 2 \
-  --strategies ddp,zero1,zero2,zero3,mics,zeropp,fsdp,hsdp,lins,p=2x1,g=2x1,os=2x1 --gpu-mem 16MiB \
-  "${ds_scaled[@]}" --profile data/profiles/cpu-2core-4ranks.csv --trace --out "$results/step"
+echo "== 1/5 the fabric: 2 nodes of 2 ranks =="
+mkdir -p "$results"
+export LINS_CLUSTER=${LINS_CLUSTER:-linsdemo}  # its own name: a cluster the user brought up is left alone
+figure_data=(--data "$results")
+if scripts/cluster.sh up --nodes 2 --ranks-per-node 2 >/dev/null 2>"$results/cluster.log"; then
+  trap 'scripts/cluster.sh down >/dev/null' EXIT
+  scripts/cluster.sh status
+  launch=(scripts/cluster.sh run --)
+  echo "-- lins comm --profile: every collective inside and across the nodes (the profile the planner reads)"
+  "${launch[@]}" "$lins" comm -b 4K -e 16M -f 4 -n 10 -w 3 --gpus-per-node 2 --profile "$results/profile/cluster.csv" |
+    grep -E '^# (Avg|wrote)'
+  profile=$results/profile/cluster.csv
+else
+  echo "demo: no emulated cluster on this machine ($(grep -m1 cluster.sh "$results/cluster.log")); the 4 ranks run on" \
+    "this machine's shared memory instead: 'nodes' are labels, inter-node bytes cost what intra-node bytes cost"
+  launch=(mpirun "${mpi_flags[@]}" -np 4)
+  profile=data/profiles/cpu-2core-4ranks.csv
+  figure_data+=(--data data/profiles)
+fi
 
 echo
-echo "== 2/4 lins replay: the measured steps re-timed through the simulator's timeline =="
+echo "== 2/5 lins step: every strategy, 4 ranks as 2 nodes of 2 (CPU backend, measured) =="
+# --gpu-mem gives the planner a memory limit to plan under (per rank; bf16 P and G, fp32 optimizer states).
+# The last strategy is the MiCS plan (groups of one node) on the Lins engine, for Fig. 16/17.
+"${launch[@]}" "$lins" step --model small --gpus-per-node 2 \
+  --strategies ddp,zero1,zero2,zero3,mics,zeropp,fsdp,hsdp,lins,p=2x1,g=2x1,os=2x1 --gpu-mem 16MiB \
+  "${ds_scaled[@]}" --profile "$profile" --trace --out "$results/step"
+echo "-- Table V: the Lins plan with each overlap switched off in turn"
+for ov in no_bcast no_allreduce none; do
+  "${launch[@]}" "$lins" step --model small --gpus-per-node 2 --strategies lins --gpu-mem 16MiB --overlap "$ov" \
+    --profile "$profile" --out "$results/overlap/$ov" | grep -E '^lins +\('
+done
+
+echo
+echo "== 3/5 lins replay: the measured steps re-timed through the simulator's timeline =="
 "$lins" replay "$results/step" --csv "$results/step/replay.csv" | sed -n '/per strategy/,$p'
 
 echo
-echo "== 3/4 lins simulate: the paper's cluster, 8..1024 A800 GPUs (cost model, projected) =="
+echo "== 4/5 lins simulate: the paper's cluster, 8..1024 A800 GPUs (cost model, projected) =="
 "$lins" simulate --model llama-7b,llama-13b,llama-30b --gpus 8,32,128,512,1024 --paper-recompute \
   --strategies zero1,zero3,zeropp,mics,lins,p=8x1,g=8x1,os=8x1 --out "$results/simulate/projection.csv" | tail -n 19
 
 echo
-echo "== 4/4 figures =="
+echo "== 5/5 figures =="
 python=${LINS_PYTHON:-/usr/bin/python3}
-"$python" analysis/make_figures.py --data "$results" --data data/profiles --out "$results/figures"
-echo "results: $results/step (measured), $results/simulate (projected), $results/figures"
+"$python" analysis/make_figures.py "${figure_data[@]}" --out "$results/figures"
+echo "results: $results/step (measured on fabric $(grep -o '"fabric": "[^"]*' "$results/step/step.provenance.json" | cut -d'"' -f4)), $results/simulate (projected), $results/figures"
