@@ -10,6 +10,20 @@ import sys
 import pandas as pd
 
 
+def alias_for(aliases, run, strategy):
+    """The projected name of a measured strategy: a run's own alias ("RUN:lins=PLAN") first, then one for all runs."""
+    return aliases.get((run, strategy), aliases.get((None, strategy), strategy))
+
+
+def parse_aliases(texts):
+    aliases = {}
+    for a in texts:
+        name, projected = a.split("=", 1)
+        run, _, strategy = name.rpartition(":")
+        aliases[(run or None, strategy)] = projected
+    return aliases
+
+
 def compare(pairs, aliases):
     rows = []
     for label, measured_path, projected_path in pairs:
@@ -17,7 +31,7 @@ def compare(pairs, aliases):
         meas = meas[meas["source"] == "measured"]
         proj = pd.read_csv(projected_path)
         for strategy, g in meas.groupby("strategy", sort=False):
-            p = proj[proj["strategy"] == aliases.get(strategy, strategy)]
+            p = proj[proj["strategy"] == alias_for(aliases, label, strategy)]
             if p.empty:
                 continue
             m, q = g["step_time_s"].mean(), float(p["step_time_s"].iloc[0])
@@ -33,11 +47,12 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--pair", action="append", nargs=3, metavar=("LABEL", "MEASURED_CSV", "PROJECTED_CSV"),
                     required=True, help="a measured step CSV and the projection of its configuration")
-    ap.add_argument("--alias", action="append", default=[], metavar="MEASURED=PROJECTED",
-                    help="a measured strategy projected under another name (lins=p=1x1,g=1x1,os=2x2)")
+    ap.add_argument("--alias", action="append", default=[], metavar="[RUN:]MEASURED=PROJECTED",
+                    help="a measured strategy projected under another name (lins=p=1x1,g=1x1,os=2x2), in every run "
+                         "or in the run labelled RUN only (m2:lins=p=2x1,g=2x1,os=2x2)")
     ap.add_argument("--csv", help="write the table here")
     args = ap.parse_args(argv)
-    aliases = dict(a.split("=", 1) for a in args.alias)
+    aliases = parse_aliases(args.alias)
     df = compare(args.pair, aliases)
     if df.empty:
         print("no strategy of the measured CSVs was projected", file=sys.stderr)
@@ -46,6 +61,8 @@ def main(argv=None):
     print(df.to_string(index=False, float_format=lambda x: f"{x:.4f}"))
     worst = df.groupby("run")["error"].apply(lambda e: e.abs().max())
     print("largest |error| per run: " + ", ".join(f"{k} {v:.1%}" for k, v in worst.items()))
+    per_strategy = df.groupby("strategy", sort=False)["error"].apply(lambda e: e.abs().max())
+    print("largest |error| per strategy: " + ", ".join(f"{k} {v:.1%}" for k, v in per_strategy.items()))
     if args.csv:
         df.to_csv(args.csv, index=False)
     return 0

@@ -1,43 +1,96 @@
 #!/usr/bin/env bash
-# The projection checked against this machine: measures a bandwidth profile with `lins comm --profile` (ranks bound to
-# cores), runs `lins step --overlap none` for every strategy at three micro-batch counts, calibrates compute from the
-# runs at the first and last count (`--calibrate ... --calibrate-as ddp`: where ranks share cores, DDP, with no
-# synchronisation between modules, measures the contended compute rate every strategy pays), projects each run's exact
-# configuration with `lins simulate` and prints projected against measured step times (the middle count is out of
-# sample). Usage: scripts/validate-projection.sh [OUTDIR] (default results/validation). About two minutes on 2 cores.
+# The projection checked against measured runs of the same configurations: measures a bandwidth profile with
+# `lins comm --profile`, runs `lins step` for every strategy at several micro-batch counts, calibrates compute from
+# two of the runs (`--calibrate ... --calibrate-as ddp`: where ranks share cores, DDP, with no synchronisation between
+# modules, measures the contended compute rate every strategy pays), projects each run's exact configuration with
+# `lins simulate` and prints projected against measured step times per run and per strategy.
+#
+#   scripts/validate-projection.sh [OUTDIR]            4 ranks on this machine's shared memory (ranks bound to cores),
+#                                                      overlap none at M = 2, 3, 4 (default OUTDIR results/validation)
+#   scripts/validate-projection.sh --cluster [OUTDIR]  the emulated cluster (scripts/cluster.sh): 2 and 4 nodes of 2
+#                                                      ranks across the shaped link, profiles measured on it, overlap
+#                                                      all and none; calibrated from 2 nodes at M = 2 and 4, overlap
+#                                                      none (default OUTDIR results/validation-cluster)
+# About two (shared memory) or five (cluster) minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+mode=local
+if [ "${1:-}" = "--cluster" ]; then
+  mode=cluster
+  shift
+fi
 scripts/build.sh
-out=${1:-results/validation}
-lins=${BUILD_DIR:-build}/lins
+out=${1:-results/validation$([ $mode = cluster ] && echo -cluster)}
+lins=$(realpath "${BUILD_DIR:-build}/lins")
 python=${LINS_PYTHON:-/usr/bin/python3}
 mkdir -p "$out"
-ranks=4 per_node=2
-mpi=(--oversubscribe --bind-to core:overload-allowed --map-by core -x OPENBLAS_NUM_THREADS=1 -x OMP_NUM_THREADS=1)
-[ "$(id -u)" -eq 0 ] && mpi+=(--allow-run-as-root)
+per_node=2
 strategies=ddp,zero1,zero2,zero3,mics,zeropp,fsdp,hsdp,lins,p=2x1,g=2x1,os=2x1
 # DeepSpeed's element thresholds scaled to the small model (as in scripts/demo.sh).
 ds=(--ds-persistence-threshold 14 --ds-prefetch-bucket 7200 --ds-max-reuse-distance 144000 --ds-reduce-bucket 72000)
 
-echo "== profile: lins comm --profile (bf16, as the step's collectives), ranks bound to cores =="
-mpirun "${mpi[@]}" -np $ranks "$lins" comm -b 256 -e 4M -f 2 -n 30 -w 5 -d bf16 --gpus-per-node $per_node \
-  --profile "$out/profile.csv" >"$out/profile.log"
-for M in 2 3 4; do
-  echo "== lins step --overlap none, M = $M =="
-  mpirun "${mpi[@]}" -np $ranks "$lins" step --model small --gpus-per-node $per_node --micro-batches $M \
-    --overlap none --strategies "$strategies" --gpu-mem 16MiB "${ds[@]}" --warmup 2 --steps 8 \
-    --profile "$out/profile.csv" --out "$out/m$M" >"$out/m$M.log"
+# launch NODES COMMAND...: the command on NODES nodes of $per_node ranks.
+if [ $mode = cluster ]; then
+  export LINS_CLUSTER=${LINS_CLUSTER:-linsval}
+  trap 'scripts/cluster.sh down >/dev/null 2>&1 || true' EXIT
+  current_nodes=0
+  launch() {
+    local nodes=$1
+    shift
+    if [ "$current_nodes" != "$nodes" ]; then
+      scripts/cluster.sh up --nodes "$nodes" --ranks-per-node $per_node >/dev/null
+      current_nodes=$nodes
+    fi
+    scripts/cluster.sh run -- "$@"
+  }
+else
+  mpi=(--oversubscribe --bind-to core:overload-allowed --map-by core -x OPENBLAS_NUM_THREADS=1 -x OMP_NUM_THREADS=1)
+  [ "$(id -u)" -eq 0 ] && mpi+=(--allow-run-as-root)
+  launch() {
+    local nodes=$1
+    shift
+    mpirun "${mpi[@]}" -np $((nodes * per_node)) "$@"
+  }
+fi
+
+# The runs: "NODES M OVERLAP" each; the first two calibrate compute.
+if [ $mode = cluster ]; then
+  runs=("2 2 none" "2 4 none" "2 3 none" "2 2 all" "2 4 all" "4 2 none" "4 2 all")
+  node_counts=(2 4)
+else
+  runs=("2 2 none" "2 4 none" "2 3 none")
+  node_counts=(2)
+fi
+
+for n in "${node_counts[@]}"; do
+  echo "== profile: lins comm --profile (bf16, as the step's collectives), $n nodes of $per_node =="
+  launch "$n" "$lins" comm -b 256 -e 4M -f 2 -n 30 -w 5 -d bf16 --gpus-per-node $per_node \
+    --profile "$out/profile_n$n.csv" >"$out/profile_n$n.log"
 done
-# The measured run's planned `lins` plan, projected by name.
-lins_plan=$(grep -o 'lins: the planner chose [^ ]*' "$out/m2.log" | awk '{print $5}')
+for r in "${runs[@]}"; do
+  read -r n m ov <<<"$r"
+  echo "== lins step --overlap $ov, $n nodes, M = $m =="
+  launch "$n" "$lins" step --model small --gpus-per-node $per_node --micro-batches "$m" --overlap "$ov" \
+    --strategies "$strategies" --gpu-mem 16MiB "${ds[@]}" --warmup 2 --steps 8 --profile "$out/profile_n$n.csv" \
+    --out "$out/n${n}_m${m}_$ov" >"$out/n${n}_m${m}_$ov.log"
+done
+read -r n0 m0 ov0 <<<"${runs[0]}"
+read -r n1 m1 ov1 <<<"${runs[1]}"
+calibration="$out/n${n0}_m${m0}_$ov0/step.csv,$out/n${n1}_m${m1}_$ov1/step.csv"
 pairs=()
-for M in 2 3 4; do
-  echo "== lins simulate, the configuration of M = $M =="
-  "$lins" simulate --model small --gpus $ranks --gpus-per-node $per_node --seq 128 --micro-batch 1 \
-    --global-batch-tokens $((128 * M * ranks)) --overlap none \
+aliases=()
+for r in "${runs[@]}"; do
+  read -r n m ov <<<"$r"
+  name=n${n}_m${m}_$ov
+  # The measured run's planned `lins` plan, projected by name.
+  lins_plan=$(grep -o 'lins: the planner chose [^ ]*' "$out/$name.log" | awk '{print $5}')
+  echo "== lins simulate, the configuration of $name =="
+  "$lins" simulate --model small --gpus $((n * per_node)) --gpus-per-node $per_node --seq 128 --micro-batch 1 \
+    --global-batch-tokens $((128 * m * n * per_node)) --overlap "$ov" \
     --strategies "ddp,zero1,zero2,zero3,mics,zeropp,fsdp,hsdp,$lins_plan,p=2x1,g=2x1,os=2x1" \
-    --profile "$out/profile.csv" --network cpu-local --calibrate "$out/m2/step.csv,$out/m4/step.csv" \
-    --calibrate-as ddp --bucket 1M "${ds[@]}" --peak-tflops 1 --out "$out/projected_m$M.csv" >/dev/null
-  pairs+=(--pair "M=$M" "$out/m$M/step.csv" "$out/projected_m$M.csv")
+    --profile "$out/profile_n$n.csv" --network cpu-local --calibrate "$calibration" \
+    --calibrate-as ddp --bucket 1M "${ds[@]}" --peak-tflops 1 --out "$out/projected_$name.csv" >/dev/null
+  pairs+=(--pair "$name" "$out/$name/step.csv" "$out/projected_$name.csv")
+  aliases+=(--alias "$name:lins=$lins_plan")
 done
-"$python" analysis/validate_projection.py "${pairs[@]}" --alias "lins=$lins_plan" --csv "$out/comparison.csv"
+"$python" analysis/validate_projection.py "${pairs[@]}" "${aliases[@]}" --csv "$out/comparison.csv"

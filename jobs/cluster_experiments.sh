@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# The paper's experiments measured on the emulated two-level cluster (scripts/cluster.sh; docs/cluster.md): real
+# network hosts on this machine, shared memory inside a node, a shaped link between nodes. No Slurm needed.
+#   profile/   lins comm --profile at 2 x 2 and 4 x 2 (Fig. 3; what the planner and the projections read)
+#   scaling/   every strategy at 1, 2 and 4 nodes of 2 ranks, global batch fixed (Fig. 11/12/13, Fig. 16/17)
+#   overlap/   the Lins plan under the four overlap modes at M = 2 and M = 4 on 2 x 2 (Table V)
+#   plans/     every legal plan of the small model on 2 x 2, measured, beside the planner's ranking (Table IV)
+# Usage: jobs/cluster_experiments.sh [OUTDIR] (default data/cluster). LINS_CLUSTER_LINK sets the link (default: the
+# cluster's default); LINS_STEPS the timed steps per strategy (default 6). About 6 minutes on 2 cores.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-data/cluster}
+lins=$(realpath "${LINS_BIN:-build/lins}")
+[ -x "$lins" ] || { echo "cluster_experiments: $lins not found (scripts/build.sh)" >&2; exit 1; }
+export LINS_CLUSTER=${LINS_CLUSTER:-linsexp}
+link=${LINS_CLUSTER_LINK:-}
+steps=${LINS_STEPS:-6}
+rpn=2
+seq=128
+tokens=$((seq * 8))  # 8 micro-batches of one sequence per step over the job: M = 4, 2, 1 at 2, 4, 8 ranks
+strategies=ddp,zero1,zero2,zero3,mics,zeropp,fsdp,hsdp,lins,p=2x1,g=2x1,os=2x1
+# DeepSpeed's element thresholds scaled to the small model (as in scripts/demo.sh).
+ds=(--ds-persistence-threshold 14 --ds-prefetch-bucket 7200 --ds-max-reuse-distance 144000 --ds-reduce-bucket 72000)
+trap 'scripts/cluster.sh down >/dev/null 2>&1 || true' EXIT
+dirty=$(git status --porcelain --untracked-files=no -- . ":(exclude)$out" 2>/dev/null || true)
+rm -rf "${out:?}/profile" "$out/scaling" "$out/overlap" "$out/plans"
+mkdir -p "$out/profile" "$out/scaling" "$out/overlap" "$out/plans"
+commands=()
+run() {
+  commands+=("$*")
+  "$@"
+}
+
+up() {
+  local nodes=$1
+  run scripts/cluster.sh up --nodes "$nodes" --ranks-per-node $rpn ${link:+--link "$link"} >/dev/null
+  scripts/cluster.sh status | tail -n 1
+}
+step() {
+  run scripts/cluster.sh run -- "$lins" step --model small --gpus-per-node $rpn --seq $seq --micro-batch 1 \
+    --gpu-mem 16MiB --warmup 2 --steps "$steps" --timeout 120 "$@"
+}
+
+# 2 nodes first: one node has no inter-node mesh to profile, and is priced on the 2-node profile's in-node meshes.
+for nodes in 2 4 1; do
+  echo "== $nodes node(s) x $rpn ranks =="
+  up "$nodes"
+  profile=$out/profile/cluster-${rpn}x2.csv
+  if [ "$nodes" -gt 1 ]; then
+    profile=$out/profile/cluster-${rpn}x${nodes}.csv
+    run scripts/cluster.sh run -- "$lins" comm -b 4K -e 16M -f 2 -n 20 -w 5 --gpus-per-node $rpn \
+      --profile "$profile" | grep -E '^# (Avg|wrote)'
+  fi
+  step --strategies "$strategies" "${ds[@]}" --global-batch-tokens $tokens --profile "$profile" \
+    --out "$out/scaling/n$nodes" | sed -n '/^strategy/,/^(means/p'
+done
+
+echo "== Table V: the Lins plan under each overlap mode, 2 x 2, M = 2 and 4 =="
+up 2
+for m in 2 4; do
+  for ov in all no_bcast no_allreduce none; do
+    step --strategies lins --micro-batches $m --overlap $ov --profile "$out/profile/cluster-${rpn}x2.csv" \
+      --out "$out/overlap/m${m}_$ov" | grep -E '^lins +\('
+  done
+done
+
+echo "== Table IV: every legal plan of the small model on 2 x 2, measured, and the planner's ranking =="
+run "$lins" plan --model small --gpus-per-node $rpn --nodes 2 --seq $seq --micro-batch 1 --micro-batches 2 \
+  --gpu-mem 16MiB --reserve-context 0 --reserve-cublas 0 --reserve-nccl 0 --reserve-fragmentation 0 \
+  --network cpu-local --profile "$out/profile/cluster-${rpn}x2.csv" --top 20 --csv "$out/plans/plan.csv" |
+  sed -n '/^ranked plans/,$p' | head -n 14
+legal=$(/usr/bin/python3 -c "
+import csv, sys
+rows = [r for r in csv.DictReader(l for l in open(sys.argv[1]) if l[0] != '#') if r['baseline'] == '0']
+print(','.join(r['name'] for r in rows))" "$out/plans/plan.csv")
+step --strategies "lins,$legal,ddp,zero1,zero2,zero3,mics,zeropp,fsdp,hsdp" "${ds[@]}" --micro-batches 2 \
+  --profile "$out/profile/cluster-${rpn}x2.csv" --out "$out/plans" | sed -n '/^strategy/,/^(means/p'
+
+{
+  echo "# data/cluster: the paper's experiments measured on an emulated two-level cluster"
+  echo
+  echo "Measured (source=measured) on one $(nproc)-core machine whose 'nodes' are network namespaces with their own"
+  echo "hostnames, joined by a bridge whose uplinks are shaped ($(grep -o 'link=.*' "/run/$LINS_CLUSTER-cluster/config" | cut -d= -f2)"
+  echo "per node, scripts/cluster.sh); ranks of a node use shared memory, ranks of different nodes TCP over the link."
+  echo "The CPU backend in its default precision (bf16 P and G, fp32 master weights and moments, fp32 activations),"
+  echo "the small model at sequence $seq, one sequence per micro-batch, $tokens tokens per step. Every CSV row's"
+  echo "\`fabric\` column and every provenance file name the fabric. Ranks share $(nproc) cores: compare strategies"
+  echo "by ratios and bytes, not by absolute seconds."
+  echo "Made by jobs/cluster_experiments.sh on $(date -u +%Y-%m-%d) with $("$lins" --version)$(
+    [ -n "$dirty" ] && echo " (with uncommitted changes in the tree)")."
+  echo
+  echo "Draw: /usr/bin/python3 analysis/make_figures.py --data $out --out results/figures/cluster"
+  echo
+  echo "Commands, in order:"
+  echo
+  for c in "${commands[@]}"; do echo "    ${c//$PWD\//}"; done
+} >"$out/README.md"
+echo "cluster_experiments: wrote $out"
