@@ -75,6 +75,8 @@ rows = [r for r in csv.DictReader(l for l in open(sys.argv[1]) if l[0] != '#') i
 print(','.join(r['name'] for r in rows))" "$out/plans/plan.csv")
 step --strategies "lins,$legal,ddp,zero1,zero2,zero3,mics,zeropp,fsdp,hsdp" "${ds[@]}" --micro-batches 2 \
   --profile "$out/profile/cluster-${rpn}x2.csv" --out "$out/plans" | sed -n '/^strategy/,/^(means/p'
+/usr/bin/python3 analysis/compare_plans.py "$out/plans/step.csv" --plans "$out/plans/plan.csv" \
+  --markdown "$out/plans/table4.md" | tail -n 1
 
 {
   echo "# data/cluster: the paper's experiments measured on an emulated two-level cluster"

@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""The planner's choice against every plan measured: reads a `lins step` CSV in which the strategies are `lins` (the
+planner's choice) and every legal plan as a 6-tuple (and, optionally, the baselines), and the `lins plan --csv` table
+of the same setup; prints each plan's measured step time (mean over timed steps of the slowest rank), its rank by
+measurement and by the planner's predicted communication, and whether the planner's choice is the fastest measured
+plan or how far from it. Used for Table IV on the emulated cluster (jobs/cluster_experiments.sh)."""
+
+import argparse
+import sys
+
+import pandas as pd
+
+sys.path.insert(0, __file__.rsplit("/", 1)[0])
+from lins_analysis.load import read_csv, read_step_csv  # noqa: E402
+
+
+def compare(step_csv, plan_csv=None):
+    steps = read_step_csv(step_csv)
+    steps = steps[steps["source"] == "measured"]
+    table = steps.groupby(["strategy", "engine", "plan"], sort=False).agg(
+        step_s=("step_time_s", "mean"), exposed_s=("exposed_comm_s", "mean"),
+        inter_bytes=("inter_bytes", "mean")).reset_index()
+    table["measured_rank"] = table["step_s"].rank(method="min").astype(int)
+    if plan_csv:
+        plans = read_csv(plan_csv)
+        ranks = {r["name"]: (str(int(r["rank"])) if int(r["feasible"]) else "does not fit")
+                 for _, r in plans.iterrows()}
+        table["planner_rank"] = [ranks.get(s, "") for s in table["strategy"]]
+    return table.sort_values("step_s").reset_index(drop=True)
+
+
+def verdict(table):
+    chosen = table[table["strategy"] == "lins"]
+    if chosen.empty:
+        return "no 'lins' strategy (the planner's choice) in the measured CSV"
+    c = chosen.iloc[0]
+    lins_engine = table[table["engine"] == "lins"]
+    best = lins_engine.iloc[0]
+    gap = c["step_s"] / best["step_s"] - 1
+    if best["strategy"] == "lins" or best["plan"] == c["plan"]:
+        head = f"the planner's choice {c['plan']} is the fastest measured plan on the Lins engine"
+    else:
+        head = (f"the planner's choice {c['plan']} measured {c['step_s']:.4f} s, {gap:+.1%} against the fastest "
+                f"measured plan {best['plan']} ({best['step_s']:.4f} s)")
+    overall = table.iloc[0]
+    if overall["engine"] != "lins":
+        head += f"; fastest of all, a baseline on its own engine: {overall['strategy']} ({overall['step_s']:.4f} s)"
+    return head
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("step_csv", help="lins step CSV: lins, every legal plan, optionally the baselines")
+    ap.add_argument("--plans", help="lins plan --csv of the same setup (adds the planner's rank)")
+    ap.add_argument("--markdown", help="write the table here as Markdown")
+    args = ap.parse_args(argv)
+    table = compare(args.step_csv, args.plans)
+    pd.set_option("display.width", 200)
+    print(table.to_string(index=False, float_format=lambda x: f"{x:.4f}"))
+    print(verdict(table))
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            cols = list(table.columns)
+            f.write("| " + " | ".join(cols) + " |\n|" + "---|" * len(cols) + "\n")
+            for _, r in table.iterrows():
+                cells = [f"{r[c]:.4f}" if isinstance(r[c], float) else str(r[c]) for c in cols]
+                f.write("| " + " | ".join(cells) + " |\n")
+            f.write("\n" + verdict(table) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
