@@ -1,0 +1,55 @@
+"""analysis/compare_plans.py (Table IV on the emulated cluster) and the per-run aliases of
+analysis/validate_projection.py, on synthetic step CSVs (fixtures: made-up numbers)."""
+
+import os
+import sys
+
+import pandas as pd
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "analysis"))
+import compare_plans  # noqa: E402
+import validate_projection  # noqa: E402
+from fixtures import step_row  # noqa: E402
+from lins_analysis import schema  # noqa: E402
+
+
+def write_steps(path, rows):
+    pd.DataFrame(rows, columns=schema.STEP_COLUMNS).to_csv(path, index=False)
+
+
+def plan_rows(times):
+    """One measured row per (strategy, engine, plan, step time)."""
+    rows = []
+    for strategy, engine, factors, t in times:
+        r = step_row("measured", strategy, "small", 4, 2, engine=engine, factors=factors)
+        r["step_time_s"] = t
+        rows.append(r)
+    return rows
+
+
+def test_planner_choice_that_is_fastest_is_said_so(tmp_path):
+    p = tmp_path / "fixture_plans.csv"
+    write_steps(p, plan_rows([("lins", "lins", (2, 1, 2, 1, 2, 2), 0.05),
+                              ("p=2x1,g=2x1,os=2x2", "lins", (2, 1, 2, 1, 2, 2), 0.051),
+                              ("p=1x1,g=1x1,os=2x2", "lins", (1, 1, 1, 1, 2, 2), 0.06),
+                              ("zero3", "zero", (2, 2, 2, 2, 2, 2), 0.09)]))
+    table = compare_plans.compare(str(p))
+    assert list(table["strategy"])[:2] == ["lins", "p=2x1,g=2x1,os=2x2"]
+    assert "is the fastest measured plan" in compare_plans.verdict(table)
+
+
+def test_planner_choice_that_loses_names_the_gap_and_the_winner(tmp_path):
+    p = tmp_path / "fixture_plans.csv"
+    write_steps(p, plan_rows([("lins", "lins", (2, 1, 2, 1, 2, 2), 0.055),
+                              ("p=1x1,g=1x1,os=2x2", "lins", (1, 1, 1, 1, 2, 2), 0.05),
+                              ("ddp", "ddp", (1, 1, 1, 1, 1, 1), 0.04)]))
+    v = compare_plans.verdict(compare_plans.compare(str(p)))
+    assert "+10.0%" in v and "p=1x1,g=1x1,os=2x2" in v
+    assert "a baseline on its own engine: ddp" in v
+
+
+def test_validate_projection_aliases_per_run_before_global():
+    aliases = validate_projection.parse_aliases(["lins=p=1x1,g=1x1,os=2x2", "n4_m2_all:lins=p=2x1,g=2x1,os=2x2"])
+    assert validate_projection.alias_for(aliases, "n4_m2_all", "lins") == "p=2x1,g=2x1,os=2x2"
+    assert validate_projection.alias_for(aliases, "n2_m2_none", "lins") == "p=1x1,g=1x1,os=2x2"
+    assert validate_projection.alias_for(aliases, "n2_m2_none", "ddp") == "ddp"
