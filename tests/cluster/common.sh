@@ -12,7 +12,18 @@ fail() {
   exit 1
 }
 
+# Removes the clusters of earlier test runs that were killed before their own cleanup (named lt<pid>, the pid gone).
+remove_stale_test_clusters() {
+  local ns pid
+  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E '^lt[0-9]+-(sw|n[0-9]+)$' || true); do
+    pid=${ns%%-*}
+    pid=${pid#lt}
+    kill -0 "$pid" 2>/dev/null || LINS_CLUSTER=lt$pid "$cluster" down >/dev/null 2>&1 || true
+  done
+}
+
 cluster_begin() {
+  remove_stale_test_clusters
   export LINS_CLUSTER=lt$$
   if ! ip netns add "$LINS_CLUSTER-probe" 2>/dev/null; then
     echo "SKIP: this user cannot create network namespaces (needs root or CAP_NET_ADMIN and CAP_SYS_ADMIN)"
