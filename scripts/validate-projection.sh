@@ -2,10 +2,11 @@
 # The projection checked against measured runs of the same configurations: measures a bandwidth profile with
 # `lins comm --profile`, runs `lins step` for every strategy at several micro-batch counts, calibrates compute from
 # two of the runs, projects each run's exact configuration with `lins simulate` and prints projected against
-# measured step times per run and per strategy. On shared memory compute is calibrated as DDP's for every engine
-# (`--calibrate-as ddp`: ranks bound to cores, DDP, with no synchronisation between modules, measures the contended
-# rate every strategy pays); on the cluster, where a node's ranks share one core and each engine's waits decide how
-# their compute interleaves, each engine gets its own calibration (`--calibrate` fits per engine).
+# measured step times per run and per strategy. Compute is calibrated as DDP's for every engine (`--calibrate-as
+# ddp`): where ranks share a core (two per core here, on shared memory and on the cluster alike), the core runs every
+# co-located rank's compute within each step whatever the engine, so each rank's compute costs the contended rate;
+# DDP, with no synchronisation between modules, measures that rate directly, while other engines' waits only move
+# time between their measured compute and their exposed communication.
 #
 #   scripts/validate-projection.sh [OUTDIR]            4 ranks on this machine's shared memory (ranks bound to cores),
 #                                                      overlap none at M = 2, 3, 4 (default OUTDIR results/validation)
@@ -79,8 +80,6 @@ done
 read -r n0 m0 ov0 <<<"${runs[0]}"
 read -r n1 m1 ov1 <<<"${runs[1]}"
 calibration="$out/n${n0}_m${m0}_$ov0/step.csv,$out/n${n1}_m${m1}_$ov1/step.csv"
-calibrate_as=(--calibrate-as ddp)
-[ $mode = local ] || calibrate_as=()
 pairs=()
 aliases=()
 for r in "${runs[@]}"; do
@@ -93,7 +92,7 @@ for r in "${runs[@]}"; do
     --global-batch-tokens $((128 * m * n * per_node)) --overlap "$ov" \
     --strategies "ddp,zero1,zero2,zero3,mics,zeropp,fsdp,hsdp,$lins_plan,p=2x1,g=2x1,os=2x1" \
     --profile "$out/profile_n$n.csv" --network cpu-local --calibrate "$calibration" \
-    "${calibrate_as[@]}" --bucket 1M "${ds[@]}" --peak-tflops 1 --out "$out/projected_$name.csv" >/dev/null
+    --calibrate-as ddp --bucket 1M "${ds[@]}" --peak-tflops 1 --out "$out/projected_$name.csv" >/dev/null
   pairs+=(--pair "$name" "$out/$name/step.csv" "$out/projected_$name.csv")
   aliases+=(--alias "$name:lins=$lins_plan")
 done
