@@ -67,14 +67,14 @@ std::string broadcast_text(std::string text, int root) {
 }  // namespace
 
 Status agree(const Status& rank0_status, int rank) {
-  WatchdogScope watched("MPI_Bcast of rank 0's verdict");
+  WatchdogScope watched("MPI_Bcast of rank 0's verdict on group 'world'");
   const std::string e = broadcast_text(rank == 0 && !rank0_status ? rank0_status.error() : "", 0);
   if (!e.empty()) return make_error(e);
   return Status::ok_status();
 }
 
 Status agree_any(const Status& mine) {
-  WatchdogScope watched("MPI_Allreduce agreeing on every rank's status");
+  WatchdogScope watched("MPI_Allreduce agreeing on every rank's status on group 'world'");
   int rank = 0, world = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world);

@@ -28,7 +28,7 @@ namespace {
 
 // One value reduced over every rank (the step's results); guarded, since a rank that never arrives would hang it.
 double all_reduce_value(double v, MPI_Op op) {
-  WatchdogScope watched("MPI_Allreduce of the step's results");
+  WatchdogScope watched("MPI_Allreduce of the step's results on group 'world'");
   double r = v;
   MPI_Allreduce(&v, &r, 1, MPI_DOUBLE, op, MPI_COMM_WORLD);
   return r;
@@ -51,7 +51,7 @@ std::string strategy_csv_field(const std::string& s) { return s.find(',') == std
 
 // Every rank's `text` concatenated on rank 0 in rank order (empty elsewhere).
 std::string gather_text(const std::string& text, int rank, int world) {
-  WatchdogScope watched("MPI_Gather of the collective log");
+  WatchdogScope watched("MPI_Gather of the collective log on group 'world'");
   int len = static_cast<int>(text.size());
   std::vector<int> lens(static_cast<std::size_t>(world)), offsets(static_cast<std::size_t>(world));
   MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
