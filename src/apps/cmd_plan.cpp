@@ -232,9 +232,9 @@ void print_plan_detail(const char* title, const PlanEvaluation& e, const View& v
 // --explain: where the projected step time of `a` (the chosen plan) goes, beside `b` (the runner-up; may be null):
 // compute, the exposed wait for each purpose of collective on each axis, those waits per kind, the host; they add up
 // to the step.
-void print_step_breakdown(const PlanEvaluation& a, const PlanEvaluation* b, const View& v) {
+void print_step_breakdown(const PlanEvaluation& a, const PlanEvaluation* b, const View& v, const char* a_title) {
   std::printf("\nwhere the projected step goes (seconds per step; exposed = compute waiting for the collective):\n");
-  std::vector<std::string> head = {"", "part of the step", "chosen " + a.label()};
+  std::vector<std::string> head = {"", "part of the step", a_title + std::string(" ") + a.label()};
   if (b) head.push_back("runner-up " + b->label());
   std::vector<std::vector<std::string>> cells;
   auto row = [&](const std::string& name, double x, double y) {
@@ -610,7 +610,7 @@ Result<PlanSearch> search_every_plan(const PlanOptions& o) {
 // --explain: where the chosen (or given) plan's projected step goes beside the runner-up's, then its schedule.
 Status explain_schedule(const PlanOptions& o, const PlanSearch& search) {
   const PlanEvaluation* e = search.best >= 0 ? &search.plans[search.best] : &search.plans[0];
-  if (e->projected) print_step_breakdown(*e, search.runner_up(), o.view);
+  if (e->projected) print_step_breakdown(*e, search.runner_up(), o.view, o.plan.empty() ? "chosen" : "plan");
   ScheduleOptions so;
   so.micro_batches = o.work.micro_batches;
   so.bucket_bytes = o.planner.bucket_bytes;
