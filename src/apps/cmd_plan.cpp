@@ -124,18 +124,27 @@ double mfu(const PlanEvaluation& e, const View& v) {
 
 std::string other_rank_text(const PlanEvaluation& e) { return e.other_rank > 0 ? std::to_string(e.other_rank) : "-"; }
 
+// The purpose and axis of the collective compute waited for longest ("backward_gather x"), or "-".
+std::string most_exposed(const StepProjection& p) {
+  double worst = 0;
+  std::string out = "-";
+  for (int u = 0; u < kPurposeCount; ++u)
+    for (int a = 0; a < 2; ++a)
+      if (p.exposed_purpose_axis_s[u][a] > worst)
+        worst = p.exposed_purpose_axis_s[u][a], out = std::string(purpose_name(Purpose(u))) + (a ? " x" : " in");
+  return out;
+}
+
 // The step objective's table: projected step time, MFU, where it goes (compute, exposed collectives per kind and
-// axis, host), memory, the paper's communication and the rank by it.
+// axis, the purpose waited for longest, host), memory, the paper's communication and the rank by it.
 void print_step_table(const std::vector<const PlanEvaluation*>& rows, const View& v) {
-  std::vector<std::string> head = {"rank",         "plan",  "(s0_p,s1_p | s0_g,s1_g | s0_os,s1_os)",
-                                   "step",         "mfu",   "compute",
-                                   "AG in",        "AG x",  "RS in",
-                                   "RS x",         "AR in", "AR x",
-                                   "BC in",        "BC x",  "host",
-                                   "need",         "comm",  "comm rank",
-                                   "vs best / why"};
   const bool both = v.paper && v.shared;
-  if (both) head.insert(head.end() - 2, "comm_shared");
+  std::vector<std::string> head = {"rank", "plan", "(s0_p,s1_p | s0_g,s1_g | s0_os,s1_os)", "step", "mfu", "compute"};
+  for (const char* k : {"AG", "RS", "AR", "BC"})
+    head.insert(head.end(), {k + std::string(" in"), k + std::string(" x")});
+  head.insert(head.end(), {"host", "most exposed", "need", "comm"});
+  if (both) head.push_back("comm_shared");
+  head.insert(head.end(), {"comm rank", "vs best / why"});
   std::vector<std::vector<std::string>> cells;
   for (const auto* e : rows) {
     std::vector<std::string> c = {e->rank > 0 ? std::to_string(e->rank) : "-",
@@ -147,6 +156,7 @@ void print_step_table(const std::vector<const PlanEvaluation*>& rows, const View
     for (int k = 0; k < kCollKindCount; ++k)
       for (int a = 0; a < 2; ++a) c.push_back(fixed(e->step.exposed_kind_axis_s[k][a], 3));
     c.push_back(fixed(e->step.fixed_s, 3));
+    c.push_back(most_exposed(e->step));
     c.push_back(fixed(e->memory.required_bytes() / kGiB, 1));
     c.push_back(fixed(e->comm(v.rank_by).total_s(), 3));
     if (both) c.push_back(fixed(e->shared.total_s(), 3));
@@ -597,7 +607,9 @@ Result<PlanSearch> search_every_plan(const PlanOptions& o) {
   if (step)
     std::printf(
         ";\nexposed time compute waited for each kind of collective, inside a node (in) or across nodes (x): "
-        "AG all-gather, RS reduce-scatter, AR all-reduce, BC broadcast; comm = the paper's objective");
+        "AG all-gather, RS reduce-scatter, AR all-reduce, BC broadcast; most exposed = the purpose compute waited for "
+        "longest; "
+        "comm = the paper's objective");
   std::printf("):\n");
   table(rows);
   if (!baselines.empty()) {
