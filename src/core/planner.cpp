@@ -142,12 +142,18 @@ Result<PlanEvaluation> evaluate_plan(const Workload& w, const Topology& topo, co
     setup.state_bytes = opt.state_bytes;
     setup.reserve = opt.reserve;
     auto p = project_plan(setup, w, topo, plan);
-    if (!p) return make_error(p.error());
-    e.projected = true;
-    e.step = p->step;
-    // The step objective sizes a plan as the simulator does: its expanded schedule's buffers walked through the
-    // program (the compressed schedule's are a closed-form bound).
-    if (opt.objective == Objective::step) e.memory = p->memory;
+    if (p) {
+      e.projected = true;
+      e.step = p->step;
+      // The step objective sizes a plan as the simulator does: its expanded schedule's buffers walked through the
+      // program (the compressed schedule's are a closed-form bound).
+      if (opt.objective == Objective::step) e.memory = p->memory;
+    } else if (opt.objective == Objective::step) {
+      // A step too long to expand cannot be projected; the paper's objective prices the compressed schedule alone.
+      return make_error("cannot project its step: " + p.error() +
+                        " (the paper's objective, comm, needs no projection)");
+    }
+    // Under the paper's objective a plan whose step cannot be projected is still ranked; it has no step rank.
   }
   // The reserve is part of what must fit: a plan whose tensors alone fit can still run out of memory once the CUDA
   // context, NCCL's buffers and fragmentation take their share.

@@ -79,6 +79,9 @@ expect_in("${OUT}" "host (fixed per step)" "--explain host")
 run(0 plan --nodes 8 --top 3 --objective comm)
 expect_in("${OUT}" "summed communication time" "--objective comm")
 expect_in("${OUT}" "step rank" "comm table: rank by projected step")
+# A step too long to project is still ranked by the paper's objective, which prices the compressed schedule.
+run(0 plan --micro-batches 20000 --objective comm --top 1)
+expect_in("${OUT}" "chosen plan:" "--objective comm without projections")
 
 # One plan, explained.
 run(0 plan --model llama-13b --nodes 4 --plan zero3 --explain --csv ${WORK}/one.csv)
