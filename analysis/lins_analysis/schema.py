@@ -43,7 +43,9 @@ COMM_CSV_COLUMNS = ["op", "backend", "dtype", "group", "mesh_intra", "mesh_inter
 
 # `lins plan --csv`: one row per plan, ranked (src/apps/cmd_plan.cpp). comm_* price each group alone (the paper's
 # pricing), shared_comm_* let groups on a node share its links; ranked_by says which one ranked the plans;
-# network_model prices what no profile measured; reserve_bytes is what a GPU run loses beyond total_bytes.
+# network_model prices what no profile measured; reserve_bytes is what a GPU run loses beyond total_bytes; objective
+# says what ranked them (step: projected step time, comm: the paper's T_comm), other_rank the rank under the other;
+# projected_* and exposed_* are each plan's projected step (empty when it was not projected).
 PLAN_CSV_COLUMNS = [
     "model", "params", "gpus_per_node", "nodes", "seq", "micro_batch_size", "micro_batches", "recompute",
     "network", "profile", "gpu_mem_bytes", "bucket_bytes", "name", "plan", "engine", "baseline",
@@ -51,7 +53,12 @@ PLAN_CSV_COLUMNS = [
     "closed_form_state_bytes", "activation_bytes", "buffer_bytes", "total_bytes", "intra_bytes", "inter_bytes",
     "comm_param_s", "comm_grad_s", "comm_os_sync_s", "comm_os_bcast_s", "comm_s", "shared_comm_param_s",
     "shared_comm_grad_s", "shared_comm_os_sync_s", "shared_comm_os_bcast_s", "shared_comm_s", "fallback_ops",
-    "ranked_by", "rank", "feasible", "why", "network_model", "reserve_bytes"]
+    "ranked_by", "rank", "feasible", "why", "network_model", "reserve_bytes", "objective", "other_rank",
+    "projected_step_s", "projected_mfu", "forward_s", "backward_s", "optimizer_s", "host_s", "exposed_comm_s"] + [
+    f"exposed_{k}_{a}_s" for k in ("all_gather", "reduce_scatter", "all_reduce", "broadcast") for a in ("intra", "inter")
+] + [f"exposed_{p}_{a}_s" for p in ("forward_gather", "backward_gather", "hpz_gather", "grad_reduce_scatter",
+                                    "zero_grad_reduce", "grad_bucket_all_reduce", "sync_bucket_all_reduce",
+                                    "replica_all_reduce", "update_gather", "update_broadcast") for a in ("intra", "inter")]
 
 # Collective names as the step CSV spells them, and the spellings we accept elsewhere.
 OPS = ["all_gather", "reduce_scatter", "all_reduce", "broadcast"]

@@ -1,7 +1,9 @@
 // `lins plan`: the planner (core/planner.h) on a model and a cluster nobody needs to have. Prints the chosen plan and
-// the ranked alternatives with their memory (reserve included) and communication breakdowns (the paper's isolated
-// pricing, the shared-link pricing, or both), evaluates one given plan, explains a schedule, and writes every plan as
-// CSV.
+// the ranked alternatives by projected step time (the default) or by the paper's summed communication, with their
+// memory (reserve included), where each one's step time goes (compute, exposed collectives per kind and axis, host)
+// and their communication breakdowns (the paper's isolated pricing, the shared-link pricing, or both), each plan's
+// rank under the other objective; evaluates one given plan, explains where the chosen plan's step goes beside the
+// runner-up's and its schedule, and writes every plan as CSV.
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -11,6 +13,7 @@
 
 #include "apps/commands.h"
 #include "core/cli.h"
+#include "core/compute_model.h"
 #include "core/cost_model.h"
 #include "core/cost_options.h"
 #include "core/csv.h"
@@ -27,8 +30,8 @@ CommandSpec plan_spec() {
   spec.name = "plan";
   spec.summary =
       "Rank every legal sharding plan (sharding factors of parameters, gradients and optimizer states inside and "
-      "across nodes) of a model on a cluster by predicted communication time per step, among those that fit in GPU "
-      "memory.";
+      "across nodes) of a model on a cluster, and the baselines on their own engines, among those that fit in GPU "
+      "memory: by projected step time (as lins simulate projects it), or by the paper's summed communication time.";
   spec.usage = "lins plan [options]";
   std::string presets;
   for (const auto& [n, d] : plan_presets()) presets += (presets.empty() ? "" : ", ") + n;
@@ -36,22 +39,35 @@ CommandSpec plan_spec() {
                                 workload_options("4096", "1", "4M"));
   spec.options = concat_options(spec.options, cost_options("paper-a800", "both", /*allow_both=*/true));
   spec.options = concat_options(spec.options, memory_reserve_options());
+  spec.options = concat_options(spec.options, engine_options());
+  spec.options = concat_options(spec.options, compute_options());
   spec.options = concat_options(
       spec.options,
       {
+          {"objective", 0, "NAME", "step",
+           "what ranks the plans: " + kObjectiveNames.described() + "; comm reproduces the paper's planner (Table IV)"},
+          {"overlap", 0, "MODE", "all",
+           "overlap mode of the projected steps (step objective): " + kOverlapNames.list()},
+          {"peak-tflops", 0, "X", "312", "peak bf16 dense TFLOP/s per GPU, for MFU and --compute-efficiency"},
           {"gpu-mem", 0, "SIZE", "80GiB",
            "memory per GPU; plans whose tensors plus reserve need more are marked infeasible"},
           {"bucket", 0, "SIZE", "25M", "gradient all-reduce bucket U"},
           {"top", 0, "N", "10", "alternatives shown in the table (the CSV has all)"},
           {"plan", 0, "PLAN", "", "evaluate just this plan: " + presets},
-          {"explain", 0, "", "", "print the chosen (or --plan) plan's schedule: bytes and time per phase and axis"},
+          {"explain", 0, "", "",
+           "print where the chosen (or --plan) plan's projected step time goes beside the runner-up's, and its "
+           "schedule: bytes and time per phase and axis"},
           {"csv", 0, "FILE", "", "write one row per plan (the finished file appears only when complete)"},
-          {"no-baselines", 0, "", "", "leave the baselines (ddp, zero1/2/3, mics, zeropp) out"},
+          {"no-baselines", 0, "", "", "leave the baselines (ddp, zero1/2/3, mics, zeropp, fsdp, hsdp) out"},
       });
   spec.epilog =
       "examples:\n"
       "  lins plan\n"
-      "      LLaMA-7B on the paper's 8 x 128 A800 cluster, 4M tokens per step\n"
+      "      LLaMA-7B on the paper's 8 x 128 A800 cluster, 4M tokens per step, by projected step time\n"
+      "  lins plan --objective comm\n"
+      "      the same by the paper's summed communication time (its Table IV)\n"
+      "  lins plan --profile profile.csv --calibrate step_m2.csv,step_m4.csv --gpus-per-node 2 --nodes 2\n"
+      "      ranked for a measured cluster: its bandwidth profile and its compute fitted to measured steps\n"
       "  lins plan --model llama-13b --gpus-per-node 8 --nodes 128 --gpu-mem 80GiB --seq 4096 --micro-batch 1 \\\n"
       "            --global-batch-tokens 4M --network paper-a800\n"
       "  lins plan --model llama-30b --recompute --nodes 4 --plan zero3 --explain\n"
@@ -78,7 +94,78 @@ std::string pad(const std::string& s, std::size_t w, bool left = true) {
 struct View {
   bool paper = true, shared = true;
   Pricing rank_by = Pricing::paper_isolated;
+  Objective objective = Objective::step;
+  Overlap overlap = Overlap::all;
+  double peak_flops = 312e12;  // per GPU, for MFU
+  double flops_per_step = 0;   // model FLOPs per GPU per step (Megatron counting)
 };
+
+// A table: text columns (plan, 6-tuple, why) left-aligned, numbers right-aligned.
+void print_cells(const std::vector<std::string>& head, const std::vector<std::vector<std::string>>& cells) {
+  std::vector<std::size_t> width(head.size());
+  for (std::size_t i = 0; i < head.size(); ++i) width[i] = head[i].size();
+  for (const auto& c : cells)
+    for (std::size_t i = 0; i < c.size(); ++i) width[i] = std::max(width[i], c[i].size());
+  auto line = [&](const std::vector<std::string>& c) {
+    std::string s;
+    for (std::size_t i = 0; i < c.size(); ++i) {
+      const bool text = i == 1 || i == 2 || i + 1 == c.size();
+      s += (i ? "  " : "") + (i + 1 == c.size() ? c[i] : pad(c[i], width[i], text));
+    }
+    std::printf("%s\n", s.c_str());
+  };
+  line(head);
+  for (const auto& c : cells) line(c);
+}
+
+double mfu(const PlanEvaluation& e, const View& v) {
+  return e.projected && e.step.step_s > 0 ? v.flops_per_step / e.step.step_s / v.peak_flops : 0.0;
+}
+
+std::string other_rank_text(const PlanEvaluation& e) { return e.other_rank > 0 ? std::to_string(e.other_rank) : "-"; }
+
+// The purpose and axis of the collective compute waited for longest ("backward_gather x"), or "-".
+std::string most_exposed(const StepProjection& p) {
+  double worst = 0;
+  std::string out = "-";
+  for (int u = 0; u < kPurposeCount; ++u)
+    for (int a = 0; a < 2; ++a)
+      if (p.exposed_purpose_axis_s[u][a] > worst)
+        worst = p.exposed_purpose_axis_s[u][a], out = std::string(purpose_name(Purpose(u))) + (a ? " x" : " in");
+  return out;
+}
+
+// The step objective's table: projected step time, MFU, where it goes (compute, exposed collectives per kind and
+// axis, the purpose waited for longest, host), memory, the paper's communication and the rank by it.
+void print_step_table(const std::vector<const PlanEvaluation*>& rows, const View& v) {
+  const bool both = v.paper && v.shared;
+  std::vector<std::string> head = {"rank", "plan", "(s0_p,s1_p | s0_g,s1_g | s0_os,s1_os)", "step", "mfu", "compute"};
+  for (const char* k : {"AG", "RS", "AR", "BC"})
+    head.insert(head.end(), {k + std::string(" in"), k + std::string(" x")});
+  head.insert(head.end(), {"host", "most exposed", "need", "comm"});
+  if (both) head.push_back("comm_shared");
+  head.insert(head.end(), {"comm rank", "vs best / why"});
+  std::vector<std::vector<std::string>> cells;
+  for (const auto* e : rows) {
+    std::vector<std::string> c = {e->rank > 0 ? std::to_string(e->rank) : "-",
+                                  e->label(),
+                                  e->plan.tuple_string(),
+                                  fixed(e->step.step_s, 3),
+                                  fixed(100 * mfu(*e, v), 1) + "%",
+                                  fixed(e->step.compute_s(), 3)};
+    for (int k = 0; k < kCollKindCount; ++k)
+      for (int a = 0; a < 2; ++a) c.push_back(fixed(e->step.exposed_kind_axis_s[k][a], 3));
+    c.push_back(fixed(e->step.fixed_s, 3));
+    c.push_back(most_exposed(e->step));
+    c.push_back(fixed(e->memory.required_bytes() / kGiB, 1));
+    c.push_back(fixed(e->comm(v.rank_by).total_s(), 3));
+    if (both) c.push_back(fixed(e->shared.total_s(), 3));
+    c.push_back(other_rank_text(*e));
+    c.push_back(e->why);
+    cells.push_back(std::move(c));
+  }
+  print_cells(head, cells);
+}
 
 void print_table(const std::vector<const PlanEvaluation*>& rows, const View& v) {
   std::vector<std::string> head = {"rank",  "plan", "(s0_p,s1_p | s0_g,s1_g | s0_os,s1_os)", "states", "act", "buf",
@@ -86,6 +173,7 @@ void print_table(const std::vector<const PlanEvaluation*>& rows, const View& v) 
   if (v.paper) head.insert(head.end(), {"T_p", "T_g", "T_os0", "T_os1", "comm"});
   if (v.shared) head.insert(head.end(), {v.paper ? "shared" : "T_p", "T_g", "T_os0", "T_os1", "comm"});
   if (v.shared && v.paper) head.resize(head.size() - 4), head.back() = "comm_shared";
+  if (v.objective == Objective::comm) head.insert(head.end(), {"step", "step rank"});
   head.push_back("vs best / why");
   std::vector<std::vector<std::string>> cells;
   for (const auto* e : rows) {
@@ -107,23 +195,14 @@ void print_table(const std::vector<const PlanEvaluation*>& rows, const View& v) 
     } else if (v.shared) {
       terms(e->shared);
     }
+    if (v.objective == Objective::comm) {
+      c.push_back(e->projected ? fixed(e->step.step_s, 3) : "-");
+      c.push_back(other_rank_text(*e));
+    }
     c.push_back(e->why);
     cells.push_back(std::move(c));
   }
-  std::vector<std::size_t> width(head.size());
-  for (std::size_t i = 0; i < head.size(); ++i) width[i] = head[i].size();
-  for (const auto& c : cells)
-    for (std::size_t i = 0; i < c.size(); ++i) width[i] = std::max(width[i], c[i].size());
-  auto line = [&](const std::vector<std::string>& c) {
-    std::string s;
-    for (std::size_t i = 0; i < c.size(); ++i) {
-      const bool text = i == 1 || i == 2 || i + 1 == c.size();
-      s += (i ? "  " : "") + (i + 1 == c.size() ? c[i] : pad(c[i], width[i], text));
-    }
-    std::printf("%s\n", s.c_str());
-  };
-  line(head);
-  for (const auto& c : cells) line(c);
+  print_cells(head, cells);
 }
 
 void print_plan_detail(const char* title, const PlanEvaluation& e, const View& v) {
@@ -146,6 +225,11 @@ void print_plan_detail(const char* title, const PlanEvaluation& e, const View& v
                 format_seconds(b.grad_s).c_str(), format_seconds(b.os_sync_s).c_str(),
                 format_seconds(b.os_bcast_s).c_str());
   };
+  if (e.projected)
+    std::printf("  projected step (overlap %s): %s, MFU %.1f%% = compute %s + exposed communication %s + host %s\n",
+                overlap_name(v.overlap), format_seconds(e.step.step_s).c_str(), 100 * mfu(e, v),
+                format_seconds(e.step.compute_s()).c_str(), format_seconds(e.step.exposed_comm_s).c_str(),
+                format_seconds(e.step.fixed_s).c_str());
   if (v.paper) comm("paper", e.isolated);
   if (v.shared) comm("shared-link", e.shared);
   std::printf("  bytes per GPU per step: %s inside nodes, %s across nodes\n",
@@ -153,6 +237,41 @@ void print_plan_detail(const char* title, const PlanEvaluation& e, const View& v
   if (e.isolated.fallback_ops > 0)
     std::printf("  %lld of %lld collectives priced by the network model (op and mesh not in the profile)\n",
                 static_cast<long long>(e.isolated.fallback_ops), static_cast<long long>(e.isolated.ops));
+}
+
+// --explain: where the projected step time of `a` (the chosen plan) goes, beside `b` (the runner-up; may be null):
+// compute, the exposed wait for each purpose of collective on each axis, those waits per kind, the host; they add up
+// to the step.
+void print_step_breakdown(const PlanEvaluation& a, const PlanEvaluation* b, const View& v, const char* a_title) {
+  std::printf("\nwhere the projected step goes (seconds per step; exposed = compute waiting for the collective):\n");
+  std::vector<std::string> head = {"", "part of the step", a_title + std::string(" ") + a.label()};
+  if (b) head.push_back("runner-up " + b->label());
+  std::vector<std::vector<std::string>> cells;
+  auto row = [&](const std::string& name, double x, double y) {
+    std::vector<std::string> c = {"", name, fixed(x, 4)};
+    if (b) c.push_back(fixed(y, 4));
+    cells.push_back(std::move(c));
+  };
+  const StepProjection none;
+  const StepProjection& q = b ? b->step : none;
+  row("compute: forward", a.step.forward_s, q.forward_s);
+  row("compute: backward", a.step.backward_s, q.backward_s);
+  row("compute: optimizer", a.step.optimizer_s, q.optimizer_s);
+  for (int p = 0; p < kPurposeCount; ++p)
+    for (int x = 0; x < 2; ++x) {
+      const double ea = a.step.exposed_purpose_axis_s[p][x], eb = q.exposed_purpose_axis_s[p][x];
+      if (ea > 0 || eb > 0)
+        row(std::string("  exposed ") + purpose_name(Purpose(p)) + (x ? " (inter-node)" : " (intra-node)"), ea, eb);
+    }
+  const char* kinds[kCollKindCount] = {"exposed gathers", "exposed reduce-scatters", "exposed all-reduces",
+                                       "exposed broadcasts"};
+  for (int k = 0; k < kCollKindCount; ++k) row(kinds[k], a.step.exposed_s(CollKind(k)), q.exposed_s(CollKind(k)));
+  row("host (fixed per step)", a.step.fixed_s, q.fixed_s);
+  row("step", a.step.step_s, q.step_s);
+  std::vector<std::string> m = {"", "MFU", fixed(100 * mfu(a, v), 1) + "%"};
+  if (b) m.push_back(fixed(100 * mfu(*b, v), 1) + "%");
+  cells.push_back(std::move(m));
+  print_cells(head, cells);
 }
 
 // The schedule grouped by (phase, term, kind, group role, mesh): ops, message bytes and time per step.
@@ -262,7 +381,44 @@ std::vector<std::string> csv_columns() {
           "feasible",
           "why",
           "network_model",
-          "reserve_bytes"};
+          "reserve_bytes",
+          "objective",
+          "other_rank",
+          "projected_step_s",
+          "projected_mfu",
+          "forward_s",
+          "backward_s",
+          "optimizer_s",
+          "host_s",
+          "exposed_comm_s",
+          "exposed_all_gather_intra_s",
+          "exposed_all_gather_inter_s",
+          "exposed_reduce_scatter_intra_s",
+          "exposed_reduce_scatter_inter_s",
+          "exposed_all_reduce_intra_s",
+          "exposed_all_reduce_inter_s",
+          "exposed_broadcast_intra_s",
+          "exposed_broadcast_inter_s",
+          "exposed_forward_gather_intra_s",
+          "exposed_forward_gather_inter_s",
+          "exposed_backward_gather_intra_s",
+          "exposed_backward_gather_inter_s",
+          "exposed_hpz_gather_intra_s",
+          "exposed_hpz_gather_inter_s",
+          "exposed_grad_reduce_scatter_intra_s",
+          "exposed_grad_reduce_scatter_inter_s",
+          "exposed_zero_grad_reduce_intra_s",
+          "exposed_zero_grad_reduce_inter_s",
+          "exposed_grad_bucket_all_reduce_intra_s",
+          "exposed_grad_bucket_all_reduce_inter_s",
+          "exposed_sync_bucket_all_reduce_intra_s",
+          "exposed_sync_bucket_all_reduce_inter_s",
+          "exposed_replica_all_reduce_intra_s",
+          "exposed_replica_all_reduce_inter_s",
+          "exposed_update_gather_intra_s",
+          "exposed_update_gather_inter_s",
+          "exposed_update_broadcast_intra_s",
+          "exposed_update_broadcast_inter_s"};
 }
 
 std::string num(double v) {
@@ -328,6 +484,26 @@ Result<PlanOptions> read_plan_options(const ParsedArgs& args) {
   o.cost = std::move(*cost);
   auto reserve = parse_memory_reserve(args);
   if (!reserve) return make_error(reserve.error());
+  auto objective = args.get_enum("objective", kObjectiveNames);
+  if (!objective) return make_error(objective.error());
+  auto overlap = args.get_enum("overlap", kOverlapNames);
+  if (!overlap) return make_error(overlap.error());
+  auto peak = args.get_double("peak-tflops");
+  if (!peak || *peak <= 0) return make_error(peak ? "--peak-tflops must be positive" : peak.error());
+  auto compute = parse_compute_model(args, *peak);
+  if (!compute) return make_error(compute.error());
+  auto engine = parse_engine_options(args);
+  if (!engine) return make_error(engine.error());
+  o.view.objective = *objective;
+  o.view.overlap = *overlap;
+  o.view.peak_flops = *peak * 1e12;
+  o.view.flops_per_step =
+      o.work.model.flops_per_token(o.work.seq) * double(o.work.global_batch_tokens) / double(o.topo.world());
+  o.planner.objective = *objective;
+  o.planner.rank_both = true;  // the table shows each plan's rank under the other objective
+  o.planner.overlap = *overlap;
+  o.planner.compute = std::move(*compute);
+  o.planner.engine = *engine;
   o.planner.gpu_mem_bytes = double(*mem);
   o.planner.bucket_bytes = static_cast<int64_t>(*bucket);
   o.planner.rank_by = o.view.rank_by;
@@ -366,9 +542,18 @@ void print_plan_header(const PlanOptions& o) {
     std::printf("  measured first: %s (%zu measurements)\n", profile->source().c_str(), profile->point_count());
   if (profile)
     for (const auto& note : profile->notes()) std::fprintf(stderr, "lins plan: %s\n", note.c_str());
-  std::printf("  memory limit %s per GPU, reserve included; bucket %s; ranked by %s pricing\n",
+  std::printf("  memory limit %s per GPU, reserve included; bucket %s; communication priced by %s pricing\n",
               format_bytes(o.planner.gpu_mem_bytes).c_str(), format_bytes(double(o.planner.bucket_bytes)).c_str(),
               ranking_words(o.view.rank_by));
+  const ComputeModel& c = o.planner.compute;
+  std::printf("  compute: %.1f TFLOP/s sustained per GPU (%s), optimizer at %.0f GB/s, peak %.0f TFLOP/s for MFU\n",
+              c.sustained_flops_per_s / 1e12, c.rate_source.c_str(), c.optimizer_bytes_per_s / 1e9,
+              o.view.peak_flops / 1e12);
+  std::printf("  ranked by %s (--objective %s); steps projected with overlap %s\n",
+              o.view.objective == Objective::step
+                  ? "projected step time: the step program of each plan's engine timed as lins simulate times it"
+                  : "the paper's summed communication time T_p + T_g + T_os0 + T_os1",
+              objective_name(o.view.objective), overlap_name(o.view.overlap));
 }
 
 // --plan: that plan alone, with its details.
@@ -377,7 +562,7 @@ Result<PlanSearch> evaluate_given_plan(const PlanOptions& o) {
   if (!plan) return make_error("--plan: " + plan.error());
   auto e = evaluate_plan(o.work, o.topo, *plan, *o.cost, o.planner);
   if (!e) return make_error(e.error());
-  PlanSearch search = rank_plans({*e}, o.view.rank_by);
+  PlanSearch search = rank_plans({*e}, o.view.rank_by, o.view.objective);
   if (search.best < 0 && search.plans[0].feasible) search.best = 0;
   std::printf("\n");
   print_plan_detail("plan", search.plans[0], o.view);
@@ -403,32 +588,46 @@ Result<PlanSearch> search_every_plan(const PlanOptions& o) {
   }
   std::vector<const PlanEvaluation*> rows, baselines;
   int shown = 0;
+  const bool step = o.view.objective == Objective::step;
   for (const auto& e : search.plans) {
-    if (e.baseline) {
+    // Under the step objective the baselines are ranked with the 6-tuples; they are listed again below either way.
+    if (e.baseline && !step) {
       baselines.push_back(&e);
     } else if (shown < o.top) {
       rows.push_back(&e);
       ++shown;
     }
+    if (e.baseline && step) baselines.push_back(&e);
   }
-  std::printf(
-      "\nranked plans (top %d of %d; times in seconds per step, memory in GiB per GPU, need = total + reserve):\n",
-      shown, search.legal_count);
-  print_table(rows, o.view);
+  const auto table = [&](const std::vector<const PlanEvaluation*>& r) {
+    step ? print_step_table(r, o.view) : print_table(r, o.view);
+  };
+  std::printf("\nranked plans (top %d of %zu; times in seconds per step, memory in GiB per GPU, need = total + reserve",
+              shown, search.plans.size());
+  if (step)
+    std::printf(
+        ";\nexposed time compute waited for each kind of collective, inside a node (in) or across nodes (x): "
+        "AG all-gather, RS reduce-scatter, AR all-reduce, BC broadcast; most exposed = the purpose compute waited for "
+        "longest; "
+        "comm = the paper's objective");
+  std::printf("):\n");
+  table(rows);
   if (!baselines.empty()) {
     std::printf("\nbaselines on their own engines (rank among all plans):\n");
-    print_table(baselines, o.view);
+    table(baselines);
   }
   return search;
 }
 
-// --explain: the schedule of the chosen (or given) plan.
+// --explain: where the chosen (or given) plan's projected step goes beside the runner-up's, then its schedule.
 Status explain_schedule(const PlanOptions& o, const PlanSearch& search) {
   const PlanEvaluation* e = search.best >= 0 ? &search.plans[search.best] : &search.plans[0];
+  if (e->projected) print_step_breakdown(*e, search.runner_up(), o.view, o.plan.empty() ? "chosen" : "plan");
   ScheduleOptions so;
   so.micro_batches = o.work.micro_batches;
   so.bucket_bytes = o.planner.bucket_bytes;
   so.dtype = o.planner.dtype;
+  so.engine = o.planner.engine;
   auto s = build_schedule(o.work.model, e->plan, o.topo, so);
   if (!s) return make_error(s.error());
   print_explain(*s, *o.cost, o.view);
@@ -442,56 +641,68 @@ std::vector<std::string> plan_csv_row(const PlanOptions& o, const PlanSearch& se
   const auto& m = e.memory;
   const auto& a = e.isolated;
   const auto& b = e.shared;
-  return {w.model.name,
-          std::to_string(w.model.param_count()),
-          std::to_string(o.topo.gpus_per_node),
-          std::to_string(o.topo.nodes),
-          std::to_string(w.seq),
-          std::to_string(w.micro_batch_size),
-          std::to_string(w.micro_batches),
-          w.recompute ? "1" : "0",
-          cost.network().name,
-          cost.profile() ? cost.profile()->source() : "",
-          num(o.planner.gpu_mem_bytes),
-          std::to_string(o.planner.bucket_bytes),
-          e.label(),
-          e.plan.to_string(),
-          engine_name(e.plan.engine),
-          e.baseline ? "1" : "0",
-          std::to_string(e.plan.p.intra),
-          std::to_string(e.plan.p.inter),
-          std::to_string(e.plan.g.intra),
-          std::to_string(e.plan.g.inter),
-          std::to_string(e.plan.os.intra),
-          std::to_string(e.plan.os.inter),
-          os_layout_name(e.plan.os_layout),
-          num(m.p_bytes),
-          num(m.g_bytes),
-          num(m.os_bytes),
-          num(m.state_bytes),
-          num(m.closed_form_state_bytes),
-          num(m.activation_bytes),
-          num(m.buffer_bytes),
-          num(m.total_bytes),
-          num(e.intra_message_bytes),
-          num(e.inter_message_bytes),
-          num(a.param_s),
-          num(a.grad_s),
-          num(a.os_sync_s),
-          num(a.os_bcast_s),
-          num(a.total_s()),
-          num(b.param_s),
-          num(b.grad_s),
-          num(b.os_sync_s),
-          num(b.os_bcast_s),
-          num(b.total_s()),
-          std::to_string(a.fallback_ops),
-          pricing_name(search.rank_by),
-          std::to_string(e.rank),
-          e.feasible ? "1" : "0",
-          e.why,
-          network_model_name(cost.model()),
-          num(m.reserve_bytes)};
+  std::vector<std::string> row = {w.model.name,
+                                  std::to_string(w.model.param_count()),
+                                  std::to_string(o.topo.gpus_per_node),
+                                  std::to_string(o.topo.nodes),
+                                  std::to_string(w.seq),
+                                  std::to_string(w.micro_batch_size),
+                                  std::to_string(w.micro_batches),
+                                  w.recompute ? "1" : "0",
+                                  cost.network().name,
+                                  cost.profile() ? cost.profile()->source() : "",
+                                  num(o.planner.gpu_mem_bytes),
+                                  std::to_string(o.planner.bucket_bytes),
+                                  e.label(),
+                                  e.plan.to_string(),
+                                  engine_name(e.plan.engine),
+                                  e.baseline ? "1" : "0",
+                                  std::to_string(e.plan.p.intra),
+                                  std::to_string(e.plan.p.inter),
+                                  std::to_string(e.plan.g.intra),
+                                  std::to_string(e.plan.g.inter),
+                                  std::to_string(e.plan.os.intra),
+                                  std::to_string(e.plan.os.inter),
+                                  os_layout_name(e.plan.os_layout),
+                                  num(m.p_bytes),
+                                  num(m.g_bytes),
+                                  num(m.os_bytes),
+                                  num(m.state_bytes),
+                                  num(m.closed_form_state_bytes),
+                                  num(m.activation_bytes),
+                                  num(m.buffer_bytes),
+                                  num(m.total_bytes),
+                                  num(e.intra_message_bytes),
+                                  num(e.inter_message_bytes),
+                                  num(a.param_s),
+                                  num(a.grad_s),
+                                  num(a.os_sync_s),
+                                  num(a.os_bcast_s),
+                                  num(a.total_s()),
+                                  num(b.param_s),
+                                  num(b.grad_s),
+                                  num(b.os_sync_s),
+                                  num(b.os_bcast_s),
+                                  num(b.total_s()),
+                                  std::to_string(a.fallback_ops),
+                                  pricing_name(search.rank_by),
+                                  std::to_string(e.rank),
+                                  e.feasible ? "1" : "0",
+                                  e.why,
+                                  network_model_name(cost.model()),
+                                  num(m.reserve_bytes)};
+  // The projection (empty when the plan was not projected): by kind and axis, then by purpose and axis, in the
+  // order of csv_columns().
+  row.push_back(objective_name(search.objective));
+  row.push_back(std::to_string(e.other_rank));
+  const StepProjection& p = e.step;
+  for (double x : {p.step_s, mfu(e, o.view), p.forward_s, p.backward_s, p.optimizer_s, p.fixed_s, p.exposed_comm_s})
+    row.push_back(e.projected ? num(x) : "");
+  for (int k = 0; k < kCollKindCount; ++k)
+    for (int a = 0; a < 2; ++a) row.push_back(e.projected ? num(p.exposed_kind_axis_s[k][a]) : "");
+  for (int u = 0; u < kPurposeCount; ++u)
+    for (int a = 0; a < 2; ++a) row.push_back(e.projected ? num(p.exposed_purpose_axis_s[u][a]) : "");
+  return row;
 }
 
 int fail(const std::string& msg) {

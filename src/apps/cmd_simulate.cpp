@@ -12,11 +12,13 @@
 
 #include "apps/commands.h"
 #include "core/calibrate.h"
+#include "core/compute_model.h"
 #include "core/cost_options.h"
 #include "core/csv.h"
 #include "core/json.h"
 #include "core/memory_model.h"
 #include "core/planner.h"
+#include "core/projection.h"
 #include "core/results_schema.h"
 #include "core/simulator.h"
 #include "core/step_columns.h"
@@ -35,15 +37,9 @@ CommandSpec simulate_spec() {
       {"overlap", 0, "LIST", "all", "overlap modes (" + kOverlapNames.list() + "), comma-separated"},
       {"gpu-mem", 0, "SIZE", "80GiB", "memory per GPU; plans that do not fit are written with feasible=0 (oom)"},
       {"peak-tflops", 0, "X", "312", "peak bf16 dense TFLOP/s per GPU, for MFU (A800/A100: 312)"},
-      {"sustained-tflops", 0, "X", "", "compute rate of forward/backward per GPU [default: efficiency x peak]"},
-      {"compute-efficiency", 0, "X", "0.6", "sustained / peak when --sustained-tflops and --calibrate are absent"},
-      {"calibrate", 0, "FILES", "",
-       "fit each engine's sustained rate and fixed per-step cost to the measured rows of `lins step` CSVs "
-       "(comma-separated; rows at 2+ micro-batch counts separate the two)"},
-      {"calibrate-as", 0, "ENGINE", "",
-       "use this engine's calibration for every strategy (where ranks share cores, only an engine with no "
-       "synchronisation between modules, such as ddp, measures the contended compute rate the others also pay)"},
-      {"hbm-gbps", 0, "X", "1600", "memory rate of the optimizer update, GB/s (A800 80GB: 2039 peak)"},
+      {"objective", 0, "NAME", "step",
+       "how the planner chooses the plan of 'lins': " + kObjectiveNames.described() +
+           " (step also weighs the baselines' presets on their own engines)"},
       {"bucket", 0, "SIZE", "25M", "gradient bucket size U"},
       {"paper-recompute", 0, "", "",
        "recompute activations for llama-30b only, as the paper does (also with "
@@ -57,6 +53,7 @@ CommandSpec simulate_spec() {
   opts = concat_options(opts, cost_options("paper-a800", "paper"));
   opts = concat_options(opts, engine_options());
   opts = concat_options(opts, memory_reserve_options());
+  opts = concat_options(opts, compute_options());
   opts = concat_options(opts, own);
   for (auto& o : opts)
     if (o.name == "model") o.help = "model preset, or a comma-separated list of presets";
@@ -104,11 +101,9 @@ struct SimulateOptions {
   MemoryReserve reserve;
   Pricing pricing = Pricing::paper_isolated;
   uint64_t gpu_mem = 0, bucket = 0;
-  double peak_tflops = 0, hbm_gbps = 0;
-  double sustained_flops = 0;              // forward/backward compute rate per GPU
-  std::string rate_source;                 // where sustained_flops comes from
-  std::optional<Calibration> calibration;  // --calibrate: per engine rates and fixed costs
-  std::string calibration_as;              // --calibrate-as: one engine's calibration for every strategy
+  double peak_tflops = 0;
+  ComputeModel compute;  // forward/backward rate (per engine when calibrated) and the optimizer's memory rate
+  Objective objective = Objective::step;  // how the planner ranks plans for "lins"
   EngineOptions engine;
   std::string out_path, trace_dir;
 };
@@ -155,36 +150,7 @@ Status read_sweep(const ParsedArgs& args, SimulateOptions& o) {
   return Status::ok_status();
 }
 
-// The sustained compute rate: --sustained-tflops, else --calibrate's measured rows, else efficiency x peak.
-Status choose_sustained_rate(const ParsedArgs& args, double efficiency, SimulateOptions& o) {
-  o.sustained_flops = efficiency * o.peak_tflops * 1e12;
-  o.rate_source = "compute-efficiency " + args.get("compute-efficiency") + " x peak";
-  if (args.has("sustained-tflops") && args.has("calibrate"))
-    return make_error("give --sustained-tflops or --calibrate, not both");
-  if (args.has("sustained-tflops")) {
-    auto v = args.get_double("sustained-tflops");
-    if (!v || *v <= 0) return make_error(v ? "--sustained-tflops must be positive" : v.error());
-    o.sustained_flops = *v * 1e12;
-    o.rate_source = "given by --sustained-tflops";
-  } else if (args.has("calibrate")) {
-    auto v = calibrate_from_step_csv(args.get("calibrate"));
-    if (!v) return make_error(v.error());
-    o.sustained_flops = v->all.flops_per_s;
-    o.rate_source = "calibrated per engine from " + args.get("calibrate") + " (see calibration)";
-    o.calibration = std::move(*v);
-    if (args.has("calibrate-as")) {
-      auto e = kEngineNames.parse(args.get("calibrate-as"), "--calibrate-as");
-      if (!e) return make_error(e.error());
-      const std::string name = engine_name(*e);
-      if (!o.calibration->engine.count(name))
-        return make_error("--calibrate-as " + name + ": the calibration rows have no measured row of that engine");
-      o.calibration_as = name;
-    }
-  }
-  return Status::ok_status();
-}
-
-// --gpu-mem, --bucket, --peak-tflops, --hbm-gbps, --compute-efficiency and the sustained rate.
+// --gpu-mem, --bucket, --peak-tflops and the compute model.
 Status read_machine(const ParsedArgs& args, SimulateOptions& o) {
   auto gpu_mem = args.get_size("gpu-mem");
   if (!gpu_mem) return make_error(gpu_mem.error());
@@ -194,14 +160,12 @@ Status read_machine(const ParsedArgs& args, SimulateOptions& o) {
   if (!bucket || *bucket == 0) return make_error(bucket ? "--bucket must be at least 1 byte" : bucket.error());
   o.bucket = *bucket;
   auto peak = args.get_double("peak-tflops");
-  auto hbm = args.get_double("hbm-gbps");
-  auto eff = args.get_double("compute-efficiency");
   if (!peak || *peak <= 0) return make_error(peak ? "--peak-tflops must be positive" : peak.error());
-  if (!hbm || *hbm <= 0) return make_error(hbm ? "--hbm-gbps must be positive" : hbm.error());
-  if (!eff || *eff <= 0 || *eff > 1) return make_error(eff ? "--compute-efficiency must be in (0, 1]" : eff.error());
   o.peak_tflops = *peak;
-  o.hbm_gbps = *hbm;
-  return choose_sustained_rate(args, *eff, o);
+  auto compute = parse_compute_model(args, *peak);
+  if (!compute) return make_error(compute.error());
+  o.compute = std::move(*compute);
+  return Status::ok_status();
 }
 
 Result<SimulateOptions> read_simulate_options(const ParsedArgs& args) {
@@ -225,6 +189,9 @@ Result<SimulateOptions> read_simulate_options(const ParsedArgs& args) {
   auto engine = parse_engine_options(args);
   if (!engine) return make_error(engine.error());
   o.engine = *engine;
+  auto objective = args.get_enum("objective", kObjectiveNames);
+  if (!objective) return make_error(objective.error());
+  o.objective = *objective;
   o.out_path = args.get("out");
   o.trace_dir = args.get("trace");
   return o;
@@ -236,6 +203,18 @@ Status check_outputs(const SimulateOptions& o) {
   if (!o.trace_dir.empty())
     if (auto s = check_output_folder("--trace", o.trace_dir); !s) return s;
   return Status::ok_status();
+}
+
+// What every projection of this run assumes (the overlap mode is set per row).
+ProjectionSetup projection_setup(const SimulateOptions& o) {
+  ProjectionSetup setup;
+  setup.cost = &*o.cost;
+  setup.pricing = o.pricing;
+  setup.compute = o.compute;
+  setup.engine = o.engine;
+  setup.bucket_bytes = static_cast<int64_t>(o.bucket);
+  setup.reserve = o.reserve;
+  return setup;
 }
 
 // One strategy on one cluster: a preset or 6-tuple as given, or the planner's choice for "lins" (nullopt, said on
@@ -260,35 +239,21 @@ Result<std::optional<Plan>> resolve_strategy(const SimulateOptions& o, const std
   return std::optional<Plan>(plan);
 }
 
-// One projected row: the step of `plan` under overlap mode `ov`, written to the CSV (and its trace), printed.
-// The compute rates of one plan's engine: calibrated (its rate and fixed per-step cost, or every engine's together when
-// it had no rows of its own), else the one sustained rate.
-ComputeRates rates_for(const SimulateOptions& o, const Plan& plan) {
-  if (!o.calibration) return ComputeRates{o.sustained_flops, o.hbm_gbps * 1e9, 0.0};
-  const EngineCalibration& c =
-      o.calibration->of(o.calibration_as.empty() ? std::string(engine_name(plan.engine)) : o.calibration_as);
-  return ComputeRates{c.flops_per_s, o.hbm_gbps * 1e9, c.fixed_step_s};
-}
-
+// One projected row: the step of `plan` under overlap mode `ov` (project_plan, as the planner projects it), written
+// to the CSV (and its trace), printed.
 Status project_row(const SimulateOptions& o, const Workload& workload, const Topology& topo,
                    const std::string& strategy, const Plan& plan, Overlap ov, CsvWriter& writer) {
   const ModelSpec& model = workload.model;
   const int gpus = topo.world();
-  ScheduleOptions so;
-  so.micro_batches = workload.micro_batches;
-  so.bucket_bytes = static_cast<int64_t>(o.bucket);
-  so.expand_micro_batches = true;
-  so.engine = o.engine;
-  so.overlap = ov;
-  auto sched = build_schedule(model, plan, topo, so);
-  if (!sched) return make_error(sched.error());
-  auto mem = estimate_memory(*sched, workload, StateBytes{});
-  add_memory_reserve(mem, *sched, o.reserve);
-  const PredictedComm predicted = predict_comm(*sched, *o.cost, o.pricing);
+  ProjectionSetup setup = projection_setup(o);
+  setup.overlap = ov;
   std::vector<TraceEvent> trace;
-  const auto proj = project_step(
-      *sched, model, workload.seq, workload.micro_batch_size, workload.recompute, rates_for(o, plan),
-      [&](const CommOp& op) { return o.cost->op_time_s(op, topo, o.pricing); }, o.trace_dir.empty() ? nullptr : &trace);
+  auto projected = project_plan(setup, workload, topo, plan, o.trace_dir.empty() ? nullptr : &trace);
+  if (!projected) return make_error(projected.error());
+  const Schedule* sched = &projected->schedule;
+  const MemoryEstimate& mem = projected->memory;
+  const StepProjection& proj = projected->step;
+  const PredictedComm predicted = predict_comm(*sched, *o.cost, o.pricing);
   if (!o.trace_dir.empty()) {
     std::string stem = model.name + "." + std::to_string(gpus) + "." + strategy + "." + overlap_name(ov);
     for (char& ch : stem)
@@ -340,6 +305,10 @@ Result<int> project_all(const SimulateOptions& o, const ParsedArgs& args, CsvWri
       popt.bucket_bytes = static_cast<int64_t>(o.bucket);
       popt.rank_by = o.pricing;
       popt.reserve = o.reserve;
+      popt.include_baselines = o.objective == Objective::step;
+      popt.objective = o.objective;
+      popt.compute = o.compute;
+      popt.engine = o.engine;
       for (const auto& strategy : o.strategies) {
         auto plan = resolve_strategy(o, strategy, *workload, topo, popt);
         if (!plan) return make_error(plan.error());
@@ -363,12 +332,15 @@ Status write_simulate_provenance(const SimulateOptions& o, const ParsedArgs& arg
   prov.set("argv", words).set("lins_version", LINS_VERSION).set("git_commit", LINS_GIT_COMMIT);
   prov.set("date_utc", now_utc()).set("source", "projected").set("rows", rows);
   JsonObject assume;
-  assume.set("sustained_tflops_per_gpu", o.sustained_flops / 1e12).set("sustained_rate_from", o.rate_source);
-  if (o.calibration) {
-    assume.set("calibration", o.calibration->to_json());
-    if (!o.calibration_as.empty()) assume.set("calibration_used_for_every_engine", o.calibration_as);
+  assume.set("sustained_tflops_per_gpu", o.compute.sustained_flops_per_s / 1e12)
+      .set("sustained_rate_from", o.compute.rate_source);
+  if (o.compute.calibration) {
+    assume.set("calibration", o.compute.calibration->to_json());
+    if (!o.compute.calibration_as.empty()) assume.set("calibration_used_for_every_engine", o.compute.calibration_as);
   }
-  assume.set("peak_tflops_per_gpu", o.peak_tflops).set("optimizer_memory_gbps", o.hbm_gbps);
+  assume.set("peak_tflops_per_gpu", o.peak_tflops).set("optimizer_memory_gbps", o.compute.optimizer_bytes_per_s / 1e9);
+  assume.set("lins_strategy",
+             std::string("the planner's choice by the ") + objective_name(o.objective) + " objective (--objective)");
   assume.set("optimizer_bytes_per_owned_param",
              "26: fp32 master, m, v read and written; bf16 grad read, param written");
   assume.set("network", o.cost->network().name).set("network_description", o.cost->network().description);

@@ -20,6 +20,7 @@
 #include "apps/step_run.h"
 #include "comm/provenance.h"
 #include "core/cli.h"
+#include "core/compute_model.h"
 #include "core/cost_options.h"
 #include "core/csv.h"
 #include "core/memory_model.h"
@@ -80,6 +81,10 @@ CommandSpec step_spec() {
            "write every collective each rank issued in each timed step, in issue order (CSV: system, strategy, rank, "
            "step, index, kind, group_size, elems, dtype, message_bytes)"},
           {"gpu-mem", 0, "SIZE", "1TiB", "memory per rank the planner may use for 'lins'"},
+          {"objective", 0, "NAME", "step",
+           "how the planner chooses 'lins': " + kObjectiveNames.described() +
+               " (step: the baselines' presets too; compute at --compute-efficiency x the MFU peak unless "
+               "--sustained-tflops or --calibrate)"},
           {"peak-tflops", 0, "RATE", "",
            "peak TFLOP/s per rank for MFU (default: sgemm measured on every rank at "
            "start-up, all ranks at once)"},
@@ -93,6 +98,7 @@ CommandSpec step_spec() {
   spec.options = concat_options(spec.options, cost_options("cpu-local", "paper"));
   spec.options = concat_options(spec.options, engine_options());
   spec.options = concat_options(spec.options, memory_reserve_options());
+  spec.options = concat_options(spec.options, compute_options());
   for (auto& o : spec.options)
     if (o.name.rfind("reserve-", 0) == 0) o.help += " (--backend gpu only: the CPU backend has no such losses)";
   spec.epilog =
@@ -190,6 +196,9 @@ Status read_run(const ParsedArgs& a, StepOptions& o) {
   if (*bucket == 0) return make_error("--bucket must be at least 1 byte");
   auto pricing = a.get_enum("pricing", kPricingNames);
   if (!pricing) return make_error(pricing.error());
+  auto objective = a.get_enum("objective", kObjectiveNames);
+  if (!objective) return make_error(objective.error());
+  o.objective = *objective;
   auto gpu_mem = a.get_size("gpu-mem");
   if (!gpu_mem) return make_error(gpu_mem.error());
   auto progress = a.get_enum("mpi-progress", kMpiProgressNames);
@@ -283,15 +292,22 @@ Result<BackendFactory> backend_factory(const StepOptions& o) {
   return make_error("--backend: no factory");
 }
 
-// 'lins': the planner's choice for this cluster, said by rank 0.
-Result<Plan> planner_choice(const StepOptions& o, int rank) {
+// 'lins': the planner's choice for this cluster, said by rank 0. The step objective projects compute with the
+// compute options, their efficiency scaling `peak` (the MFU peak: given, or this machine's GEMM rate).
+Result<Plan> planner_choice(const StepOptions& o, const ParsedArgs& a, const Peak& peak, int rank) {
+  auto compute = parse_compute_model(a, peak.tflops);
+  if (!compute) return make_error(compute.error());
   PlannerOptions po;
+  po.objective = o.objective;
+  po.compute = std::move(*compute);
+  po.engine = o.engine;
+  po.overlap = o.overlap;
   po.gpu_mem_bytes = double(o.gpu_mem);
   po.bucket_bytes = int64_t(o.bucket);
   po.dtype = o.precision;
   po.state_bytes = executor_state_bytes(o.precision, o.compute);
   po.rank_by = o.pricing;
-  po.include_baselines = false;
+  po.include_baselines = o.objective == Objective::step;
   po.reserve = o.reserve;
   auto search = search_plans(o.workload, o.topo, *o.cost, po);
   if (!search) return make_error("lins: " + search.error());
@@ -300,21 +316,32 @@ Result<Plan> planner_choice(const StepOptions& o, int rank) {
                       " per rank (raise --gpu-mem)");
   Plan p = search->chosen()->plan;
   p.name = "lins";
-  if (rank == 0)
-    std::printf(
-        "lins: the planner chose %s %s of %d legal plans (predicted communication %s per step, %s per "
-        "rank)\n",
-        p.to_string().c_str(), p.tuple_string().c_str(), search->legal_count,
-        format_seconds(search->chosen()->comm(o.pricing).total_s()).c_str(),
-        format_bytes(search->chosen()->memory.total_bytes).c_str());
+  if (rank == 0) {
+    const PlanEvaluation& c = *search->chosen();
+    std::printf("lins: the planner chose %s %s [%s engine] of %zu plans by %s (", p.to_string().c_str(),
+                p.tuple_string().c_str(), engine_name(p.engine), search->plans.size(),
+                o.objective == Objective::step ? "projected step time" : "predicted communication");
+    if (c.projected) std::printf("projected step %s, ", format_seconds(c.step.step_s).c_str());
+    std::printf("predicted communication %s per step, %s per rank)\n",
+                format_seconds(c.comm(o.pricing).total_s()).c_str(), format_bytes(c.memory.total_bytes).c_str());
+  }
   return p;
 }
 
-// Every strategy resolved before any runs, so a typo fails at once.
-Result<std::vector<Plan>> resolve_strategies(const StepOptions& o, int rank) {
+// Every strategy but 'lins' parsed before anything runs, so a typo fails at once; the compute options checked too.
+Status check_strategies(const StepOptions& o, const ParsedArgs& a) {
+  for (const auto& s : o.strategies)
+    if (s != "lins")
+      if (auto p = parse_plan(s, o.topo); !p) return make_error("strategy '" + s + "': " + p.error());
+  if (auto c = parse_compute_model(a, 1.0); !c) return make_error(c.error());
+  return Status::ok_status();
+}
+
+// Every strategy resolved before any runs ('lins' by the planner, once the MFU peak is known).
+Result<std::vector<Plan>> resolve_strategies(const StepOptions& o, const ParsedArgs& a, const Peak& peak, int rank) {
   std::vector<Plan> plans;
   for (const auto& s : o.strategies) {
-    auto p = s == "lins" ? planner_choice(o, rank) : parse_plan(s, o.topo);
+    auto p = s == "lins" ? planner_choice(o, a, peak, rank) : parse_plan(s, o.topo);
     if (!p) return make_error(s == "lins" ? p.error() : "strategy '" + s + "': " + p.error());
     plans.push_back(*p);
   }
@@ -465,6 +492,7 @@ Status write_step_provenance(const StepOptions& o, const std::vector<Plan>& plan
   run.set("lr", o.lr).set("bucket_bytes", (long long)o.bucket).set("mpi_progress", mpi_progress_name(o.progress));
   run.set("peak_tflops", peak.tflops).set("peak_tflops_source", peak.source);
   run.set("network", o.network).set("profile", o.profile).set("pricing", pricing_name(o.pricing));
+  run.set("planner_objective", objective_name(o.objective));
   run.set("watchdog_timeout_s", o.timeout_s).set("resumed", o.resume);
   JsonArray chosen;
   for (size_t i = 0; i < plans.size(); ++i) {
@@ -493,10 +521,11 @@ int run_step(const Args& args) {
   if (!make_backend) return fail(make_backend.error());
   start_rank_watchdog(o.timeout_s, rank);
   if (auto s = check_step_outputs(o, rank); !s) return fail(s.error());
-  auto plans = resolve_strategies(o, rank);
-  if (!plans) return fail(plans.error());
+  if (auto s = check_strategies(o, a); !s) return fail(s.error());
   auto peak = peak_rate(o, *make_backend, world);
   if (!peak) return fail(peak.error());
+  auto plans = resolve_strategies(o, a, *peak, rank);
+  if (!plans) return fail(plans.error());
   const std::string fabric = fabric_label(MPI_COMM_WORLD);
   if (rank == 0) print_run_header(o, *peak, world, fabric);
   auto writer = open_step_csv(o, rank);

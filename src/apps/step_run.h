@@ -17,6 +17,7 @@
 #include "core/names.h"
 #include "core/overlap.h"
 #include "core/plan.h"
+#include "core/planner.h"
 #include "core/result.h"
 #include "core/topology.h"
 #include "core/workload.h"
@@ -34,6 +35,7 @@ struct StepOptions {
   double lr = 0, timeout_s = 0;
   Overlap overlap = Overlap::all;
   Pricing pricing = Pricing::paper_isolated;
+  Objective objective = Objective::step;  // how the planner chooses 'lins'
   MpiProgress progress = MpiProgress::thread;
   StepBackend backend = StepBackend::cpu;
   DType precision = DType::bf16, compute = DType::fp32;

@@ -1,9 +1,14 @@
 // Planner and projection cost: (1) the plan search of the paper's 8 x 128 cluster (every legal plan built into its
-// compressed schedule, priced under both pricings, sized with its memory reserve) for each LLaMA preset, and (2) the
+// compressed schedule, priced under both pricings, sized with its memory reserve) for each LLaMA preset, by the paper's
+// objective and by projected step time (every plan and baseline also expanded and its step program timed), and on
+// 8 x 8192 GPUs (a 256M-token batch, M = 1) by both; the process's peak resident memory is reported; (2) the
 // Fig. 11-13 projection sweep of `lins simulate --model llama-7b,llama-13b,llama-30b --gpus 8,32,128,512,1024
 // --paper-recompute` (five strategies, the planner's choice among them), each under the alpha-beta and the nccl
 // network model. Reports wall and CPU time; it measures, it does not judge.
 #include <benchmark/benchmark.h>
+#include <sys/resource.h>
+
+#include <algorithm>
 
 #include "core/cost_model.h"
 #include "core/planner.h"
@@ -16,23 +21,34 @@ lins::CostModel cost_model(lins::NetworkModel model) {
   return lins::CostModel::make(lins::resolve_network_spec("paper-a800").value(), model).value();
 }
 
-lins::Workload workload(const std::string& model_name, int gpus, bool paper_recompute) {
+lins::Workload workload(const std::string& model_name, int gpus, bool paper_recompute,
+                        int64_t global_batch_tokens = 4 << 20) {
   lins::Workload w;
   w.model = lins::make_model_preset(model_name).value();
   w.seq = 4096;
   w.micro_batch_size = 1;
-  w.global_batch_tokens = 4 << 20;
+  w.global_batch_tokens = global_batch_tokens;
   w.micro_batches = int(w.global_batch_tokens / (int64_t(w.seq) * gpus));  // 4M tokens per step
   w.recompute = paper_recompute && model_name == "llama-30b";
   return w;
 }
 
-void BM_PlanSearch(benchmark::State& state, const char* model_name, bool baselines, lins::NetworkModel model) {
-  const lins::Topology topo{8, 128};
-  const lins::Workload w = workload(model_name, topo.world(), true);
+double peak_rss_mib() {
+  struct rusage u {};
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_maxrss) / 1024.0;  // Linux: KiB
+}
+
+void BM_PlanSearch(benchmark::State& state, const char* model_name, bool baselines, lins::NetworkModel model,
+                   lins::Objective objective, int nodes) {
+  const lins::Topology topo{8, nodes};
+  // 4M tokens per step on 8 x 128 (M = 1); on more GPUs one sequence per GPU.
+  const int64_t tokens = std::max<int64_t>(4 << 20, int64_t(4096) * topo.world());
+  const lins::Workload w = workload(model_name, topo.world(), true, tokens);
   const lins::CostModel cost = cost_model(model);
   lins::PlannerOptions opt;
   opt.include_baselines = baselines;
+  opt.objective = objective;
   int plans = 0;
   for (auto _ : state) {
     auto search = lins::search_plans(w, topo, cost, opt);
@@ -45,6 +61,7 @@ void BM_PlanSearch(benchmark::State& state, const char* model_name, bool baselin
   }
   state.counters["plans"] = plans;
   state.counters["plans_per_s"] = benchmark::Counter(double(plans), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["peak_rss_mib"] = peak_rss_mib();
 }
 
 // What `lins simulate` does per (model, GPU count, strategy), less the CSV: the planner for "lins", the expanded
@@ -61,6 +78,7 @@ void BM_ProjectionSweep(benchmark::State& state, lins::NetworkModel model) {
         const lins::Topology topo{8, gpus / 8};
         const lins::Workload w = workload(model_name, gpus, true);
         lins::PlannerOptions popt;
+        popt.include_baselines = true;  // as lins simulate asks for "lins": by projected step, baselines included
         for (const char* strategy : {"zero1", "zero3", "zeropp", "mics", "lins"}) {
           lins::Plan plan;
           if (std::string(strategy) == "lins") {
@@ -99,16 +117,35 @@ void BM_ProjectionSweep(benchmark::State& state, lins::NetworkModel model) {
 }  // namespace
 
 using lins::NetworkModel;
-BENCHMARK_CAPTURE(BM_PlanSearch, llama_7b_alpha_beta, "llama-7b", false, NetworkModel::alpha_beta)
+using lins::Objective;
+// The paper's objective and the step objective in the same run, with the baselines (what `lins plan` searches).
+BENCHMARK_CAPTURE(BM_PlanSearch, llama_7b_alpha_beta_comm, "llama-7b", false, NetworkModel::alpha_beta, Objective::comm,
+                  128)
     ->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_PlanSearch, llama_13b_alpha_beta, "llama-13b", false, NetworkModel::alpha_beta)
+BENCHMARK_CAPTURE(BM_PlanSearch, llama_7b_nccl_comm, "llama-7b", true, NetworkModel::nccl, Objective::comm, 128)
     ->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_PlanSearch, llama_30b_alpha_beta, "llama-30b", false, NetworkModel::alpha_beta)
+BENCHMARK_CAPTURE(BM_PlanSearch, llama_13b_nccl_comm, "llama-13b", true, NetworkModel::nccl, Objective::comm, 128)
     ->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_PlanSearch, llama_7b_nccl, "llama-7b", false, NetworkModel::nccl)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_PlanSearch, llama_13b_nccl, "llama-13b", false, NetworkModel::nccl)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_PlanSearch, llama_30b_nccl, "llama-30b", false, NetworkModel::nccl)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_PlanSearch, llama_7b_with_baselines_nccl, "llama-7b", true, NetworkModel::nccl)
+BENCHMARK_CAPTURE(BM_PlanSearch, llama_30b_nccl_comm, "llama-30b", true, NetworkModel::nccl, Objective::comm, 128)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_PlanSearch, llama_7b_nccl_step, "llama-7b", true, NetworkModel::nccl, Objective::step, 128)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_PlanSearch, llama_13b_nccl_step, "llama-13b", true, NetworkModel::nccl, Objective::step, 128)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_PlanSearch, llama_30b_nccl_step, "llama-30b", true, NetworkModel::nccl, Objective::step, 128)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_PlanSearch, llama_30b_alpha_beta_step, "llama-30b", true, NetworkModel::alpha_beta,
+                  Objective::step, 128)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_PlanSearch, llama_7b_nccl_comm_8x8192, "llama-7b", true, NetworkModel::nccl, Objective::comm, 8192)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_PlanSearch, llama_7b_nccl_step_8x8192, "llama-7b", true, NetworkModel::nccl, Objective::step, 8192)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_PlanSearch, llama_13b_nccl_step_8x8192, "llama-13b", true, NetworkModel::nccl, Objective::step,
+                  8192)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_PlanSearch, llama_30b_nccl_step_8x8192, "llama-30b", true, NetworkModel::nccl, Objective::step,
+                  8192)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_ProjectionSweep, fig11_13_alpha_beta, NetworkModel::alpha_beta)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_ProjectionSweep, fig11_13_nccl, NetworkModel::nccl)->Unit(benchmark::kMillisecond);

@@ -20,6 +20,7 @@ namespace lins {
 //   core/overlap.h          kOverlapNames
 //   core/plan.h             kEngineNames, kOsLayoutNames
 //   core/cost_model.h       kPricingNames, kNetworkModelNames
+//   core/planner.h          kObjectiveNames
 //   comm/mesh_comms.h       kBackendNames
 //   comm/mpi_communicator.h kMpiProgressNames
 //   below                   kStepBackendNames

@@ -69,9 +69,15 @@ std::vector<TraceEvent> timeline_trace(const Schedule& s, const ModelSpec& model
 StepProjection project_step(const Schedule& s, const ModelSpec& model, int seq, int micro_batch_size, bool recompute,
                             const ComputeRates& rates, const std::function<double(const CommOp&)>& op_seconds,
                             std::vector<TraceEvent>* trace) {
-  const std::vector<double> task_s = compute_task_seconds(s, model, seq, micro_batch_size, recompute, rates);
   std::vector<double> op_s(s.ops.size());
   for (std::size_t i = 0; i < s.ops.size(); ++i) op_s[i] = op_seconds(s.ops[i]);
+  return project_step(s, model, seq, micro_batch_size, recompute, rates, op_s, trace);
+}
+
+StepProjection project_step(const Schedule& s, const ModelSpec& model, int seq, int micro_batch_size, bool recompute,
+                            const ComputeRates& rates, const std::vector<double>& op_s,
+                            std::vector<TraceEvent>* trace) {
+  const std::vector<double> task_s = compute_task_seconds(s, model, seq, micro_batch_size, recompute, rates);
   TimelineCosts costs;
   costs.compute_s = [&](int t) { return task_s[static_cast<std::size_t>(t)]; };
   costs.op_s = [&](int i) { return op_s[static_cast<std::size_t>(i)]; };
@@ -88,6 +94,14 @@ StepProjection project_step(const Schedule& s, const ModelSpec& model, int seq, 
   out.fixed_s = rates.fixed_step_s;
   out.step_s = r.step_s + rates.fixed_step_s;
   out.exposed_comm_s = r.waited_s;
+  for (std::size_t pos = 0; pos < program.size(); ++pos) {
+    if (program[pos].kind != Action::Kind::wait) continue;
+    const double stood = r.action_end_s[pos] - (pos > 0 ? r.action_end_s[pos - 1] : 0.0);
+    if (stood <= 0) continue;
+    const CommOp& op = s.ops[static_cast<std::size_t>(program[pos].index)];
+    out.exposed_kind_axis_s[int(op.kind)][int(op.axis())] += stood;
+    out.exposed_purpose_axis_s[int(op.purpose)][int(op.axis())] += stood;
+  }
   out.stream_busy_s = r.stream_busy_s;
   for (double b : r.stream_busy_s) out.comm_busy_s += b;
   return out;

@@ -28,6 +28,11 @@ struct StepProjection {
   double exposed_comm_s = 0;          // time compute stood still waiting for collectives
   double comm_busy_s = 0;             // sum of collective durations
   std::vector<double> stream_busy_s;  // per stream of the schedule
+  // exposed_comm_s split by the collective compute waited for: its kind or its purpose, and its axis.
+  double exposed_kind_axis_s[kCollKindCount][2] = {};
+  double exposed_purpose_axis_s[kPurposeCount][2] = {};
+  double compute_s() const { return forward_s + backward_s + optimizer_s; }
+  double exposed_s(CollKind k) const { return exposed_kind_axis_s[int(k)][0] + exposed_kind_axis_s[int(k)][1]; }
 };
 
 // Forward FLOPs of one module for `tokens` tokens of sequence length `seq` (Megatron counting: weight matmuls 2 per
@@ -44,6 +49,10 @@ std::vector<double> compute_task_seconds(const Schedule& s, const ModelSpec& mod
 StepProjection project_step(const Schedule& schedule, const ModelSpec& model, int seq, int micro_batch_size,
                             bool recompute, const ComputeRates& rates,
                             const std::function<double(const CommOp&)>& op_seconds,
+                            std::vector<TraceEvent>* trace = nullptr);
+// The same with every op's seconds given (op_s[i] for s.ops[i]).
+StepProjection project_step(const Schedule& schedule, const ModelSpec& model, int seq, int micro_batch_size,
+                            bool recompute, const ComputeRates& rates, const std::vector<double>& op_s,
                             std::vector<TraceEvent>* trace = nullptr);
 
 // Trace events of a timed program: compute and waits from the cursor, collectives from their stream times.

@@ -18,25 +18,49 @@ const char* action_kind_name(Action::Kind k) {
   return "?";
 }
 
+namespace {
+
+// The ops of each slot in op order, as one array (a counting sort by slot): the ops of slot k are
+// items[start[k] .. start[k + 1]). A step has a few ops per slot over many slots; one array per slot would cost an
+// allocation each.
+struct OpsBySlot {
+  std::vector<int> start, items;
+  template <class SlotOf>
+  OpsBySlot(const Schedule& s, int slots, SlotOf slot_of) : start(static_cast<std::size_t>(slots) + 1, 0) {
+    for (std::size_t i = 0; i < s.ops.size(); ++i) {
+      const int k = slot_of(s.ops[i]);
+      if (k >= 0) ++start[static_cast<std::size_t>(k) + 1];
+    }
+    for (std::size_t k = 1; k < start.size(); ++k) start[k] += start[k - 1];
+    items.resize(static_cast<std::size_t>(start.back()));
+    std::vector<int> next(start.begin(), start.end() - 1);
+    for (std::size_t i = 0; i < s.ops.size(); ++i) {
+      const int k = slot_of(s.ops[i]);
+      if (k >= 0) items[static_cast<std::size_t>(next[static_cast<std::size_t>(k)]++)] = static_cast<int>(i);
+    }
+  }
+  const int* begin(int slot) const { return items.data() + start[static_cast<std::size_t>(slot)]; }
+  const int* end(int slot) const { return items.data() + start[static_cast<std::size_t>(slot) + 1]; }
+};
+
+}  // namespace
+
 std::vector<Action> step_program(const Schedule& s) {
   const int slots = 2 * s.shape.task_count() + 1;  // slot 2K is the end of the step
-  std::vector<std::vector<int>> issues(static_cast<std::size_t>(slots)), waits(static_cast<std::size_t>(slots)),
-      carried(static_cast<std::size_t>(slots));
-  for (std::size_t i = 0; i < s.ops.size(); ++i) {
-    const CommOp& op = s.ops[i];
-    issues[static_cast<std::size_t>(op.issue.slot)].push_back(static_cast<int>(i));
-    (op.wait.next_step ? carried : waits)[static_cast<std::size_t>(op.wait.slot)].push_back(static_cast<int>(i));
-  }
+  const OpsBySlot issues(s, slots, [](const CommOp& op) { return int(op.issue.slot); });
+  const OpsBySlot waits(s, slots, [](const CommOp& op) { return op.wait.next_step ? -1 : int(op.wait.slot); });
+  const OpsBySlot carried(s, slots, [](const CommOp& op) { return op.wait.next_step ? int(op.wait.slot) : -1; });
   std::vector<Action> out;
   out.reserve(s.ops.size() * 2 + static_cast<std::size_t>(s.shape.task_count()));
   for (int slot = 1; slot < slots; ++slot) {
-    const auto at = static_cast<std::size_t>(slot);
-    for (int i : carried[at]) out.push_back(Action{Action::Kind::wait, i, true});
-    for (int i : waits[at])
-      if (s.ops[static_cast<std::size_t>(i)].issue.slot < slot) out.push_back(Action{Action::Kind::wait, i, false});
-    for (int i : issues[at]) out.push_back(Action{Action::Kind::issue, i, false});
-    for (int i : waits[at])
-      if (s.ops[static_cast<std::size_t>(i)].issue.slot == slot) out.push_back(Action{Action::Kind::wait, i, false});
+    for (const int* i = carried.begin(slot); i != carried.end(slot); ++i)
+      out.push_back(Action{Action::Kind::wait, *i, true});
+    for (const int* i = waits.begin(slot); i != waits.end(slot); ++i)
+      if (s.ops[static_cast<std::size_t>(*i)].issue.slot < slot) out.push_back(Action{Action::Kind::wait, *i, false});
+    for (const int* i = issues.begin(slot); i != issues.end(slot); ++i)
+      out.push_back(Action{Action::Kind::issue, *i, false});
+    for (const int* i = waits.begin(slot); i != waits.end(slot); ++i)
+      if (s.ops[static_cast<std::size_t>(*i)].issue.slot == slot) out.push_back(Action{Action::Kind::wait, *i, false});
     if (slot % 2 == 1) out.push_back(Action{Action::Kind::compute, slot / 2, false});
   }
   return out;

@@ -41,7 +41,8 @@ case "$header" in
 esac
 traces=$(ls "$out"/trace.*.rank*.json | wc -l)
 [ "$traces" -eq 36 ] || { echo "expected 9 strategies x 4 ranks = 36 traces, got $traces"; exit 1; }
-grep -q "the planner chose" "$out/stdout.txt" || { echo "no planner line"; exit 1; }
+grep -q "the planner chose .* by projected step time" "$out/stdout.txt" || { echo "no planner line (step objective)"; exit 1; }
+grep -q '"planner_objective": *"step"' "$out/step.provenance.json" || { echo "no planner objective in the provenance"; exit 1; }
 # A strategy that is not a plan: non-zero exit, one message.
 if "$mpiexec" "$@" -np 2 "$lins" step --model tiny --seq 16 --strategies ddp,zero9 --out "$out/bad" > "$out/bad.txt" 2>&1; then
   echo "a bad strategy did not fail"; exit 1

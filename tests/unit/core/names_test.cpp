@@ -7,6 +7,7 @@
 #include "core/cost_model.h"
 #include "core/overlap.h"
 #include "core/plan.h"
+#include "core/planner.h"
 #include "core/schedule.h"
 #include "names_check.h"
 
@@ -25,6 +26,7 @@ TEST(Names, EveryTableRoundTrips) {
   expect_table_round_trips(kOsLayoutNames, os_layout_name);
   expect_table_round_trips(kPricingNames, pricing_name);
   expect_table_round_trips(kNetworkModelNames, network_model_name);
+  expect_table_round_trips(kObjectiveNames, objective_name);
   expect_table_round_trips(kStepBackendNames, [](StepBackend b) { return kStepBackendNames.name(b); });
 }
 

@@ -43,7 +43,7 @@ run(0 plan --nodes 2 --network-model alpha-beta --reserve-context 0 --reserve-cu
 expect_in("${OUT}" "priced by the alpha-beta hierarchical ring" "--network-model alpha-beta")
 expect_in("${OUT}" "reserve: 0 B" "no reserve")
 
-# The default run (LLaMA-7B on 8 x 128) and its CSV: 121 legal plans + 6 baselines + the header.
+# The default run (LLaMA-7B on 8 x 128) and its CSV: 121 legal plans + 8 baselines + the header.
 file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${WORK})
 run(0 plan --csv ${WORK}/plans.csv --pricing both)
@@ -56,8 +56,8 @@ if(EXISTS ${WORK}/plans.csv.partial OR NOT EXISTS ${WORK}/plans.csv)
 endif()
 file(STRINGS ${WORK}/plans.csv lines)
 list(LENGTH lines n)
-if(NOT n EQUAL 128)
-  message(FATAL_ERROR "plans.csv has ${n} lines, expected 128 (header + 121 legal plans + 6 baselines)")
+if(NOT n EQUAL 130)
+  message(FATAL_ERROR "plans.csv has ${n} lines, expected 130 (header + 121 legal plans + 8 baselines)")
 endif()
 list(GET lines 0 header)
 foreach(col name plan s0_p s1_p s0_g s1_g s0_os s1_os state_bytes activation_bytes buffer_bytes total_bytes
@@ -65,6 +65,23 @@ foreach(col name plan s0_p s1_p s0_g s1_g s0_os s1_os state_bytes activation_byt
             reserve_bytes)
   expect_in(",${header}," ",${col}," "CSV header")
 endforeach()
+
+# The objectives: the step table (projected step, exposed time per kind and axis, the paper's rank), the paper's table
+# (with each plan's projected step and its rank by it), and --explain's breakdown beside the runner-up.
+run(0 plan --nodes 8 --top 3 --explain)
+expect_in("${OUT}" "ranked by projected step time" "default objective")
+expect_in("${OUT}" "comm rank" "step table: rank under the paper's objective")
+expect_in("${OUT}" "AG x" "step table: exposed inter-node all-gathers")
+expect_in("${OUT}" "where the projected step goes" "--explain breakdown")
+expect_in("${OUT}" "runner-up " "--explain beside the runner-up")
+expect_in("${OUT}" "exposed reduce-scatters" "--explain per kind")
+expect_in("${OUT}" "host (fixed per step)" "--explain host")
+run(0 plan --nodes 8 --top 3 --objective comm)
+expect_in("${OUT}" "summed communication time" "--objective comm")
+expect_in("${OUT}" "step rank" "comm table: rank by projected step")
+# A step too long to project is still ranked by the paper's objective, which prices the compressed schedule.
+run(0 plan --micro-batches 20000 --objective comm --top 1)
+expect_in("${OUT}" "chosen plan:" "--objective comm without projections")
 
 # One plan, explained.
 run(0 plan --model llama-13b --nodes 4 --plan zero3 --explain --csv ${WORK}/one.csv)

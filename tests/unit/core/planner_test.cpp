@@ -64,6 +64,7 @@ TEST(Planner, AgreesWithBruteForceOnThePapersCluster) {
   for (const char* model : {"llama-7b", "llama-13b", "llama-30b"}) {
     for (Pricing p : {Pricing::paper_isolated, Pricing::shared_links}) {
       PlannerOptions opt;
+      opt.objective = Objective::comm;
       opt.rank_by = p;
       opt.include_baselines = true;
       auto w = workload(model);
@@ -91,12 +92,15 @@ TEST(Planner, AgreesWithBruteForceOnRandomClustersAndLimits) {
     const CostModel cost(network_preset(nets[rng() % 3]).value());
     auto w = workload("small", 1 + int(rng() % 4), 256);
     PlannerOptions opt;
+    opt.objective = Objective::comm;
     opt.bucket_bytes = int64_t(1) << (12 + rng() % 10);
     opt.rank_by = rng() % 2 ? Pricing::paper_isolated : Pricing::shared_links;
     // A limit between the smallest and the largest need, so some plans do not fit.
-    auto all = search_plans(w, t, cost,
-                            PlannerOptions{std::numeric_limits<double>::max(), opt.bucket_bytes, DType::bf16,
-                                           StateBytes{}, MemoryReserve{}});
+    PlannerOptions unlimited;
+    unlimited.gpu_mem_bytes = std::numeric_limits<double>::max();
+    unlimited.bucket_bytes = opt.bucket_bytes;
+    unlimited.objective = Objective::comm;
+    auto all = search_plans(w, t, cost, unlimited);
     ASSERT_TRUE(all);
     double lo = std::numeric_limits<double>::max(), hi = 0;
     for (const auto& e : all->plans)
@@ -137,6 +141,7 @@ TEST(Planner, ExplainsWhyEachPlanLoses) {
   const Topology t{8, 16};
   const CostModel cost(network_preset("paper-a800").value());
   PlannerOptions opt;
+  opt.objective = Objective::comm;
   opt.include_baselines = true;
   auto search = search_plans(workload("llama-7b", 8), t, cost, opt);
   ASSERT_TRUE(search);
@@ -164,6 +169,7 @@ TEST(Planner, NeverChoosesAPlanAboveTheUsableMemory) {
   w.global_batch_tokens = 4 << 20;
   const CostModel cost(network_preset("paper-a800").value());
   PlannerOptions bare;
+  bare.objective = Objective::comm;
   bare.reserve = MemoryReserve{0, 0, 0, 0};
   auto without = search_plans(w, t, cost, bare);
   ASSERT_TRUE(without);
@@ -173,6 +179,7 @@ TEST(Planner, NeverChoosesAPlanAboveTheUsableMemory) {
   EXPECT_GT(without->chosen()->memory.total_bytes / double(1ull << 30), 76.0);
   EXPECT_LT(without->chosen()->memory.total_bytes / double(1ull << 30), 80.0);
   PlannerOptions reserved;
+  reserved.objective = Objective::comm;
   auto with = search_plans(w, t, cost, reserved);
   ASSERT_TRUE(with);
   ASSERT_NE(with->chosen(), nullptr);
