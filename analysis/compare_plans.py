@@ -29,35 +29,44 @@ def compare(step_csv, plan_csv=None):
     return table.sort_values("step_s").reset_index(drop=True)
 
 
-def verdict(table):
-    chosen = table[table["strategy"] == "lins"]
+def verdict(table, label="the planner's choice", strategy="lins"):
+    """Where the plan measured as `strategy` (by default 'lins', the planner's choice run by name) stands."""
+    chosen = table[table["strategy"] == strategy]
     if chosen.empty:
-        return "no 'lins' strategy (the planner's choice) in the measured CSV"
+        return f"{label} ({strategy}) was not measured"
     c = chosen.iloc[0]
     lins_engine = table[table["engine"] == "lins"]
     best = lins_engine.iloc[0]
     gap = c["step_s"] / best["step_s"] - 1
-    if best["strategy"] == "lins" or best["plan"] == c["plan"]:
-        head = f"the planner's choice {c['plan']} is the fastest measured plan on the Lins engine"
-    else:
-        head = (f"the planner's choice {c['plan']} measured {c['step_s']:.4f} s, {gap:+.1%} against the fastest "
-                f"measured plan {best['plan']} ({best['step_s']:.4f} s)")
     overall = table.iloc[0]
-    if overall["engine"] != "lins":
-        head += f"; fastest of all, a baseline on its own engine: {overall['strategy']} ({overall['step_s']:.4f} s)"
-    return head
+    where = f"{label}, {strategy} ({c['engine']} engine), measured {c['step_s']:.4f} s"
+    if c["engine"] == "lins":
+        if best["strategy"] == strategy or best["plan"] == c["plan"]:
+            where += ": the fastest measured plan on the Lins engine"
+        else:
+            where += f", {gap:+.1%} against the fastest plan on the Lins engine, {best['strategy']} ({best['step_s']:.4f} s)"
+    if overall["strategy"] == strategy:
+        where += "; the fastest of everything measured"
+    else:
+        where += (f"; {c['step_s'] / overall['step_s'] - 1:+.1%} against the fastest of everything measured, "
+                  f"{overall['strategy']} ({overall['engine']} engine, {overall['step_s']:.4f} s)")
+    return where
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("step_csv", help="lins step CSV: lins, every legal plan, optionally the baselines")
     ap.add_argument("--plans", help="lins plan --csv of the same setup (adds the planner's rank)")
+    ap.add_argument("--choice", action="append", default=[], metavar="LABEL=STRATEGY",
+                    help="a planner's choice measured under this strategy name (default: lins)")
     ap.add_argument("--markdown", help="write the table here as Markdown")
     args = ap.parse_args(argv)
     table = compare(args.step_csv, args.plans)
+    choices = [c.split("=", 1) for c in args.choice] or [("the planner's choice", "lins")]
+    verdicts = [verdict(table, label, strategy) for label, strategy in choices]
     pd.set_option("display.width", 200)
     print(table.to_string(index=False, float_format=lambda x: f"{x:.4f}"))
-    print(verdict(table))
+    print("\n".join(verdicts))
     if args.markdown:
         with open(args.markdown, "w") as f:
             cols = list(table.columns)
@@ -65,7 +74,7 @@ def main(argv=None):
             for _, r in table.iterrows():
                 cells = [f"{r[c]:.4f}" if isinstance(r[c], float) else str(r[c]) for c in cols]
                 f.write("| " + " | ".join(cells) + " |\n")
-            f.write("\n" + verdict(table) + "\n")
+            f.write("\n" + "\n\n".join(verdicts) + "\n")
     return 0
 
 
