@@ -72,10 +72,10 @@ plan_args=(--model small --gpus-per-node $rpn --nodes 2 --seq $seq --micro-batch
   --reserve-context 0 --reserve-cublas 0 --reserve-nccl 0 --reserve-fragmentation 0 --network cpu-local
   --profile "$profile2" --top 20 --bucket 1M "${ds[@]}")  # the step's bucket and DeepSpeed settings
 run "$lins" plan "${plan_args[@]}" --objective comm --csv "$out/plans/plan_comm.csv" | sed -n '/^ranked plans/,$p' |
-  head -n 12
+  sed -n '1,12p'
 # The step objective with compute calibrated from the 2-node scaling run (as the validation calibrates it).
 run "$lins" plan "${plan_args[@]}" --objective step --calibrate "$out/scaling/n2/step.csv" --calibrate-as ddp \
-  --csv "$out/plans/plan_step.csv" | sed -n '/^ranked plans/,$p' | head -n 12
+  --csv "$out/plans/plan_step.csv" | sed -n '/^ranked plans/,$p' | sed -n '1,12p'
 chosen() { /usr/bin/python3 -c "
 import csv, sys
 rows = list(csv.DictReader(l for l in open(sys.argv[1]) if l[0] != '#'))
