@@ -21,13 +21,14 @@ tokens=$((seq * 8))  # 8 micro-batches of one sequence per step over the job: M 
 strategies=ddp,zero1,zero2,zero3,mics,zeropp,fsdp,hsdp,lins,p=2x1,g=2x1,os=2x1
 # DeepSpeed's element thresholds scaled to the small model (as in scripts/demo.sh).
 ds=(--ds-persistence-threshold 14 --ds-prefetch-bucket 7200 --ds-max-reuse-distance 144000 --ds-reduce-bucket 72000)
-trap 'scripts/cluster.sh down >/dev/null 2>&1 || true' EXIT
 dirty=$(git status --porcelain --untracked-files=no -- . ":(exclude)$out" 2>/dev/null || true)
 rm -rf "${out:?}/profile" "$out/scaling" "$out/overlap" "$out/plans"
 mkdir -p "$out/profile" "$out/scaling" "$out/overlap" "$out/plans"
-commands=()
+# Every command, in order (a file: most run inside pipelines, in subshells).
+commands=$(mktemp)
+trap 'scripts/cluster.sh down >/dev/null 2>&1 || true; rm -f "$commands"' EXIT
 run() {
-  commands+=("$*")
+  echo "$*" >>"$commands"
   "$@"
 }
 
@@ -108,6 +109,6 @@ step --strategies "$legal,ddp,zero1,zero2,zero3,mics,zeropp,fsdp,hsdp" "${ds[@]}
   echo
   echo "Commands, in order:"
   echo
-  for c in "${commands[@]}"; do echo "    ${c//$PWD\//}"; done
+  sed "s|$PWD/||g; s|^|    |" "$commands"
 } >"$out/README.md"
 echo "cluster_experiments: wrote $out"
