@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-data/cluster}
-lins=$(realpath "${LINS_BIN:-build/lins}")
+lins=${LINS_BIN:-build/lins}  # relative: provenance files record argv
 [ -x "$lins" ] || { echo "cluster_experiments: $lins not found (scripts/build.sh)" >&2; exit 1; }
 export LINS_CLUSTER=${LINS_CLUSTER:-linsexp}
 link=${LINS_CLUSTER_LINK:-}

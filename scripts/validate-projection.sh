@@ -24,7 +24,7 @@ if [ "${1:-}" = "--cluster" ]; then
 fi
 scripts/build.sh
 out=${1:-results/validation$([ $mode = cluster ] && echo -cluster)}
-lins=$(realpath "${BUILD_DIR:-build}/lins")
+lins=${BUILD_DIR:-build}/lins  # relative: provenance files record argv
 python=${LINS_PYTHON:-/usr/bin/python3}
 mkdir -p "$out"
 per_node=2
