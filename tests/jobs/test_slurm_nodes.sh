@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The Slurm job scripts across real node boundaries: a 2-node Slurm cluster on the emulated cluster of
 # scripts/cluster.sh (slurmctld in the switch namespace, one slurmd per node namespace with its own hostname, network
-# and /tmp), the smoke job submitted on a 2-node allocation (srun --mpi=pmix, 2 ranks per node), and its CSV checked:
+# and PMIx folder), the smoke job submitted on a 2-node allocation (srun --mpi=pmix, 2 ranks per node), and its CSV checked:
 # 4 ranks on 2 hosts, across the shaped link. Skipped (exit 77) without slurmctld or without network namespaces.
 # usage: tests/jobs/test_slurm_nodes.sh [path/to/lins]
 source "$(dirname "$0")/../cluster/common.sh"
@@ -14,7 +14,6 @@ if [ ! -x /usr/sbin/slurmctld ] || [ ! -x /usr/sbin/slurmd ]; then
 fi
 cluster_begin
 sw=$LINS_CLUSTER-sw
-# Outside /tmp: each node gets a /tmp of its own, as real nodes have (PMIx keeps per-node folders there).
 d=$(mktemp -d /run/lins-slurm-nodes.XXXXXX)
 chmod 755 "$d"
 stop_all() {
@@ -32,8 +31,10 @@ stop_all() {
 trap stop_all EXIT
 "$cluster" up --nodes 2 --ranks-per-node 2 --link 800mbit >/dev/null
 
-mkdir -p "$d/munge" "$d/state" "$d/raw" "$d/tmp/$LINS_CLUSTER-n0" "$d/tmp/$LINS_CLUSTER-n1"
-chmod 1777 "$d/tmp"/*
+# PMIx keeps per-step folders under one path on every node, named alike on all of them: each node sees a folder of
+# its own there (a bind mount in its mount namespace), as each real node has its own disk.
+mkdir -p "$d/munge" "$d/state" "$d/raw" "$d/pmix" "$d/pmix-$LINS_CLUSTER-n0" "$d/pmix-$LINS_CLUSTER-n1"
+chmod 1777 "$d/pmix" "$d"/pmix-*
 chown munge:munge "$d/munge" && chmod 700 "$d/munge"
 runuser -u munge -- mungekey --create --keyfile="$d/munge/munge.key" >/dev/null 2>&1
 chmod 755 "$d/munge"
@@ -71,6 +72,7 @@ NodeName=$LINS_CLUSTER-n0 NodeAddr=198.18.0.10 CPUs=2 State=UNKNOWN
 NodeName=$LINS_CLUSTER-n1 NodeAddr=198.18.0.11 CPUs=2 State=UNKNOWN
 PartitionName=debug Nodes=$LINS_CLUSTER-n[0-1] Default=YES MaxTime=30 State=UP
 CONF
+echo "PMIxCliTmpDirBase=$d/pmix" >"$d/mpi.conf"
 export SLURM_CONF=$d/slurm.conf
 in_sw() { ip netns exec "$sw" "$@"; }
 in_sw unshare --uts sh -c "hostname $sw; exec /usr/sbin/slurmctld -f $SLURM_CONF -i" ||
@@ -79,7 +81,7 @@ for n in "$LINS_CLUSTER-n0" "$LINS_CLUSTER-n1"; do
   mkdir -p "$d/spool/$n"
   # nsenter enters only the node's network: `ip netns exec` would mount a sysfs without the cgroup tree slurmd reads.
   nsenter --net="/run/netns/$n" unshare --uts --mount --propagation private \
-    sh -c "mount --bind $d/tmp/$n /tmp && hostname $n && exec /usr/sbin/slurmd -f $SLURM_CONF -N $n" ||
+    sh -c "mount --bind $d/pmix-$n $d/pmix && hostname $n && exec /usr/sbin/slurmd -f $SLURM_CONF -N $n" ||
     fail "slurmd on $n did not start: $(tail -n 5 "$d/slurmd.$n.log")"
 done
 state=""
