@@ -308,7 +308,6 @@ Result<PlanOptions> read_plan_options(const ParsedArgs& args) {
   if (!model) return make_error(model.error());
   auto topo = parse_topology(args, 0);
   if (!topo) return make_error(topo.error());
-  if (auto s = check_projected_gpus(topo->world(), "--gpus-per-node x --nodes"); !s) return make_error(s.error());
   o.topo = *topo;
   auto work = parse_workload(args, *model, o.topo);
   if (!work) return make_error(work.error());

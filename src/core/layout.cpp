@@ -141,6 +141,13 @@ std::vector<OwnedSlice> ShardLayout::slices() const {
   return out;
 }
 
+// The owner of element e of the local buffer in a range layout: owner k starts at k * base + min(k, extra).
+int64_t range_owner_at(const ShardLayout& L, int64_t e) {
+  const int64_t big = L.range_base + 1, split = L.range_extra * big;  // the first `extra` owners hold base + 1
+  if (e < split) return e / big;
+  return L.range_base > 0 ? L.range_extra + (e - split) / L.range_base : int64_t(L.owner_count) - 1;
+}
+
 std::vector<OwnedSlice> ShardLayout::slices_in(int64_t lo, int64_t hi) const {
   std::vector<OwnedSlice> out;
   if (hi <= lo) return out;
@@ -151,19 +158,20 @@ std::vector<OwnedSlice> ShardLayout::slices_in(int64_t lo, int64_t hi) const {
     for (; it != pieces.end() && it->local_offset < hi; ++it) out.push_back(*it);
     return out;
   }
-  // Owner k starts at k * base + min(k, extra); find the owner holding element lo, then walk to hi.
-  const int64_t big = range_base + 1, split = range_extra * big;  // the first `extra` owners hold base + 1
-  auto owner_at = [&](int64_t e) {
-    if (e < split) return e / big;
-    return range_base > 0 ? range_extra + (e - split) / range_base : int64_t(owner_count) - 1;
-  };
-  for (int64_t k = owner_at(lo); k < owner_count; ++k) {
+  for (int64_t k = range_owner_at(*this, lo); k < owner_count; ++k) {
     const int64_t start = k * range_base + std::min(k, range_extra);
     if (start >= hi) break;
     const int64_t n = range_base + (k < range_extra ? 1 : 0);
     if (n > 0) out.push_back(OwnedSlice{-2, start, n, static_cast<int>(k)});  // -2: a range that may span tensors
   }
   return out;
+}
+
+int64_t ShardLayout::count_slices_in(int64_t lo, int64_t hi) const {
+  lo = std::max<int64_t>(lo, 0), hi = std::min(hi, local_elems);
+  if (hi <= lo) return 0;
+  if (!ranges) return static_cast<int64_t>(slices_in(lo, hi).size());
+  return range_owner_at(*this, hi - 1) - range_owner_at(*this, lo) + 1;
 }
 
 }  // namespace lins

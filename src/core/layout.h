@@ -55,6 +55,8 @@ struct ShardLayout {
   int64_t owned_elems() const { return owner_elems(owner_index); }
   // The slices that overlap [lo, hi) of the local buffer, in local order (the pieces, or one range per owner).
   std::vector<OwnedSlice> slices_in(int64_t lo, int64_t hi) const;
+  // How many slices overlap [lo, hi), without listing them (a closed form for ranges).
+  int64_t count_slices_in(int64_t lo, int64_t hi) const;
   // Every slice in local order, for ranges one per owner (empty ones too): O(owner count), for the executor, which
   // talks to every owner anyway.
   std::vector<OwnedSlice> slices() const;

@@ -27,11 +27,4 @@ Result<Topology> topology_for_world(int world, int gpus_per_node) {
   return Topology{gpus_per_node, world / gpus_per_node};
 }
 
-Status check_projected_gpus(long long gpus, const std::string& what) {
-  if (gpus <= kMaxProjectedGpus) return Status::ok_status();
-  return make_error(what + " gives " + std::to_string(gpus) + " GPUs, more than the " +
-                    std::to_string(kMaxProjectedGpus) + " (2^24) lins projects: its cost still grows with the rank " +
-                    "count; give at most " + std::to_string(kMaxProjectedGpus) + " GPUs");
-}
-
 }  // namespace lins

@@ -19,13 +19,6 @@ struct Topology {
   bool operator==(const Topology&) const = default;
 };
 
-// The most GPUs lins plan and lins simulate project. Their cost still grows with the rank count (layouts and owner
-// lists of the optimizer states have one entry per owner): about 1 GB and 30 s at this size, so a larger cluster is
-// refused before any work rather than left to exhaust the machine.
-constexpr int kMaxProjectedGpus = 1 << 24;
-// OK when `gpus` is at most kMaxProjectedGpus; the error names `what` (the option) and the limit.
-Status check_projected_gpus(long long gpus, const std::string& what);
-
 // Validates both counts (positive, product fits an int).
 Result<Topology> make_topology(long long gpus_per_node, long long nodes);
 // The topology of `world` ranks with `gpus_per_node` per node; an error when world is not a multiple of it.

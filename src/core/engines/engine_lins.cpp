@@ -119,6 +119,13 @@ Status build_lins_ops(EngineBuilder& b) {
   // order. Per module, only the slices that overlap it (a range slice may span modules) and so only the owners that
   // hold part of it: the planner builds this for up to world-size owners.
   const MicroBatchCopy last{b.micro_batches() - 1, 1, b.micro_batches() == 1, true};
+  int64_t broadcasts = 0;  // at most one per (module, slice overlapping it), counted before any is built
+  for (const auto& ms : L.modules) broadcasts += L.count_slices_in(ms.local_offset, ms.local_offset + ms.shard_elems);
+  if (broadcasts > kMaxOpsPerMicroBatch)
+    return make_error("the update broadcasts of " + std::to_string(L.owner_count) +
+                      " optimizer-state owners would be " + std::to_string(broadcasts) + " collectives per step, " +
+                      "more than the " + std::to_string(kMaxOpsPerMicroBatch) +
+                      " allowed; give fewer owners (a smaller os factor over p) or layout=inter");
   struct OwnerPart {
     int64_t elems = 0, first = -1, last = -1;  // elements, and the local range they span
   };
