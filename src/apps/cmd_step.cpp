@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -186,6 +187,11 @@ Status read_run(const ParsedArgs& a, StepOptions& o) {
   if (!warmup) return make_error(warmup.error());
   auto steps = a.get_positive_int("steps");
   if (!steps) return make_error(steps.error());
+  // Warm-up and timed steps are counted together in an int.
+  if (*warmup > uint64_t(std::numeric_limits<int>::max() - *steps))
+    return make_error("--warmup " + a.get("warmup") +
+                      " is too large: warm-up and timed steps together may be at most " +
+                      std::to_string(std::numeric_limits<int>::max()));
   auto seed = parse_size(a.get("seed"), "--seed");
   if (!seed) return make_error(seed.error());
   auto lr = a.get_double("lr");
