@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "apps/commands.h"
+#include "apps/memory_check.h"
 #include "apps/mpi_app.h"
 #include "comm/collective_check.h"
 #include "comm/mesh_comms.h"
@@ -59,6 +60,11 @@ const CommandSpec& comm_spec() {
           {"timeout", 'T', "SECONDS", "300",
            "watchdog: a rank waiting on one collective this long names itself and the operation and ends the job "
            "(0 = off)"},
+          {"memory-limit", 0, "SIZE", "",
+           "memory each host (each GPU with NCCL) may give the ranks on it, instead of what it has now (MemAvailable "
+           "and the cgroup limit; the device's free memory)"},
+          {"no-memory-check", 0, "", "",
+           "allocate the buffers even when, summed over the ranks of a host (GPU), they exceed what it can give"},
       },
       "examples:\n"
       "  mpirun -np 4 lins comm -b 4K -e 16M -o all_reduce --gpus-per-node 2 --group inter\n"
@@ -79,6 +85,8 @@ struct Settings {
   MpiProgress progress = MpiProgress::thread;
   double timeout_s = 0;
   std::string gpn_text, group, csv, profile;
+  bool memory_check = true;
+  std::optional<double> memory_limit_bytes;
 };
 
 // A whole number that may be 0 (the parser's positive ints are at least 1).
@@ -161,6 +169,13 @@ Result<Settings> read_settings(const ParsedArgs& a) {
   auto timeout = a.get_double("timeout");
   if (!timeout) return make_error(timeout.error());
   s.timeout_s = *timeout;
+  s.memory_check = !a.flag("no-memory-check");
+  if (a.has("memory-limit")) {
+    auto limit = a.get_size("memory-limit");
+    if (!limit) return make_error(limit.error());
+    if (*limit == 0) return make_error("--memory-limit must be at least 1 byte (for example 16GiB)");
+    s.memory_limit_bytes = double(*limit);
+  }
   return s;
 }
 
@@ -196,16 +211,33 @@ struct Buffers {
   std::vector<unsigned char> host;  // staging for fills and checks
   size_t bytes = 0;
 
-  Buffers(bool on_device, size_t size) : device(on_device), host(size ? size : 1), bytes(size ? size : 1) {
+  Buffers() = default;
+  Buffers(const Buffers&) = delete;
+  Buffers& operator=(const Buffers&) = delete;
+  // Send and receive buffers of `size` bytes (at least 1) and the host staging copy; an error, not an abort, when
+  // any of them cannot be allocated.
+  static Result<std::unique_ptr<Buffers>> create(bool on_device, uint64_t size) {
+    auto b = std::make_unique<Buffers>();
+    b->device = on_device;
+    b->bytes = size ? size : 1;
+    const std::string what = format_bytes(double(b->bytes)) + " (-e " + std::to_string(size) + " bytes)";
+    try {
+      b->host.resize(b->bytes);
+    } catch (const std::exception&) {
+      return make_error("cannot allocate the host staging buffer of " + what);
+    }
 #if LINS_COMM_NCCL
-    if (device) {
-      send = device_alloc(bytes);
-      recv = device_alloc(bytes);
-      return;
+    if (on_device) {
+      b->send = device_alloc_or_null(b->bytes);
+      b->recv = b->send ? device_alloc_or_null(b->bytes) : nullptr;
+      if (!b->recv) return make_error("cannot allocate the device send and receive buffers of " + what);
+      return b;
     }
 #endif
-    send = std::malloc(bytes);
-    recv = std::malloc(bytes);
+    b->send = std::malloc(b->bytes);
+    b->recv = b->send ? std::malloc(b->bytes) : nullptr;
+    if (!b->recv) return make_error("cannot allocate the host send and receive buffers of " + what);
+    return b;
   }
   ~Buffers() {
 #if LINS_COMM_NCCL
@@ -443,10 +475,44 @@ std::string profile_row(const Measurement& m) {
          fmt("%.6g", m.busbw_gbps) + "\n";
 }
 
+// The buffers of -e on every rank, summed per host (and per GPU with NCCL), against what each can give, before
+// they are allocated.
+Status check_comm_memory(const Settings& s) {
+  const bool device = s.backend == Backend::nccl;
+  const CommBufferBytes need = comm_buffer_bytes(s.max_bytes, device);
+  auto check = [&](bool on_device, double per_rank, double per_byte) {
+    MemoryCheckOptions mo;
+    mo.device = on_device;
+    mo.limit_bytes = s.memory_limit_bytes;
+    mo.limit_option = "--memory-limit";
+    mo.override_hint = "To run anyway, give --no-memory-check (or the memory a host may use with --memory-limit).";
+    mo.would_fit = [per_byte](double available, int ranks) {
+      std::vector<std::string> out;
+      const double largest = available / ranks / per_byte;
+      double p2 = 1;
+      while (p2 * 2 <= largest) p2 *= 2;
+      if (largest >= 1) out.push_back("-e " + format_bytes(p2) + " (the largest power of two that fits)");
+      out.push_back("fewer ranks on each host");
+      return out;
+    };
+    const std::string what = "the sweep up to -e " + format_bytes(double(s.max_bytes));
+    const std::string detail = std::to_string(int(per_byte)) + " x " + format_bytes(double(s.max_bytes)) +
+                               (on_device ? " of device memory per rank (send, receive)"
+                                          : (device ? " of host memory per rank (staging)"
+                                                    : " of host memory per rank (send, receive, staging)"));
+    return check_memory_on_every_node({RankDemand{what, per_rank, detail}}, mo);
+  };
+  if (auto st = check(false, need.host_bytes, device ? 1 : 3); !st) return st;
+  if (device) return check(true, need.device_bytes, 2);
+  return Status::ok_status();
+}
+
 // Every (group, op, size): measured on every rank, printed and written by rank 0.
 Result<SweepResult> sweep(const Settings& s, const Topology& topo, const LabelledGroups& groups,
                           Communicator& world_comm, std::optional<CsvWriter>& csv, int rank, int world) {
-  Buffers buf(s.backend == Backend::nccl, s.max_bytes);
+  auto made = Buffers::create(s.backend == Backend::nccl, s.max_bytes);
+  if (auto ok = agree_any(made ? Status() : Status(make_error(made.error()))); !ok) return make_error(ok.error());
+  Buffers& buf = **made;
   SweepResult out;
   for (const auto& [label, g] : groups) {
     const Mesh mesh = group_mesh(g, topo, rank);
@@ -561,6 +627,8 @@ int run_comm(const Args& args) {
   if (!topo) return fail(topo.error());
   auto groups = resolve_groups(s, *topo);
   if (!groups) return fail(groups.error());
+  if (s.memory_check)
+    if (auto st = check_comm_memory(s); !st) return fail(st.error());
 
   CommOptions options;
   options.mpi.progress = s.progress;

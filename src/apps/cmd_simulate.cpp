@@ -239,10 +239,16 @@ Result<std::optional<Plan>> resolve_strategy(const SimulateOptions& o, const std
   return std::optional<Plan>(plan);
 }
 
+// What a sweep did: rows projected (and how many of them do not fit), rows skipped and why.
+struct SweepTally {
+  int rows = 0, infeasible = 0, skipped = 0;
+  std::vector<std::string> reasons;  // one per skipped (model, GPU count) or strategy
+};
+
 // One projected row: the step of `plan` under overlap mode `ov` (project_plan, as the planner projects it), written
 // to the CSV (and its trace), printed.
 Status project_row(const SimulateOptions& o, const Workload& workload, const Topology& topo,
-                   const std::string& strategy, const Plan& plan, Overlap ov, CsvWriter& writer) {
+                   const std::string& strategy, const Plan& plan, Overlap ov, CsvWriter& writer, SweepTally& tally) {
   const ModelSpec& model = workload.model;
   const int gpus = topo.world();
   ProjectionSetup setup = projection_setup(o);
@@ -278,6 +284,8 @@ Status project_row(const SimulateOptions& o, const Workload& workload, const Top
   row.set("tgs", tgs).set("mfu", mfu).set("peak_tflops", o.peak_tflops).set("feasible", feasible ? 1 : 0);
   row.set("fabric", o.cost->model_description());
   if (auto s = writer.write_row(row.ordered()); !s) return s;
+  ++tally.rows;
+  tally.infeasible += feasible ? 0 : 1;
   std::printf("%-10s %6d %-22s %-12s %10.3f %10.3f %8.0f %6.1f%% %10s%s\n", model.name.c_str(), gpus,
               strategy == "lins" ? ("lins " + plan.tuple_string()).substr(0, 22).c_str() : strategy.c_str(),
               overlap_name(ov), proj.step_s, proj.exposed_comm_s, tgs, 100 * mfu, format_bytes(mem.total_bytes).c_str(),
@@ -285,11 +293,12 @@ Status project_row(const SimulateOptions& o, const Workload& workload, const Top
   return Status::ok_status();
 }
 
-// Every (model, GPU count, strategy, overlap mode) in order; returns the rows written.
-Result<int> project_all(const SimulateOptions& o, const ParsedArgs& args, CsvWriter& writer) {
+// Every (model, GPU count, strategy, overlap mode) in order; returns what was projected and skipped.
+Result<SweepTally> project_all(const SimulateOptions& o, const ParsedArgs& args, CsvWriter& writer) {
   std::printf("%-10s %6s %-22s %-12s %10s %10s %8s %7s %10s\n", "model", "gpus", "strategy", "overlap", "step_s",
               "exposed_s", "tgs", "mfu", "mem");
-  int rows = 0;
+  SweepTally tally;
+  const int per_cluster = int(o.strategies.size() * o.overlaps.size());
   for (const auto& model : o.models) {
     for (int gpus : o.gpu_counts) {
       const Topology topo{o.gpus_per_node, gpus / o.gpus_per_node};
@@ -297,6 +306,8 @@ Result<int> project_all(const SimulateOptions& o, const ParsedArgs& args, CsvWri
       if (!workload) {
         std::fprintf(stderr, "lins simulate: skipping %s on %d GPUs: %s\n", model.name.c_str(), gpus,
                      workload.error().c_str());
+        tally.skipped += per_cluster;
+        tally.reasons.push_back(model.name + " on " + std::to_string(gpus) + " GPUs: " + workload.error());
         continue;
       }
       workload->recompute = args.flag("recompute") || (args.flag("paper-recompute") && model.name == "llama-30b");
@@ -312,15 +323,19 @@ Result<int> project_all(const SimulateOptions& o, const ParsedArgs& args, CsvWri
       for (const auto& strategy : o.strategies) {
         auto plan = resolve_strategy(o, strategy, *workload, topo, popt);
         if (!plan) return make_error(plan.error());
-        if (!*plan) continue;
-        for (Overlap ov : o.overlaps) {
-          if (auto s = project_row(o, *workload, topo, strategy, **plan, ov, writer); !s) return make_error(s.error());
-          ++rows;
+        if (!*plan) {
+          tally.skipped += int(o.overlaps.size());
+          tally.reasons.push_back("lins for " + model.name + " on " + std::to_string(gpus) +
+                                  " GPUs: no legal plan fits " + format_bytes(double(o.gpu_mem)));
+          continue;
         }
+        for (Overlap ov : o.overlaps)
+          if (auto s = project_row(o, *workload, topo, strategy, **plan, ov, writer, tally); !s)
+            return make_error(s.error());
       }
     }
   }
-  return rows;
+  return tally;
 }
 
 // The provenance file beside the CSV: the command, the version, and every assumption of the projection.
@@ -385,12 +400,28 @@ int run_simulate(const Args& argv) {
 
   auto writer = CsvWriter::open(opt->out_path, StepRow::header());
   if (!writer) return fail(writer.error());
-  auto rows = project_all(*opt, *args, *writer);
-  if (!rows) return fail(rows.error());
+  auto tally = project_all(*opt, *args, *writer);
+  if (!tally) return fail(tally.error());
+  if (tally->rows == 0) {
+    std::string why;
+    for (const auto& r : tally->reasons) why += (why.empty() ? "" : "; ") + r;
+    return fail("nothing was projected: all " + std::to_string(tally->skipped) + " rows were skipped (" + why +
+                "); no CSV was written");
+  }
   if (auto s = writer->finish(); !s) return fail(s.error());
-  if (auto s = write_simulate_provenance(*opt, *args, argv, *rows); !s) return fail(s.error());
-  std::printf("wrote %d projected rows to %s (assumptions in %s.json)\n", *rows, opt->out_path.c_str(),
+  if (auto s = write_simulate_provenance(*opt, *args, argv, tally->rows); !s) return fail(s.error());
+  std::printf("wrote %d projected rows to %s (assumptions in %s.json)\n", tally->rows, opt->out_path.c_str(),
               opt->out_path.c_str());
+  if (tally->skipped > 0)
+    std::fprintf(stderr, "lins simulate: skipped %d of %d rows (the reasons are above)\n", tally->skipped,
+                 tally->skipped + tally->rows);
+  if (tally->infeasible == tally->rows) {
+    std::fprintf(stderr,
+                 "lins simulate: no projected row fits %s per GPU (every row says feasible = 0); raise --gpu-mem, "
+                 "add GPUs or use --recompute\n",
+                 format_bytes(double(opt->gpu_mem)).c_str());
+    return 1;
+  }
   return 0;
 }
 

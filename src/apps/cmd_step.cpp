@@ -11,11 +11,13 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "apps/commands.h"
+#include "apps/memory_check.h"
 #include "apps/mpi_app.h"
 #include "apps/step_run.h"
 #include "comm/provenance.h"
@@ -94,6 +96,12 @@ CommandSpec step_spec() {
            "(0 = off)"},
           {"resume", 0, "", "",
            "keep the rows of an interrupted (or finished) step.csv in --out and run only what is missing"},
+          {"memory-limit", 0, "SIZE", "",
+           "memory each host (each GPU with --backend gpu) may give the ranks on it, instead of what it has now "
+           "(MemAvailable and the cgroup limit; the device's free memory)"},
+          {"no-memory-check", 0, "", "",
+           "run even when the memory model's need, summed over the ranks of a host (GPU), exceeds what it can give "
+           "(checked before anything is allocated)"},
       });
   spec.options = concat_options(spec.options, cost_options("cpu-local", "paper"));
   spec.options = concat_options(spec.options, engine_options());
@@ -185,6 +193,11 @@ Status read_run(const ParsedArgs& a, StepOptions& o) {
   if (!warmup) return make_error(warmup.error());
   auto steps = a.get_positive_int("steps");
   if (!steps) return make_error(steps.error());
+  // Warm-up and timed steps are counted together in an int.
+  if (*warmup > uint64_t(std::numeric_limits<int>::max() - *steps))
+    return make_error("--warmup " + a.get("warmup") +
+                      " is too large: warm-up and timed steps together may be at most " +
+                      std::to_string(std::numeric_limits<int>::max()));
   auto seed = parse_size(a.get("seed"), "--seed");
   if (!seed) return make_error(seed.error());
   auto lr = a.get_double("lr");
@@ -254,6 +267,13 @@ Result<StepOptions> read_step_options(const ParsedArgs& a, const Args& args, int
   o.profile = a.get("profile");
   o.trace = a.flag("trace");
   o.resume = a.flag("resume");
+  o.memory_check = !a.flag("no-memory-check");
+  if (a.has("memory-limit")) {
+    auto limit = a.get_size("memory-limit");
+    if (!limit) return make_error(limit.error());
+    if (*limit == 0) return make_error("--memory-limit must be at least 1 byte (for example 16GiB)");
+    o.memory_limit_bytes = double(*limit);
+  }
   o.argv = {"lins", "step"};
   o.argv.insert(o.argv.end(), args.begin(), args.end());
   return o;
@@ -337,6 +357,19 @@ Status check_strategies(const StepOptions& o, const ParsedArgs& a) {
   return Status::ok_status();
 }
 
+// The strategies that need no planner, and their names: every one but 'lins' (check_strategies parsed each already).
+struct FixedStrategies {
+  std::vector<Plan> plans;
+  std::vector<std::string> names;
+};
+FixedStrategies fixed_strategies(const StepOptions& o) {
+  FixedStrategies f;
+  for (const auto& s : o.strategies)
+    if (s != "lins")
+      if (auto p = parse_plan(s, o.topo)) f.plans.push_back(*p), f.names.push_back(s);
+  return f;
+}
+
 // Every strategy resolved before any runs ('lins' by the planner, once the MFU peak is known).
 Result<std::vector<Plan>> resolve_strategies(const StepOptions& o, const ParsedArgs& a, const Peak& peak, int rank) {
   std::vector<Plan> plans;
@@ -346,6 +379,96 @@ Result<std::vector<Plan>> resolve_strategies(const StepOptions& o, const ParsedA
     plans.push_back(*p);
   }
   return plans;
+}
+
+// What one rank of `plan` takes: the memory model's walk of this rank's schedule, as the executor will allocate it,
+// plus the reserve on the GPU. nullopt when the schedule cannot be built (the executor reports that itself).
+std::optional<MemoryEstimate> rank_memory(const StepOptions& o, const Workload& w, const Plan& plan,
+                                          const Topology& topo, int rank, MemoryOf which) {
+  ScheduleOptions so;
+  so.micro_batches = w.micro_batches;
+  so.bucket_bytes = int64_t(o.bucket);
+  so.dtype = o.precision;
+  so.rank = rank;
+  so.expand_micro_batches = true;
+  so.overlap = o.overlap;
+  so.engine = o.engine;
+  auto sched = build_schedule(o.model, plan, topo, so);
+  if (!sched) return std::nullopt;
+  MemoryEstimate m = estimate_memory(*sched, w, executor_state_bytes(o.precision, o.compute), which);
+  if (o.backend == StepBackend::gpu) add_memory_reserve(m, *sched, o.reserve);
+  return m;
+}
+
+std::string memory_parts(const MemoryEstimate& m) {
+  std::string s = "states " + format_bytes(m.state_bytes) + ", activations " + format_bytes(m.activation_bytes) +
+                  ", buffers " + format_bytes(m.buffer_bytes);
+  if (m.reserve_bytes > 0) s += ", reserve " + format_bytes(m.reserve_bytes);
+  return s;
+}
+
+// What would fit `available` bytes shared by `ranks` ranks: the strategies (of the run and the presets) whose largest
+// rank fits, a micro-batch of 1, and, when no strategy fits, ZeRO-3 on more ranks of the same shape.
+std::vector<std::string> step_alternatives(const StepOptions& o, const std::vector<Plan>& plans, double available,
+                                           int ranks) {
+  std::vector<std::string> out;
+  auto node_need = [&](const Plan& p, const Workload& w, const Topology& topo) {
+    auto m = rank_memory(o, w, p, topo, 0, MemoryOf::worst_rank);
+    return m ? m->required_bytes() * ranks : -1.0;
+  };
+  std::string fits;
+  auto consider = [&](const std::string& name, const Plan& p) {
+    if (fits.find(" " + name + " (") != std::string::npos) return;
+    const double need = node_need(p, o.workload, o.topo);
+    if (need >= 0 && need <= available) fits += " " + name + " (" + format_bytes(need) + "),";
+  };
+  for (std::size_t i = 0; i < plans.size(); ++i) consider(o.strategies[i], plans[i]);
+  for (const char* name : {"zero3", "zeropp", "mics", "zero2", "zero1", "ddp"})
+    if (auto p = parse_plan(name, o.topo)) consider(name, *p);
+  if (!fits.empty()) fits.pop_back(), out.push_back("--strategies" + fits + " per host");
+  const Plan* largest = nullptr;
+  double largest_need = -1;
+  for (const auto& p : plans)
+    if (const double n = node_need(p, o.workload, o.topo); n > largest_need) largest_need = n, largest = &p;
+  if (largest && o.workload.micro_batch_size > 1) {
+    Workload w = o.workload;
+    w.micro_batch_size = 1;
+    const double need = node_need(*largest, w, o.topo);
+    if (need >= 0 && need <= available)
+      out.push_back("--micro-batch 1 with " + largest->to_string() + " (" + format_bytes(need) + ")");
+  }
+  for (int k = 2; fits.empty() && k <= 1024; k *= 2) {
+    const Topology more{o.topo.gpus_per_node, o.topo.nodes * k};
+    auto p = parse_plan("zero3", more);
+    if (!p) break;
+    const double need = node_need(*p, o.workload, more);
+    if (need >= 0 && need <= available) {
+      out.push_back("zero3 on " + std::to_string(k) + " times the ranks, " + std::to_string(ranks) +
+                    " per host as now (" + format_bytes(need) + " per host)");
+      break;
+    }
+  }
+  out.push_back("a smaller --model");
+  return out;
+}
+
+// Every strategy's need, summed over the ranks of each host (each GPU), against what it can give, before any strategy
+// allocates; every rank gets the verdict.
+Status check_step_memory(const StepOptions& o, const std::vector<Plan>& plans, const std::vector<std::string>& names,
+                         int rank) {
+  std::vector<RankDemand> mine;
+  for (std::size_t i = 0; i < plans.size(); ++i) {
+    auto m = rank_memory(o, o.workload, plans[i], o.topo, rank, MemoryOf::schedule_rank);
+    mine.push_back(
+        RankDemand{"strategy " + names[i], m ? m->required_bytes() : 0.0, m ? memory_parts(*m) : std::string()});
+  }
+  MemoryCheckOptions mo;
+  mo.device = o.backend == StepBackend::gpu;
+  mo.limit_bytes = o.memory_limit_bytes;
+  mo.limit_option = "--memory-limit";
+  mo.override_hint = "To run anyway, give --no-memory-check (or the memory a host may use with --memory-limit).";
+  mo.would_fit = [&](double available, int ranks) { return step_alternatives(o, plans, available, ranks); };
+  return check_memory_on_every_node(mine, mo);
 }
 
 // The peak rate for MFU: given, else the backend's GEMM rate on the step's largest GEMM, measured on every rank.
@@ -522,10 +645,18 @@ int run_step(const Args& args) {
   start_rank_watchdog(o.timeout_s, rank);
   if (auto s = check_step_outputs(o, rank); !s) return fail(s.error());
   if (auto s = check_strategies(o, a); !s) return fail(s.error());
+  // Memory first for every strategy but 'lins' (the peak's sgemm already allocates the step's largest GEMM), then
+  // again once the planner has chosen 'lins'.
+  if (o.memory_check) {
+    const FixedStrategies fixed = fixed_strategies(o);
+    if (auto s = check_step_memory(o, fixed.plans, fixed.names, rank); !s) return fail(s.error());
+  }
   auto peak = peak_rate(o, *make_backend, world);
   if (!peak) return fail(peak.error());
   auto plans = resolve_strategies(o, a, *peak, rank);
   if (!plans) return fail(plans.error());
+  if (o.memory_check && std::find(o.strategies.begin(), o.strategies.end(), "lins") != o.strategies.end())
+    if (auto s = check_step_memory(o, *plans, o.strategies, rank); !s) return fail(s.error());
   const std::string fabric = fabric_label(MPI_COMM_WORLD);
   if (rank == 0) print_run_header(o, *peak, world, fabric);
   auto writer = open_step_csv(o, rank);

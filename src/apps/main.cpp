@@ -1,6 +1,11 @@
 // `lins`: one binary, subcommands plan | comm | step | simulate. Prints usage, the version, or runs a subcommand.
+#include <mpi.h>
+
 #include <cstdio>
 #include <cstring>
+#include <exception>
+#include <new>
+#include <string>
 
 #include "apps/commands.h"
 #include "lins_git_commit.h"  // generated at build time
@@ -34,6 +39,22 @@ void print_usage(std::FILE* out) {
   for (const auto& c : lins::commands()) std::fprintf(out, "  %-10s %s\n", c.name, c.summary);
 }
 
+// An allocation (or anything else) that threw past a command: one message and exit 1, never an abort. Under MPI the
+// other ranks would wait for this one forever, so the job is ended with MPI_Abort.
+int fail_uncaught(const char* cmd, const std::string& what) {
+  std::fprintf(stderr, "lins %s: %s\n", cmd, what.c_str());
+  std::fflush(stderr);
+  int initialized = 0, finalized = 0, world = 1;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized) {
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    if (world > 1) MPI_Abort(MPI_COMM_WORLD, 1);
+    MPI_Finalize();
+  }
+  return 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -51,7 +72,15 @@ int main(int argc, char** argv) {
     return 0;
   }
   for (const auto& c : lins::commands())
-    if (!std::strcmp(cmd, c.name)) return c.run(lins::Args(argv + 2, argv + argc));
+    if (!std::strcmp(cmd, c.name)) {
+      try {
+        return c.run(lins::Args(argv + 2, argv + argc));
+      } catch (const std::bad_alloc&) {
+        return fail_uncaught(cmd, "out of memory: an allocation failed (std::bad_alloc)");
+      } catch (const std::exception& e) {
+        return fail_uncaught(cmd, std::string("failed: ") + e.what());
+      }
+    }
   std::fprintf(stderr, "lins: unknown command '%s'; valid commands:", cmd);
   for (const auto& c : lins::commands()) std::fprintf(stderr, " %s", c.name);
   std::fprintf(stderr, " (see lins --help)\n");

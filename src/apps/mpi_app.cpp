@@ -54,17 +54,13 @@ void start_rank_watchdog(double timeout_s, int rank) {
   start_watchdog(timeout_s, rank, host);
 }
 
-namespace {
-
-std::string broadcast_text(std::string text, int root) {
+std::string broadcast_text(std::string text, int root, MPI_Comm comm) {
   int len = static_cast<int>(text.size());
-  MPI_Bcast(&len, 1, MPI_INT, root, MPI_COMM_WORLD);
+  MPI_Bcast(&len, 1, MPI_INT, root, comm);
   text.resize(len);
-  if (len) MPI_Bcast(text.data(), len, MPI_CHAR, root, MPI_COMM_WORLD);
+  if (len) MPI_Bcast(text.data(), len, MPI_CHAR, root, comm);
   return text;
 }
-
-}  // namespace
 
 Status agree(const Status& rank0_status, int rank) {
   WatchdogScope watched("MPI_Bcast of rank 0's verdict on group 'world'");
@@ -73,7 +69,7 @@ Status agree(const Status& rank0_status, int rank) {
   return Status::ok_status();
 }
 
-Status agree_any(const Status& mine) {
+Status agree_any(const Status& mine, bool name_rank) {
   WatchdogScope watched("MPI_Allreduce agreeing on every rank's status on group 'world'");
   int rank = 0, world = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -82,7 +78,7 @@ Status agree_any(const Status& mine) {
   MPI_Allreduce(&first, &lowest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   if (lowest == world) return Status::ok_status();
   const std::string e = broadcast_text(rank == lowest ? mine.error() : "", lowest);
-  return make_error("rank " + std::to_string(lowest) + ": " + e);
+  return make_error(name_rank ? "rank " + std::to_string(lowest) + ": " + e : e);
 }
 
 }  // namespace lins

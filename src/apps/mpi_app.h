@@ -2,6 +2,8 @@
 // verdict across ranks (so every rank takes the same branch and only rank 0 speaks), start the watchdog, finish.
 #pragma once
 
+#include <mpi.h>
+
 #include <optional>
 #include <string>
 #include <vector>
@@ -31,7 +33,10 @@ std::optional<int> parse_mpi_args(const CommandSpec& spec, const std::vector<std
 void start_rank_watchdog(double timeout_s, int rank);
 // Rank 0's status, given to every rank.
 Status agree(const Status& rank0_status, int rank);
-// Any rank's failure, given to every rank (the lowest failing rank's message, prefixed with its rank).
-Status agree_any(const Status& mine);
+// Any rank's failure, given to every rank (the lowest failing rank's message, prefixed with its rank unless
+// name_rank is false: a message that names its node itself).
+Status agree_any(const Status& mine, bool name_rank = true);
+// `text` of rank `root` of `comm`, on every rank of it.
+std::string broadcast_text(std::string text, int root, MPI_Comm comm = MPI_COMM_WORLD);
 
 }  // namespace lins

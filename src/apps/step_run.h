@@ -45,7 +45,9 @@ struct StepOptions {
   std::vector<std::string> strategies;
   std::string out_dir, csv_path, collective_log, peak_tflops, network, profile;
   bool trace = false, resume = false;
-  std::vector<std::string> argv;  // the command line, for the provenance file
+  bool memory_check = true;                  // --no-memory-check turns it off
+  std::optional<double> memory_limit_bytes;  // --memory-limit: the budget per host (GPU) instead of the measured one
+  std::vector<std::string> argv;             // the command line, for the provenance file
 };
 
 // Makes this rank's compute backend for one strategy.

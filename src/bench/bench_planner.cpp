@@ -4,7 +4,10 @@
 // 8 x 8192 GPUs (a 256M-token batch, M = 1) by both; the process's peak resident memory is reported; (2) the
 // Fig. 11-13 projection sweep of `lins simulate --model llama-7b,llama-13b,llama-30b --gpus 8,32,128,512,1024
 // --paper-recompute` (five strategies, the planner's choice among them), each under the alpha-beta and the nccl
-// network model. Reports wall and CPU time; it measures, it does not judge.
+// network model, and (3) one projected row of every strategy, the planner's choice included, at 10^3, 10^6 and 10^9
+// GPUs: its cost must not grow with the rank count (only the planner's search does, with the divisors of the node
+// count). Reports wall and CPU time (and the process's peak resident memory so far, the sizes run smallest first); it
+// measures, it does not judge.
 #include <benchmark/benchmark.h>
 #include <sys/resource.h>
 
@@ -114,6 +117,58 @@ void BM_ProjectionSweep(benchmark::State& state, lins::NetworkModel model) {
   state.counters["rows"] = rows;
 }
 
+// What `lins simulate --model llama-7b --gpus N --micro-batches 1` does for each of its default strategies on N GPUs
+// (8 per node): the planner's search for "lins", each strategy's expanded schedule, memory, prices and projection.
+void BM_ProjectionAtScale(benchmark::State& state) {
+  const int gpus = static_cast<int>(state.range(0));
+  const lins::Topology topo{8, gpus / 8};
+  const lins::CostModel cost = cost_model(lins::NetworkModel::nccl);
+  const lins::ComputeRates rates{0.6 * 312e12, 1600e9};
+  lins::Workload w = workload("llama-7b", 8, false);
+  w.micro_batches = 1;
+  w.global_batch_tokens = int64_t(w.seq) * gpus;
+  int64_t ops = 0;
+  int legal = 0;
+  for (auto _ : state) {
+    ops = 0;
+    lins::PlannerOptions popt;
+    for (const char* strategy : {"ddp", "zero1", "zero2", "zero3", "mics", "zeropp", "lins"}) {
+      lins::Plan plan;
+      if (std::string(strategy) == "lins") {
+        auto search = lins::search_plans(w, topo, cost, popt);
+        if (!search || !search->chosen()) continue;
+        plan = search->chosen()->plan;
+        legal = search->legal_count;
+      } else {
+        plan = lins::parse_plan(strategy, topo).value();
+      }
+      lins::ScheduleOptions so;
+      so.micro_batches = w.micro_batches;
+      so.bucket_bytes = popt.bucket_bytes;
+      so.expand_micro_batches = true;
+      auto sched = lins::build_schedule(w.model, plan, topo, so);
+      if (!sched) {
+        state.SkipWithError(sched.error().c_str());
+        return;
+      }
+      auto mem = lins::estimate_memory(*sched, w);
+      const auto proj = lins::project_step(
+          *sched, w.model, w.seq, w.micro_batch_size, w.recompute, rates,
+          [&](const lins::CommOp& op) { return cost.op_time_s(op, topo, lins::Pricing::paper_isolated); });
+      benchmark::DoNotOptimize(mem.required_bytes());
+      benchmark::DoNotOptimize(proj.step_s);
+      ops += static_cast<int64_t>(sched->ops.size());
+    }
+  }
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  state.counters["gpus"] = gpus;
+  state.counters["schedule_ops"] = double(ops);
+  state.counters["legal_plans"] = legal;  // the planner's search grows with the divisors of the node count
+  state.counters["peak_rss_bytes"] =
+      benchmark::Counter(double(ru.ru_maxrss) * 1024, benchmark::Counter::kDefaults, benchmark::Counter::kIs1024);
+}
+
 }  // namespace
 
 using lins::NetworkModel;
@@ -149,4 +204,5 @@ BENCHMARK_CAPTURE(BM_PlanSearch, llama_30b_nccl_step_8x8192, "llama-30b", true, 
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_ProjectionSweep, fig11_13_alpha_beta, NetworkModel::alpha_beta)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_ProjectionSweep, fig11_13_nccl, NetworkModel::nccl)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ProjectionAtScale)->Arg(1000)->Arg(1000000)->Arg(1000000000)->Unit(benchmark::kMillisecond);
 BENCHMARK_MAIN();

@@ -42,6 +42,24 @@ void* device_alloc(size_t bytes) {
   CUDA_CHECK(cudaMalloc(&p, bytes ? bytes : 1));
   return p;
 }
+void* device_alloc_or_null(size_t bytes) {
+  void* p = nullptr;
+  if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return nullptr;
+  }
+  return p;
+}
+Result<DeviceMemory> device_memory(int device) {
+  size_t free_bytes = 0, total_bytes = 0;
+  cudaError_t e = cudaSetDevice(device);
+  if (e == cudaSuccess) e = cudaMemGetInfo(&free_bytes, &total_bytes);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return make_error("cannot read the memory of CUDA device " + std::to_string(device) + ": " + cudaGetErrorString(e));
+  }
+  return DeviceMemory{double(free_bytes), double(total_bytes)};
+}
 void device_free(void* p) {
   if (p) CUDA_CHECK(cudaFree(p));
 }

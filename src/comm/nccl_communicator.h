@@ -34,6 +34,13 @@ std::string cuda_version_string();
 std::string cuda_device_name(int device);
 // Device memory of the current device for benchmarks and tests; errors abort through CUDA_CHECK.
 void* device_alloc(size_t bytes);
+// The same without aborting: nullptr when cudaMalloc fails (the error is cleared).
+void* device_alloc_or_null(size_t bytes);
+// Free and total bytes of device `device` (cudaMemGetInfo after cudaSetDevice); an error names the CUDA error.
+struct DeviceMemory {
+  double free_bytes = 0, total_bytes = 0;
+};
+Result<DeviceMemory> device_memory(int device);
 void device_free(void* p);
 void copy_to_device(void* dst, const void* src, size_t bytes);  // synchronous
 void copy_to_host(void* dst, const void* src, size_t bytes);    // synchronous

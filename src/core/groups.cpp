@@ -1,6 +1,9 @@
 // Group construction from consecutive ranks; see groups.h.
 #include "core/groups.h"
 
+#include <algorithm>
+#include <cstdint>
+
 namespace lins {
 
 const char* group_role_name(GroupRole role) {
@@ -54,17 +57,19 @@ std::vector<int> group_ranks(const GroupSpec& g, int rank) {
 int group_index(const GroupSpec& g, int rank) { return (rank % g.block) / g.period; }
 
 Mesh group_mesh(const GroupSpec& g, const Topology& topo, int rank) {
-  // Members are ascending, so their node ids are too: count the distinct ones without building the member list
-  // (the planner asks this for every group of every plan).
-  const int base = (rank / g.block) * g.block + rank % g.period;
-  const int my_node = topo.node_of(rank);
-  int nodes = 0, same_node = 0, last_node = -1;
-  for (int k = 0, n = g.size(); k < n; ++k) {
-    const int node = topo.node_of(base + k * g.period);
-    if (node != last_node) ++nodes, last_node = node;
-    if (node == my_node) ++same_node;
-  }
-  return Mesh{same_node, nodes};
+  // Members are base + k * period for k < n, ascending, so their nodes are too. Closed forms, so that the planner and
+  // the simulator cost the same at any world size:
+  // - nodes spanned: members `period` >= R apart each sit on a node of their own; closer members leave no node between
+  //   the first and the last one unvisited (every run of R consecutive ranks holds one);
+  // - members on rank's node: the k whose member falls in [node * R, node * R + R).
+  const int64_t R = topo.gpus_per_node, p = g.period, n = g.size();
+  const int64_t base = (int64_t(rank) / g.block) * g.block + rank % g.period;
+  const int64_t last = base + (n - 1) * p;
+  const int64_t nodes = p >= R ? n : last / R - base / R + 1;
+  const int64_t lo = int64_t(topo.node_of(rank)) * R, hi = lo + R;  // rank's node holds ranks [lo, hi)
+  auto first_at_or_above = [&](int64_t r) { return r <= base ? 0 : (r - base + p - 1) / p; };  // smallest such k
+  const int64_t k0 = std::min(n, first_at_or_above(lo)), k1 = std::min(n, first_at_or_above(hi));
+  return Mesh{int(k1 - k0), int(nodes)};
 }
 
 }  // namespace lins

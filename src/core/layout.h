@@ -38,12 +38,28 @@ struct ShardLayout {
   std::vector<ModuleShard> modules;  // forward order, one per ModelSpec module
   int64_t local_elems = 0;           // size of the local buffer
 
-  int owner_count = 1;               // ranks that split the optimizer states of the local buffer
-  int owner_index = 0;               // this rank's index among them
-  std::vector<OwnedSlice> slices;    // in local-buffer order; every element of the local buffer exactly once
-  std::vector<int64_t> owner_elems;  // elements owned by each owner
+  int owner_count = 1;  // ranks that split the optimizer states of the local buffer
+  int owner_index = 0;  // this rank's index among them
+  // Two kinds, so that nothing here grows with the owner count (which reaches the world size):
+  // - pieces (one owner, or inter-tensor): `pieces` lists every element of the local buffer exactly once, in local
+  //   order, each piece with its owner; `listed_elems[k]` is what owner k owns, owners past its end own nothing;
+  // - ranges (intra-tensor, ZeRO-1/2's flat partition): owner k owns the contiguous range of range_base elements,
+  //   one more for k < range_extra, in owner order.
+  bool ranges = false;
+  std::vector<OwnedSlice> pieces;
+  std::vector<int64_t> listed_elems;
+  int64_t range_base = 0, range_extra = 0;
 
-  int64_t owned_elems() const { return owner_elems[owner_index]; }
+  int64_t owner_elems(int owner) const;
+  int64_t max_owner_elems() const;
+  int64_t owned_elems() const { return owner_elems(owner_index); }
+  // The slices that overlap [lo, hi) of the local buffer, in local order (the pieces, or one range per owner).
+  std::vector<OwnedSlice> slices_in(int64_t lo, int64_t hi) const;
+  // How many slices overlap [lo, hi), without listing them (a closed form for ranges).
+  int64_t count_slices_in(int64_t lo, int64_t hi) const;
+  // Every slice in local order, for ranges one per owner (empty ones too): O(owner count), for the executor, which
+  // talks to every owner anyway.
+  std::vector<OwnedSlice> slices() const;
 };
 
 // Layout of `rank` for `plan`. Shard count and owner count by engine:

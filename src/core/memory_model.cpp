@@ -212,8 +212,7 @@ MemoryEstimate estimate_memory(const Schedule& s, const Workload& w, StateBytes 
   m.p_bytes = double(L.local_elems) * b.p;
 
   // OS: the owned part of the local buffer. Inter-tensor owners are uneven; the worst rank owns the most.
-  const int64_t owned =
-      which == MemoryOf::worst_rank ? *std::max_element(L.owner_elems.begin(), L.owner_elems.end()) : L.owned_elems();
+  const int64_t owned = which == MemoryOf::worst_rank ? L.max_owner_elems() : L.owned_elems();
   m.os_bytes = double(owned) * b.os;
 
   // G: kept across micro-batches at the granularity it is synchronised at. s_g == s_p: the whole local shard (the

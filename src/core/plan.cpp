@@ -302,8 +302,17 @@ std::vector<ShardFactor> legal_factors(const Topology& topo) {
   std::vector<ShardFactor> out;
   for (int s0 = 1; s0 <= topo.gpus_per_node; ++s0)
     if (divides(s0, topo.gpus_per_node)) out.push_back({s0, 1});
-  for (int s1 = 2; s1 <= topo.nodes; ++s1)
-    if (divides(s1, topo.nodes)) out.push_back({topo.gpus_per_node, s1});
+  // The divisors of the node count in ascending order, by trial division up to its square root (a walk over every
+  // count would cost as much as the cluster is large).
+  std::vector<int> small, large;
+  for (int64_t d = 1; d * d <= topo.nodes; ++d) {
+    if (topo.nodes % d) continue;
+    small.push_back(int(d));
+    if (d * d != topo.nodes) large.push_back(int(topo.nodes / d));
+  }
+  small.insert(small.end(), large.rbegin(), large.rend());
+  for (int s1 : small)
+    if (s1 >= 2) out.push_back({topo.gpus_per_node, s1});
   return out;
 }
 

@@ -51,7 +51,7 @@ Status Executor::Impl::init(Communicator* world) {
   owner_ranges.assign(static_cast<std::size_t>(L.owner_count), {});
   const std::vector<OwnedSlice> pieces = tensor_pieces(*spec, L.modules);  // local order, like the slices
   std::size_t piece = 0;
-  for (const auto& sl : L.slices) {
+  for (const auto& sl : L.slices()) {
     owner_ranges[static_cast<std::size_t>(sl.owner)].push_back(ElemRange{sl.local_offset, sl.elems});
     if (sl.owner != L.owner_index) continue;
     // Cut the slice where weight decay starts or stops applying (slices may span tensors).

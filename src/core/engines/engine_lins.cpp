@@ -7,6 +7,7 @@
 //   owns (select & drop); after the optimizer, each owner broadcasts its updated slices module by module, and the
 //   next step's forward of a module waits only for that module's broadcasts.
 #include <algorithm>
+#include <map>
 
 #include "core/engines.h"
 
@@ -115,35 +116,35 @@ Status build_lins_ops(EngineBuilder& b) {
   }
 
   // Each owner broadcasts its updated slices to the ranks holding the same P shard, module by module in forward
-  // order. One sweep over the slices (in local-buffer order; a range slice may span modules), touching only the owners
-  // that hold part of each module: the planner builds this for up to world-size owners.
+  // order. Per module, only the slices that overlap it (a range slice may span modules) and so only the owners that
+  // hold part of it: the planner builds this for up to world-size owners.
   const MicroBatchCopy last{b.micro_batches() - 1, 1, b.micro_batches() == 1, true};
+  int64_t broadcasts = 0;  // at most one per (module, slice overlapping it), counted before any is built
+  for (const auto& ms : L.modules) broadcasts += L.count_slices_in(ms.local_offset, ms.local_offset + ms.shard_elems);
+  if (broadcasts > kMaxOpsPerMicroBatch)
+    return make_error("the update broadcasts of " + std::to_string(L.owner_count) +
+                      " optimizer-state owners would be " + std::to_string(broadcasts) + " collectives per step, " +
+                      "more than the " + std::to_string(kMaxOpsPerMicroBatch) +
+                      " allowed; give fewer owners (a smaller os factor over p) or layout=inter");
   struct OwnerPart {
     int64_t elems = 0, first = -1, last = -1;  // elements, and the local range they span
   };
-  std::vector<OwnerPart> part(static_cast<std::size_t>(L.owner_count));
-  std::vector<int> touched;
-  std::size_t first = 0;
-  const auto& slices = L.slices;
   for (const auto& ms : L.modules) {
     const int64_t lo = ms.local_offset, hi = ms.local_offset + ms.shard_elems;
-    while (first < slices.size() && slices[first].local_offset + slices[first].elems <= lo) ++first;
-    for (std::size_t j = first; j < slices.size() && slices[j].local_offset < hi; ++j) {
-      const auto& sl = slices[j];
+    std::map<int, OwnerPart> part;  // owners broadcast in index order
+    for (const auto& sl : L.slices_in(lo, hi)) {
       const int64_t a = std::max(lo, sl.local_offset), z = std::min(hi, sl.local_offset + sl.elems);
       if (a >= z) continue;
-      OwnerPart& p = part[static_cast<std::size_t>(sl.owner)];
-      if (p.elems == 0) touched.push_back(sl.owner), p.first = a;
+      OwnerPart& p = part[sl.owner];
+      if (p.elems == 0) p.first = a;
       p.elems += z - a;
       p.last = z;
     }
-    std::sort(touched.begin(), touched.end());  // owners broadcast in index order
     // The next step waits for a module's broadcasts where it first reads the module's P: before issuing its forward
     // gather, or before its forward when P is not sharded.
     const int g = forward_gather_issue[static_cast<std::size_t>(ms.module)];
     const Point reader = sharded && g >= 0 ? b.op(g).issue : shape.before_forward(0, ms.module);
-    for (int owner : touched) {
-      OwnerPart& p = part[static_cast<std::size_t>(owner)];
+    for (const auto& [owner, p] : part) {
       EngineBuilder::OpSpec op;
       op.purpose = Purpose::update_broadcast;
       op.kind = CollKind::broadcast;
@@ -158,9 +159,7 @@ Status build_lins_ops(EngineBuilder& b) {
       op.issue = shape.end_of_step();
       op.wait = StepShape::in_next_step(reader);
       b.add(last, Phase::next_forward, op);
-      p = OwnerPart{};
     }
-    touched.clear();
   }
   return {};
 }

@@ -83,7 +83,7 @@ TEST(MemoryModel, UnevenInterTensorOwnersAreBoundedAndSumToTheShard) {
       const auto s0 = schedule(m, plan, t, 0);
       const int owners = s0.layout.owner_count;
       int64_t largest_piece = 0;
-      for (const auto& sl : s0.layout.slices) largest_piece = std::max(largest_piece, sl.elems);
+      for (const auto& sl : s0.layout.slices()) largest_piece = std::max(largest_piece, sl.elems);
       // The ranks of one OS block share one local buffer; their owned parts add up to it exactly.
       double sum_os = 0;
       const GroupSpec replica = group_spec(GroupRole::os_replica, plan, t);

@@ -215,14 +215,14 @@ TEST(Schedule, BroadcastsFollowForwardOrderAndCoverEachOwnersSlices) {
       EXPECT_GE(op.local_offset, ms.local_offset);
       EXPECT_LE(op.local_offset + op.elems, ms.local_offset + ms.shard_elems);
       int64_t covered = 0;
-      for (const auto& sl : s.layout.slices)
+      for (const auto& sl : s.layout.slices())
         if (sl.owner == op.root)
           covered += std::max<int64_t>(0, std::min(sl.local_offset + sl.elems, op.local_offset + op.elems) -
                                               std::max(sl.local_offset, op.local_offset));
       EXPECT_EQ(covered, op.elems) << text << " " << op.label;
     }
     for (int k = 0; k < s.layout.owner_count; ++k)
-      EXPECT_EQ(sent[k], s.layout.owner_elems[k]) << text << " owner " << k;
+      EXPECT_EQ(sent[k], s.layout.owner_elems(k)) << text << " owner " << k;
   }
 }
 
