@@ -409,8 +409,8 @@ std::string memory_parts(const MemoryEstimate& m) {
 
 // What would fit `available` bytes shared by `ranks` ranks: the strategies (of the run and the presets) whose largest
 // rank fits, a micro-batch of 1, and, when no strategy fits, ZeRO-3 on more ranks of the same shape.
-std::vector<std::string> step_alternatives(const StepOptions& o, const std::vector<Plan>& plans, double available,
-                                           int ranks) {
+std::vector<std::string> step_alternatives(const StepOptions& o, const std::vector<Plan>& plans,
+                                           const std::vector<std::string>& names, double available, int ranks) {
   std::vector<std::string> out;
   auto node_need = [&](const Plan& p, const Workload& w, const Topology& topo) {
     auto m = rank_memory(o, w, p, topo, 0, MemoryOf::worst_rank);
@@ -422,7 +422,7 @@ std::vector<std::string> step_alternatives(const StepOptions& o, const std::vect
     const double need = node_need(p, o.workload, o.topo);
     if (need >= 0 && need <= available) fits += " " + name + " (" + format_bytes(need) + "),";
   };
-  for (std::size_t i = 0; i < plans.size(); ++i) consider(o.strategies[i], plans[i]);
+  for (std::size_t i = 0; i < plans.size(); ++i) consider(names[i], plans[i]);
   for (const char* name : {"zero3", "zeropp", "mics", "zero2", "zero1", "ddp"})
     if (auto p = parse_plan(name, o.topo)) consider(name, *p);
   if (!fits.empty()) fits.pop_back(), out.push_back("--strategies" + fits + " per host");
@@ -467,7 +467,7 @@ Status check_step_memory(const StepOptions& o, const std::vector<Plan>& plans, c
   mo.limit_bytes = o.memory_limit_bytes;
   mo.limit_option = "--memory-limit";
   mo.override_hint = "To run anyway, give --no-memory-check (or the memory a host may use with --memory-limit).";
-  mo.would_fit = [&](double available, int ranks) { return step_alternatives(o, plans, available, ranks); };
+  mo.would_fit = [&](double available, int ranks) { return step_alternatives(o, plans, names, available, ranks); };
   return check_memory_on_every_node(mine, mo);
 }
 
