@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The tables of the emulated-cluster experiments (jobs/cluster_experiments.sh) as Markdown: the bus bandwidth of each
 collective inside and across nodes from the profiles (Fig. 3), step time and TGS of every strategy at each node count
-(Fig. 11/12, with Fig. 16/17's three series among them) and the Lins plan under each overlap mode (Table V). Means
-over the timed steps of the slowest rank. Usage: analysis/cluster_summary.py [DATA] (default data/cluster)."""
+(Fig. 11/12, with Fig. 16/17's three series among them) and the Lins plan under each overlap mode (Table V). Medians
+over the timed steps of the slowest rank, as the figures draw them.
+Usage: analysis/cluster_summary.py [DATA] (default data/cluster)."""
 
 import glob
 import os
@@ -47,7 +48,7 @@ def scaling_table(data):
     if not frames:
         return pd.DataFrame()
     s = pd.concat(frames)
-    g = s.groupby(["strategy", "world_size"], sort=False).agg(step_s=("step_time_s", "mean"), tgs=("tgs", "mean"))
+    g = s.groupby(["strategy", "world_size"], sort=False).agg(step_s=("step_time_s", "median"), tgs=("tgs", "median"))
     step = g["step_s"].unstack("world_size")
     tgs = g["tgs"].unstack("world_size")
     out = pd.DataFrame(index=step.index)
@@ -63,8 +64,8 @@ def overlap_table(data):
         s = read_step_csv(path)
         s = s[s["source"] == "measured"]
         rows.append({"M": int(s["micro_batches"].iloc[0]), "overlap": s["overlap"].iloc[0],
-                     "plan": s["plan"].iloc[0], "step_s": s["step_time_s"].mean(), "tgs": round(s["tgs"].mean()),
-                     "exposed_s": s["exposed_comm_s"].mean()})
+                     "plan": s["plan"].iloc[0], "step_s": s["step_time_s"].median(), "tgs": round(s["tgs"].median()),
+                     "exposed_s": s["exposed_comm_s"].median()})
     if not rows:
         return pd.DataFrame()
     order = {"all": 0, "no_bcast": 1, "no_allreduce": 2, "none": 3}

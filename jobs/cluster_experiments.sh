@@ -111,4 +111,7 @@ step --strategies "$legal,ddp,zero1,zero2,zero3,mics,zeropp,fsdp,hsdp" "${ds[@]}
   echo
   sed "s|$PWD/||g; s|^|    |" "$commands"
 } >"$out/README.md"
+# The provenance records the launcher's settings, the collective rules file among them, by absolute path: relative to
+# the repository here, so that the committed data names no machine's folders.
+grep -rl "$PWD/" "$out" 2>/dev/null | xargs -r sed -i "s|$PWD/||g"
 echo "cluster_experiments: wrote $out"
