@@ -105,7 +105,11 @@ step --strategies "$legal,ddp,zero1,zero2,zero3,mics,zeropp,fsdp,hsdp" "${ds[@]}
   echo "Made by jobs/cluster_experiments.sh on $(date -u +%Y-%m-%d) with $("$lins" --version)$(
     [ -n "$dirty" ] && echo " (with uncommitted changes in the tree)")."
   echo
-  echo "Draw: /usr/bin/python3 analysis/make_figures.py --data $out --out results/figures/cluster"
+  echo "Draw (each folder alone: the figures take the run with the most tokens per step where several exist):"
+  echo
+  echo "    /usr/bin/python3 analysis/make_figures.py --data $out/scaling --data $out/profile --out results/figures/cluster"
+  echo "    /usr/bin/python3 analysis/make_figures.py --data $out/overlap --out results/figures/cluster-table5 --only table5"
+  echo "    /usr/bin/python3 analysis/cluster_summary.py $out     # the tables, Table IV included"
   echo
   echo "Commands, in order:"
   echo

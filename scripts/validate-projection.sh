@@ -11,10 +11,10 @@
 #   scripts/validate-projection.sh [OUTDIR]            4 ranks on this machine's shared memory (ranks bound to cores),
 #                                                      overlap none at M = 2, 3, 4 (default OUTDIR results/validation)
 #   scripts/validate-projection.sh --cluster [OUTDIR]  the emulated cluster (scripts/cluster.sh): 2 and 4 nodes of 2
-#                                                      ranks across the shaped link, profiles measured on it, overlap
-#                                                      all and none at M = 2, 3, 4; calibrated at each node count
-#                                                      from M = 2 and 4, overlap none (default OUTDIR
-#                                                      results/validation-cluster)
+#                                                      ranks across the shaped link, profiles measured on it,
+#                                                      overlap none at M = 2, 3, 4 and all at M = 2, 4; calibrated
+#                                                      at each node count from M = 2 and 4, overlap none (default
+#                                                      OUTDIR results/validation-cluster)
 # About two (shared memory) or five (cluster) minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
