@@ -16,16 +16,10 @@ _free_port() {
   return 1
 }
 
-slurm_start() {
-  SLURM_TEST_DIR=$(mktemp -d "${TMPDIR:-/tmp}/lins-slurm.XXXXXX")
-  export SLURM_TEST_DIR
-  local d=$SLURM_TEST_DIR host ctld_port slurmd_port
-  chmod 755 "$d"
-  mkdir -p "$d/munge" "$d/state" "$d/spool"
-  host=$(hostname -s)
-  ctld_port=$(_free_port) && slurmd_port=$(_free_port) || { echo "slurm_start: no free port" >&2; return 1; }
-
-  # munge: a fresh key, its own socket; munged insists on owning its folder
+# munge with a fresh key and its own socket in DIR/munge (munged insists on owning its folder).
+slurm_start_munge() {
+  local d=$1
+  mkdir -p "$d/munge"
   chown munge:munge "$d/munge" && chmod 700 "$d/munge"
   runuser -u munge -- mungekey --create --keyfile="$d/munge/munge.key" >/dev/null 2>&1 ||
     runuser -u munge -- dd if=/dev/urandom of="$d/munge/munge.key" bs=1024 count=1 status=none
@@ -34,23 +28,20 @@ slurm_start() {
   runuser -u munge -- /usr/sbin/munged --socket="$d/munge/munge.socket" --key-file="$d/munge/munge.key" \
     --pid-file="$d/munge/munged.pid" --log-file="$d/munge/munged.log" --seed-file="$d/munge/munged.seed" ||
     { echo "slurm_start: munged failed:" >&2; cat "$d/munge/munged.log" >&2; return 1; }
+}
 
-  cat >"$d/slurm.conf" <<CONF
-ClusterName=linstest
-SlurmctldHost=$host(127.0.0.1)
-SlurmctldPort=$ctld_port
-SlurmdPort=$slurmd_port
+# The slurm.conf settings every test cluster shares (munge in DIR, no cgroups, no accounting, files under DIR).
+slurm_common_conf() {
+  local d=$1
+  cat <<CONF
 AuthType=auth/munge
 AuthInfo=socket=$d/munge/munge.socket
 CredType=cred/munge
 SlurmUser=root
 SlurmdUser=root
 StateSaveLocation=$d/state
-SlurmdSpoolDir=$d/spool
 SlurmctldPidFile=$d/slurmctld.pid
-SlurmdPidFile=$d/slurmd.pid
 SlurmctldLogFile=$d/slurmctld.log
-SlurmdLogFile=$d/slurmd.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none
@@ -65,6 +56,54 @@ SlurmdParameters=config_overrides
 MailProg=/bin/true
 MinJobAge=600
 KillWait=5
+CONF
+}
+
+# The jobs' site.env for a test cluster: srun with PMIx, 2 GPUs per node seen on the CPU, LINS_BIN BIN, raw results in
+# DIR/raw, short steps. Extra lines (KEY=VALUE) follow.
+slurm_site_env() {
+  local d=$1 bin=$2
+  shift 2
+  cat >"$d/site.env" <<ENV
+LINS_PARTITION=debug
+LINS_LAUNCHER=srun
+LINS_SRUN_MPI=pmix
+LINS_GPUS_PER_NODE=2
+LINS_REQUEST_GPUS=0
+LINS_CPUS_PER_TASK=1
+LINS_TIME_LIMIT=00:10:00
+LINS_BIN=$bin
+LINS_RAW_DIR=$d/raw
+LINS_PYTHON=$py
+LINS_NETWORK=paper-a800
+LINS_GPU_MEM=80GiB
+LINS_WARMUP_STEPS=1
+LINS_TIMED_STEPS=2
+ENV
+  local line
+  for line in "$@"; do echo "$line" >>"$d/site.env"; done
+}
+
+slurm_start() {
+  SLURM_TEST_DIR=$(mktemp -d "${TMPDIR:-/tmp}/lins-slurm.XXXXXX")
+  export SLURM_TEST_DIR
+  local d=$SLURM_TEST_DIR host ctld_port slurmd_port
+  chmod 755 "$d"
+  mkdir -p "$d/munge" "$d/state" "$d/spool"
+  host=$(hostname -s)
+  ctld_port=$(_free_port) && slurmd_port=$(_free_port) || { echo "slurm_start: no free port" >&2; return 1; }
+
+  slurm_start_munge "$d" || return 1
+
+  cat >"$d/slurm.conf" <<CONF
+ClusterName=linstest
+SlurmctldHost=$host(127.0.0.1)
+SlurmctldPort=$ctld_port
+SlurmdPort=$slurmd_port
+SlurmdSpoolDir=$d/spool
+SlurmdPidFile=$d/slurmd.pid
+SlurmdLogFile=$d/slurmd.log
+$(slurm_common_conf "$d")
 NodeName=localhost NodeHostname=$host NodeAddr=127.0.0.1 CPUs=8 State=UNKNOWN
 PartitionName=debug Nodes=localhost Default=YES MaxTime=30 State=UP
 CONF

@@ -5,6 +5,8 @@
 # 4 ranks on 2 hosts, across the shaped link. Skipped (exit 77) without slurmctld or without network namespaces.
 # usage: tests/jobs/test_slurm_nodes.sh [path/to/lins]
 source "$(dirname "$0")/../cluster/common.sh"
+# shellcheck source=tests/jobs/slurm_cluster.sh
+source "$(dirname "$0")/slurm_cluster.sh"
 bin=$(realpath "${1:-$repo/build/lins}")
 limit_s=${LINS_SLURM_TEST_TIMEOUT:-90}
 cd "$repo"
@@ -35,39 +37,14 @@ trap stop_all EXIT
 # its own there (a bind mount in its mount namespace), as each real node has its own disk.
 mkdir -p "$d/munge" "$d/state" "$d/raw" "$d/pmix" "$d/pmix-$LINS_CLUSTER-n0" "$d/pmix-$LINS_CLUSTER-n1"
 chmod 1777 "$d/pmix" "$d"/pmix-*
-chown munge:munge "$d/munge" && chmod 700 "$d/munge"
-runuser -u munge -- mungekey --create --keyfile="$d/munge/munge.key" >/dev/null 2>&1
-chmod 755 "$d/munge"
-runuser -u munge -- /usr/sbin/munged --socket="$d/munge/munge.socket" --key-file="$d/munge/munge.key" \
-  --pid-file="$d/munge/munged.pid" --log-file="$d/munge/munged.log" --seed-file="$d/munge/munged.seed"
+slurm_start_munge "$d" || fail "munged did not start"
 cat >"$d/slurm.conf" <<CONF
 ClusterName=linsnodes
 SlurmctldHost=$sw(198.18.0.1)
-AuthType=auth/munge
-AuthInfo=socket=$d/munge/munge.socket
-CredType=cred/munge
-SlurmUser=root
-SlurmdUser=root
-StateSaveLocation=$d/state
 SlurmdSpoolDir=$d/spool/%n
-SlurmctldPidFile=$d/slurmctld.pid
 SlurmdPidFile=$d/slurmd.%n.pid
-SlurmctldLogFile=$d/slurmctld.log
 SlurmdLogFile=$d/slurmd.%n.log
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-MpiDefault=pmix
-ReturnToService=2
-EnforcePartLimits=ALL
-SlurmdParameters=config_overrides
-MailProg=/bin/true
-MinJobAge=600
-KillWait=5
+$(slurm_common_conf "$d")
 NodeName=$LINS_CLUSTER-n0 NodeAddr=198.18.0.10 CPUs=2 State=UNKNOWN
 NodeName=$LINS_CLUSTER-n1 NodeAddr=198.18.0.11 CPUs=2 State=UNKNOWN
 PartitionName=debug Nodes=$LINS_CLUSTER-n[0-1] Default=YES MaxTime=30 State=UP
@@ -93,23 +70,7 @@ done
 [ "$state" = "idle " ] || fail "nodes not idle after 30 s (state '$state'): $(tail -n 5 "$d"/slurmd.*.log)"
 in_sw sinfo
 
-cat >"$d/site.env" <<ENV
-LINS_PARTITION=debug
-LINS_LAUNCHER=srun
-LINS_SRUN_MPI=pmix
-LINS_GPUS_PER_NODE=2
-LINS_REQUEST_GPUS=0
-LINS_CPUS_PER_TASK=1
-LINS_TIME_LIMIT=00:10:00
-LINS_BIN=$bin
-LINS_RAW_DIR=$d/raw
-LINS_PYTHON=$py
-LINS_SMOKE_FIGURES=0
-LINS_WARMUP_STEPS=1
-LINS_TIMED_STEPS=2
-LINS_NETWORK=paper-a800
-LINS_GPU_MEM=80GiB
-ENV
+slurm_site_env "$d" "$bin" LINS_SMOKE_FIGURES=0
 # What scripts/cluster.sh run gives an mpirun job, as the environment srun's ranks inherit.
 export LINS_SITE_ENV=$d/site.env OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 OMPI_MCA_mpi_yield_when_idle=1 \
   OMPI_MCA_btl=self,vader,tcp OMPI_MCA_btl_tcp_if_include=198.18.0.0/24 OMPI_MCA_oob_tcp_if_include=198.18.0.0/24 \

@@ -26,23 +26,7 @@ trap slurm_stop EXIT
 slurm_start
 
 d=$SLURM_TEST_DIR
-cat >"$d/site.env" <<ENV
-LINS_PARTITION=debug
-LINS_LAUNCHER=srun
-LINS_SRUN_MPI=pmix
-LINS_GPUS_PER_NODE=2
-LINS_REQUEST_GPUS=0
-LINS_CPUS_PER_TASK=1
-LINS_TIME_LIMIT=00:10:00
-LINS_BIN=$bin
-LINS_RAW_DIR=$d/raw
-LINS_PYTHON=$py
-LINS_SMOKE_FIGURES=${LINS_SMOKE_FIGURES:-0}
-LINS_NETWORK=paper-a800
-LINS_GPU_MEM=80GiB
-LINS_WARMUP_STEPS=1
-LINS_TIMED_STEPS=2
-ENV
+slurm_site_env "$d" "$bin" "LINS_SMOKE_FIGURES=${LINS_SMOKE_FIGURES:-0}"
 # more ranks than cores: ranks must yield while they wait (mpirun --oversubscribe does this itself; srun does not)
 export LINS_SITE_ENV=$d/site.env OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 OMPI_MCA_mpi_yield_when_idle=1
 
