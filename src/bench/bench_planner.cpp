@@ -12,6 +12,8 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <optional>
+#include <string>
 
 #include "core/cost_model.h"
 #include "core/planner.h"
@@ -67,6 +69,29 @@ void BM_PlanSearch(benchmark::State& state, const char* model_name, bool baselin
   state.counters["peak_rss_mib"] = peak_rss_mib();
 }
 
+// A strategy's plan ('lins': the planner's choice; nullopt when no plan fits) and its expanded schedule, as lins simulate
+// builds them; `legal`, when given, receives the planner's count of legal plans.
+lins::Result<std::optional<lins::Schedule>> strategy_schedule(const char* strategy, const lins::Workload& w,
+                                                               const lins::Topology& topo, const lins::CostModel& cost,
+                                                               const lins::PlannerOptions& popt, int* legal = nullptr) {
+  lins::Plan plan;
+  if (std::string(strategy) == "lins") {
+    auto search = lins::search_plans(w, topo, cost, popt);
+    if (!search || !search->chosen()) return std::optional<lins::Schedule>{};
+    plan = search->chosen()->plan;
+    if (legal) *legal = search->legal_count;
+  } else {
+    plan = lins::parse_plan(strategy, topo).value();
+  }
+  lins::ScheduleOptions so;
+  so.micro_batches = w.micro_batches;
+  so.bucket_bytes = popt.bucket_bytes;
+  so.expand_micro_batches = true;
+  auto sched = lins::build_schedule(w.model, plan, topo, so);
+  if (!sched) return lins::make_error(sched.error());
+  return std::optional<lins::Schedule>(std::move(*sched));
+}
+
 // What `lins simulate` does per (model, GPU count, strategy), less the CSV: the planner for "lins", the expanded
 // schedule, its memory with the reserve, the predicted communication and the projected step.
 void BM_ProjectionSweep(benchmark::State& state, lins::NetworkModel model) {
@@ -83,23 +108,13 @@ void BM_ProjectionSweep(benchmark::State& state, lins::NetworkModel model) {
         lins::PlannerOptions popt;
         popt.include_baselines = true;  // as lins simulate asks for "lins": by projected step, baselines included
         for (const char* strategy : {"zero1", "zero3", "zeropp", "mics", "lins"}) {
-          lins::Plan plan;
-          if (std::string(strategy) == "lins") {
-            auto search = lins::search_plans(w, topo, cost, popt);
-            if (!search || !search->chosen()) continue;
-            plan = search->chosen()->plan;
-          } else {
-            plan = lins::parse_plan(strategy, topo).value();
-          }
-          lins::ScheduleOptions so;
-          so.micro_batches = w.micro_batches;
-          so.bucket_bytes = popt.bucket_bytes;
-          so.expand_micro_batches = true;
-          auto sched = lins::build_schedule(w.model, plan, topo, so);
-          if (!sched) {
-            state.SkipWithError(sched.error().c_str());
+          auto built = strategy_schedule(strategy, w, topo, cost, popt);
+          if (!built) {
+            state.SkipWithError(built.error().c_str());
             return;
           }
+          if (!*built) continue;
+          const lins::Schedule* sched = &**built;
           auto mem = lins::estimate_memory(*sched, w);
           lins::add_memory_reserve(mem, *sched, popt.reserve);
           const auto predicted = lins::predict_comm(*sched, cost, lins::Pricing::paper_isolated);
@@ -133,24 +148,13 @@ void BM_ProjectionAtScale(benchmark::State& state) {
     ops = 0;
     lins::PlannerOptions popt;
     for (const char* strategy : {"ddp", "zero1", "zero2", "zero3", "mics", "zeropp", "lins"}) {
-      lins::Plan plan;
-      if (std::string(strategy) == "lins") {
-        auto search = lins::search_plans(w, topo, cost, popt);
-        if (!search || !search->chosen()) continue;
-        plan = search->chosen()->plan;
-        legal = search->legal_count;
-      } else {
-        plan = lins::parse_plan(strategy, topo).value();
-      }
-      lins::ScheduleOptions so;
-      so.micro_batches = w.micro_batches;
-      so.bucket_bytes = popt.bucket_bytes;
-      so.expand_micro_batches = true;
-      auto sched = lins::build_schedule(w.model, plan, topo, so);
-      if (!sched) {
-        state.SkipWithError(sched.error().c_str());
+      auto built = strategy_schedule(strategy, w, topo, cost, popt, &legal);
+      if (!built) {
+        state.SkipWithError(built.error().c_str());
         return;
       }
+      if (!*built) continue;
+      const lins::Schedule* sched = &**built;
       auto mem = lins::estimate_memory(*sched, w);
       const auto proj = lins::project_step(
           *sched, w.model, w.seq, w.micro_batch_size, w.recompute, rates,
