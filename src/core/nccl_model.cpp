@@ -191,8 +191,9 @@ void NcclModel::pairs(CollKind kind, double bytes, Mesh mesh, int concurrent, do
   const int intraHw = g.nvlink ? kHwNvlink : kHwPci;
   const int hw = nNodes == 1 ? intraHw : kHwNet;
   const bool ar = kind == CollKind::all_reduce, bc = kind == CollKind::broadcast;
-  const int nsteps = ar ? 2 * (nRanks - 1) : bc ? nRanks : nRanks - 1;
-  const int nInterSteps = ar ? (nNodes > 1 ? 2 * nNodes : 0) : bc ? nNodes : nNodes - 1;
+  // In 64 bits: an all-reduce over 2^30 ranks or more has more ring steps than an int holds.
+  const int64_t nsteps = ar ? 2 * (int64_t(nRanks) - 1) : bc ? int64_t(nRanks) : int64_t(nRanks) - 1;
+  const int64_t nInterSteps = ar ? (nNodes > 1 ? 2 * int64_t(nNodes) : 0) : bc ? int64_t(nNodes) : int64_t(nNodes) - 1;
   // getNetOverhead: 1 us per network post on Intel (and other) CPUs, 2 on AMD.
   const double netOverheadBase = net_.amd_cpu ? 2.0 : 1.0;
   // LL128 is on by default only with NVLink (or one GPU) inside the node and the NIC on the GPU's PCIe switch
