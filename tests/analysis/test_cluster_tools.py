@@ -53,3 +53,16 @@ def test_validate_projection_aliases_per_run_before_global():
     assert validate_projection.alias_for(aliases, "n4_m2_all", "lins") == "p=2x1,g=2x1,os=2x2"
     assert validate_projection.alias_for(aliases, "n2_m2_none", "lins") == "p=1x1,g=1x1,os=2x2"
     assert validate_projection.alias_for(aliases, "n2_m2_none", "ddp") == "ddp"
+
+
+def test_a_choice_is_judged_against_the_plans_that_fit(tmp_path):
+    steps = tmp_path / "fixture_plans.csv"
+    write_steps(steps, plan_rows([("p=2x1,g=2x1,os=2x1", "lins", (2, 1, 2, 1, 2, 1), 0.05),
+                                  ("p=1x1,g=1x1,os=1x1", "lins", (1, 1, 1, 1, 1, 1), 0.04)]))
+    plans = tmp_path / "fixture_plan_table.csv"
+    pd.DataFrame([{"name": "p=2x1,g=2x1,os=2x1", "rank": 1, "feasible": 1},
+                  {"name": "p=1x1,g=1x1,os=1x1", "rank": 0, "feasible": 0}]).to_csv(plans, index=False)
+    table = compare_plans.compare(str(steps), str(plans))
+    assert list(table["fits"]) == [False, True]  # sorted by measured time: the faster plan does not fit
+    v = compare_plans.verdict(table, "comm objective", "p=2x1,g=2x1,os=2x1")
+    assert "the fastest measured plan on the Lins engine; the fastest of everything measured that fits" in v
