@@ -357,16 +357,24 @@ Status check_strategies(const StepOptions& o, const ParsedArgs& a) {
   return Status::ok_status();
 }
 
-// The strategies that need no planner, and their names: every one but 'lins' (check_strategies parsed each already).
-struct FixedStrategies {
+// Some of the strategies with their plans and names, for the memory check.
+struct NamedPlans {
   std::vector<Plan> plans;
   std::vector<std::string> names;
 };
-FixedStrategies fixed_strategies(const StepOptions& o) {
-  FixedStrategies f;
+// Those that need no planner: every one but 'lins' (check_strategies parsed each already).
+NamedPlans fixed_strategies(const StepOptions& o) {
+  NamedPlans f;
   for (const auto& s : o.strategies)
     if (s != "lins")
       if (auto p = parse_plan(s, o.topo)) f.plans.push_back(*p), f.names.push_back(s);
+  return f;
+}
+// Those the planner chose: each 'lins' of the resolved strategies.
+NamedPlans planned_strategies(const StepOptions& o, const std::vector<Plan>& resolved) {
+  NamedPlans f;
+  for (std::size_t i = 0; i < resolved.size(); ++i)
+    if (o.strategies[i] == "lins") f.plans.push_back(resolved[i]), f.names.push_back(o.strategies[i]);
   return f;
 }
 
@@ -646,17 +654,17 @@ int run_step(const Args& args) {
   if (auto s = check_step_outputs(o, rank); !s) return fail(s.error());
   if (auto s = check_strategies(o, a); !s) return fail(s.error());
   // Memory first for every strategy but 'lins' (the peak's sgemm already allocates the step's largest GEMM), then
-  // again once the planner has chosen 'lins'.
+  // for 'lins' once the planner has chosen it.
   if (o.memory_check) {
-    const FixedStrategies fixed = fixed_strategies(o);
+    const NamedPlans fixed = fixed_strategies(o);
     if (auto s = check_step_memory(o, fixed.plans, fixed.names, rank); !s) return fail(s.error());
   }
   auto peak = peak_rate(o, *make_backend, world);
   if (!peak) return fail(peak.error());
   auto plans = resolve_strategies(o, a, *peak, rank);
   if (!plans) return fail(plans.error());
-  if (o.memory_check && std::find(o.strategies.begin(), o.strategies.end(), "lins") != o.strategies.end())
-    if (auto s = check_step_memory(o, *plans, o.strategies, rank); !s) return fail(s.error());
+  if (const NamedPlans planned = planned_strategies(o, *plans); o.memory_check && !planned.plans.empty())
+    if (auto s = check_step_memory(o, planned.plans, planned.names, rank); !s) return fail(s.error());
   const std::string fabric = fabric_label(MPI_COMM_WORLD);
   if (rank == 0) print_run_header(o, *peak, world, fabric);
   auto writer = open_step_csv(o, rank);
