@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/cli.h"
+#include "fuzz_words.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size > 512) return 0;
@@ -16,14 +17,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                                        {"check", 0, "", "", "a flag"},
                                        {"plan", 0, "TEXT", "", "a plan"}},
                                       ""};
-  std::vector<std::string> args(1);
-  for (size_t k = 0; k < size; ++k) {
-    if (data[k] == 0) {
-      args.emplace_back();
-    } else {
-      args.back() += static_cast<char>(data[k]);
-    }
-  }
+  std::vector<std::string> args = nul_separated_words(data, size);
   auto parsed = lins::parse_args(spec, args);
   if (parsed) {
     (void)parsed->get_size("minbytes");

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/workload.h"
+#include "fuzz_words.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size > 256) return 0;
@@ -16,13 +17,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                            lins::workload_options("16", "1", "")),
       ""};
   // NUL-separated words; the first few are read as values of the shape flags.
-  std::vector<std::string> words(1);
-  for (size_t k = 0; k < size; ++k) {
-    if (data[k] == 0)
-      words.emplace_back();
-    else
-      words.back() += static_cast<char>(data[k]);
-  }
+  const std::vector<std::string> words = nul_separated_words(data, size);
   const char* flags[] = {"--hidden", "--layers", "--heads", "--ffn", "--vocab", "--seq", "--micro-batches"};
   std::vector<std::string> args;
   for (size_t i = 0; i < words.size() && i < 7; ++i) {

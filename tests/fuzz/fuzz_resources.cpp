@@ -16,6 +16,7 @@
 #include "core/schedule.h"
 #include "core/topology.h"
 #include "core/workload.h"
+#include "fuzz_words.h"
 
 namespace {
 
@@ -98,14 +99,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                                        {"nodes", 0, "N", "1", "nodes"},
                                        {"plan", 0, "TEXT", "", "a plan"}},
                                       ""};
-  std::vector<std::string> args(1);
-  for (size_t k = 0; k < size; ++k) {
-    if (data[k] == 0) {
-      args.emplace_back();
-    } else {
-      args.back() += static_cast<char>(data[k]);
-    }
-  }
+  std::vector<std::string> args = nul_separated_words(data, size);
   if (args.size() == 1 && args[0].empty()) args.clear();
   auto parsed = lins::parse_args(spec, args);
   if (!parsed) {
