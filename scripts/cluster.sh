@@ -74,12 +74,9 @@ parse_link() {
 
 # Bytes per second of a tc rate such as 800mbit.
 rate_bytes_per_s() {
-  local num=${1%%[a-z]*} unit=${1##*[0-9.]}
-  case $unit in
-    kbit) awk -v n="$num" 'BEGIN { printf "%.0f", n * 1e3 / 8 }' ;;
-    mbit) awk -v n="$num" 'BEGIN { printf "%.0f", n * 1e6 / 8 }' ;;
-    gbit) awk -v n="$num" 'BEGIN { printf "%.0f", n * 1e9 / 8 }' ;;
-  esac
+  local num=${1%%[a-z]*} scale
+  case ${1##*[0-9.]} in kbit) scale=1e3 ;; mbit) scale=1e6 ;; gbit) scale=1e9 ;; esac
+  awk -v n="$num" -v s="$scale" 'BEGIN { printf "%.0f", n * s / 8 }'
 }
 
 # Shapes one interface's egress to a rate with a token bucket holding 4 ms of traffic, but at least 256 KiB, as the
@@ -146,7 +143,7 @@ remove_all() {
 
 # A connection whose peer stops answering fails after about 3 s of retransmissions (3 tries) instead of Linux's
 # default of about 15 minutes, so that a cut link ends the job (the launcher learns it lost a node) instead of hanging.
-fail_fast_tcp() {
+tune_tcp() {
   ip netns exec "$1" sysctl -qw net.ipv4.tcp_retries2=3
   # An RDMA fabric has no slow start after a pause between collectives; TCP here should not either.
   ip netns exec "$1" sysctl -qw net.ipv4.tcp_slow_start_after_idle=0
@@ -187,7 +184,7 @@ cmd_up() {
   trap 'echo "cluster.sh: up interrupted; removing what it made" >&2; remove_all; exit 130' INT TERM
   mkdir -p "$state"
   ip netns add "$sw"
-  fail_fast_tcp "$sw"
+  tune_tcp "$sw"
   ip -n "$sw" link set lo up
   ip -n "$sw" link add name br0 type bridge
   ip -n "$sw" addr add "$head_addr/24" dev br0
@@ -198,7 +195,7 @@ cmd_up() {
   for ((i = 0; i < nodes; i++)); do
     ns=$(node_ns "$i")
     ip netns add "$ns"
-    fail_fast_tcp "$ns"
+    tune_tcp "$ns"
     ip -n "$ns" link set lo up
     ip -n "$sw" link add name "p$i" type veth peer name eth0 netns "$ns"
     ip -n "$sw" link set "p$i" master br0 up
