@@ -13,14 +13,7 @@ import pandas as pd
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from lins_analysis.load import read_csv, read_step_csv  # noqa: E402
-
-
-def markdown(df, floatfmt="{:.3f}"):
-    cols = list(df.columns)
-    lines = ["| " + " | ".join(str(c) for c in cols) + " |", "|" + "---|" * len(cols)]
-    for _, r in df.iterrows():
-        lines.append("| " + " | ".join(floatfmt.format(v) if isinstance(v, float) else str(v) for v in r) + " |")
-    return "\n".join(lines)
+from lins_analysis.style import markdown_table  # noqa: E402
 
 
 def profile_table(data):
@@ -79,7 +72,7 @@ def main(argv=None):
                          ("Every strategy at each scale (Fig. 11/12, 16/17)", scaling_table(data)),
                          ("The Lins plan under each overlap mode (Table V)", overlap_table(data))]:
         print(f"### {title}\n")
-        print(markdown(table) if not table.empty else "(no data)")
+        print(markdown_table(table, "{:.3f}") if not table.empty else "(no data)\n", end="")
         print()
     t4 = os.path.join(data, "plans", "table4.md")
     if os.path.exists(t4):

@@ -12,6 +12,7 @@ import pandas as pd
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from lins_analysis.load import read_csv, read_step_csv  # noqa: E402
+from lins_analysis.style import markdown_table  # noqa: E402
 
 
 def compare(step_csv, plan_csv=None):
@@ -74,12 +75,7 @@ def main(argv=None):
     print("\n".join(verdicts))
     if args.markdown:
         with open(args.markdown, "w") as f:
-            cols = list(table.columns)
-            f.write("| " + " | ".join(cols) + " |\n|" + "---|" * len(cols) + "\n")
-            for _, r in table.iterrows():
-                cells = [f"{r[c]:.4f}" if isinstance(r[c], float) else str(r[c]) for c in cols]
-                f.write("| " + " | ".join(cells) + " |\n")
-            f.write("\n" + "\n\n".join(verdicts) + "\n")
+            f.write(markdown_table(table, "{:.4f}") + "\n" + "\n\n".join(verdicts) + "\n")
     return 0
 
 

@@ -160,6 +160,16 @@ def gpu_axis(ax, values):
     ax.set_xlabel("GPUs (ranks)")
 
 
+def markdown_table(df, float_format=None):
+    """A DataFrame as a Markdown table (cells as str(), or floats through float_format such as "{:.3f}")."""
+    def cell(v):
+        text = float_format.format(v) if float_format and isinstance(v, float) else str(v)
+        return text.replace("|", "\\|")
+    lines = ["| " + " | ".join(map(str, df.columns)) + " |", "|" + "---|" * len(df.columns)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in df.itertuples(index=False)]
+    return "\n".join(lines) + "\n"
+
+
 def write_table(df, out_dir, name, title, formats=("png", "pdf")):
     """A table as CSV, Markdown and a rendered image (PNG/PDF); returns the paths written."""
     os.makedirs(out_dir, exist_ok=True)
@@ -168,10 +178,7 @@ def write_table(df, out_dir, name, title, formats=("png", "pdf")):
     df.to_csv(csv_path, index=False)
     with open(md_path, "w", encoding="utf-8") as f:
         f.write(f"# {title}\n\n")
-        f.write("| " + " | ".join(map(str, df.columns)) + " |\n")
-        f.write("|" + "---|" * len(df.columns) + "\n")
-        for row in df.itertuples(index=False):
-            f.write("| " + " | ".join(str(v).replace("|", "\\|") for v in row) + " |\n")
+        f.write(markdown_table(df))
     ncols = max(len(df.columns), 1)
     fig, ax = plt.subplots(figsize=(max(6.0, 1.45 * ncols), 0.9 + 0.32 * (len(df) + 1)))
     ax.axis("off")
