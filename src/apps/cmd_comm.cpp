@@ -22,9 +22,7 @@
 #include "core/csv.h"
 #include "core/json.h"
 #include "core/units.h"
-#if LINS_COMM_NCCL
-#include "comm/nccl_communicator.h"
-#endif
+#include "comm/gpu_plugin.h"
 #include "lins_git_commit.h"  // generated at build time
 
 namespace lins {
@@ -136,11 +134,13 @@ Status read_collectives(const ParsedArgs& a, Settings& s) {
   s.dtype = *dtype;
   const std::string be = a.get("backend");
   if (be == "auto") {
-    s.backend = default_backend();
+    auto b = default_backend(MPI_COMM_WORLD);
+    if (!b) return make_error("--backend auto: " + b.error());
+    s.backend = *b;
   } else {
     auto b = a.get_enum("backend", kBackendNames, {"auto"});
     if (!b) return make_error(b.error());
-    auto available = parse_backend(be);  // nccl only in a build with it
+    auto available = parse_backend(be);  // nccl only where the GPU plugin loads
     if (!available) return make_error("--backend: " + available.error());
     s.backend = *available;
   }
@@ -203,9 +203,9 @@ Result<GroupSpec> group_from_text(const std::string& text, const Topology& topo)
   return *g;
 }
 
-// Host or device buffers of the backend.
+// Host or device buffers of the backend (device ones through the GPU plugin, which the nccl backend has loaded).
 struct Buffers {
-  bool device = false;
+  const GpuPlugin* gpu = nullptr;  // set for device buffers
   void* send = nullptr;
   void* recv = nullptr;
   std::vector<unsigned char> host;  // staging for fills and checks
@@ -218,7 +218,6 @@ struct Buffers {
   // any of them cannot be allocated.
   static Result<std::unique_ptr<Buffers>> create(bool on_device, uint64_t size) {
     auto b = std::make_unique<Buffers>();
-    b->device = on_device;
     b->bytes = size ? size : 1;
     const std::string what = format_bytes(double(b->bytes)) + " (-e " + std::to_string(size) + " bytes)";
     try {
@@ -226,40 +225,35 @@ struct Buffers {
     } catch (const std::exception&) {
       return make_error("cannot allocate the host staging buffer of " + what);
     }
-#if LINS_COMM_NCCL
     if (on_device) {
-      b->send = device_alloc_or_null(b->bytes);
-      b->recv = b->send ? device_alloc_or_null(b->bytes) : nullptr;
+      auto plugin = gpu_plugin();
+      if (!plugin) return make_error(plugin.error());
+      b->gpu = *plugin;
+      b->send = b->gpu->device_alloc_or_null(b->bytes);
+      b->recv = b->send ? b->gpu->device_alloc_or_null(b->bytes) : nullptr;
       if (!b->recv) return make_error("cannot allocate the device send and receive buffers of " + what);
       return b;
     }
-#endif
     b->send = std::malloc(b->bytes);
     b->recv = b->send ? std::malloc(b->bytes) : nullptr;
     if (!b->recv) return make_error("cannot allocate the host send and receive buffers of " + what);
     return b;
   }
   ~Buffers() {
-#if LINS_COMM_NCCL
-    if (device) {
-      device_free(send);
-      device_free(recv);
+    if (gpu) {
+      gpu->device_free(send);
+      gpu->device_free(recv);
       return;
     }
-#endif
     std::free(send);
     std::free(recv);
   }
   void upload(void* dst, size_t n) {
-#if LINS_COMM_NCCL
-    if (device) return copy_to_device(dst, host.data(), n);
-#endif
+    if (gpu) return gpu->copy_to_device(dst, host.data(), n);
     std::memcpy(dst, host.data(), n);
   }
   void download(const void* src, size_t n) {
-#if LINS_COMM_NCCL
-    if (device) return copy_to_host(host.data(), src, n);
-#endif
+    if (gpu) return gpu->copy_to_host(host.data(), src, n);
     std::memcpy(host.data(), src, n);
   }
 };

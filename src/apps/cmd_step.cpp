@@ -20,6 +20,8 @@
 #include "apps/memory_check.h"
 #include "apps/mpi_app.h"
 #include "apps/step_run.h"
+#include "comm/gpu_plugin.h"
+#include "comm/mesh_comms.h"
 #include "comm/provenance.h"
 #include "core/cli.h"
 #include "core/compute_model.h"
@@ -32,10 +34,6 @@
 #include "core/workload.h"
 #include "kernels/ops.h"
 #include "train/backend.h"
-#if LINS_TRAIN_GPU
-#include "comm/nccl_communicator.h"
-#include "train/gpu_backend.h"
-#endif
 
 namespace lins {
 namespace {
@@ -75,6 +73,9 @@ CommandSpec step_spec() {
                "; bf16: tensor-core kernels end to end on the GPU, emulated on the CPU (fp32 arithmetic, every "
                "output rounded to bf16); weight gradients are fp32 either way (default: fp32 with --backend cpu, "
                "bf16 with --backend gpu)"},
+          {"attention", 0, "KERNEL", "",
+           "attention kernels of --backend gpu: " + kAttentionKernelNames.described() +
+               " (default: cudnn where the GPU plugin was built with cuDNN 9 and its frontend, else flash)"},
           {"bucket", 0, "SIZE", "1M", "gradient all-reduce bucket U in bytes (of --precision elements)"},
           {"trace", 0, "", "",
            "write, per strategy and rank, a Chrome trace and the action log (timeline.*.csv, which `lins replay` "
@@ -235,6 +236,14 @@ Status read_numerics(const ParsedArgs& a, StepOptions& o) {
     if (!compute) return make_error(compute.error());
     o.compute = *compute;
   }
+  if (!a.get("attention").empty()) {
+    auto attention = a.get_enum("attention", kAttentionKernelNames);
+    if (!attention) return make_error(attention.error());
+    if (o.backend != StepBackend::gpu)
+      return make_error("--attention chooses the GPU's attention kernels; it needs --backend gpu (the CPU backend "
+                        "has one attention, the reference of docs/model-conventions.md)");
+    o.attention = *attention;
+  }
   return Status::ok_status();
 }
 
@@ -296,17 +305,30 @@ Result<BackendFactory> backend_factory(const StepOptions& o) {
     case StepBackend::cpu:
       return BackendFactory([compute] { return Result<std::unique_ptr<ComputeBackend>>(make_cpu_backend(compute)); });
     case StepBackend::gpu: {
-#if LINS_TRAIN_GPU
-      const int devices = gpu_device_count();
-      const Status seen = devices > 0 ? Status() : Status(make_error("no CUDA device is visible to this rank"));
-      if (auto s = agree_any(seen); !s) return make_error("--backend gpu: " + s.error() + " (use --backend cpu)");
-      const int device = node_local_rank(MPI_COMM_WORLD) % devices;
-      return BackendFactory([device, compute] { return make_gpu_backend(device, compute); });
-#else
-      return make_error(
-          "--backend gpu: this lins was built without CUDA support (configure with a CUDA toolkit and NCCL, "
-          "LINS_CUDA=ON); use --backend cpu");
-#endif
+      // Every rank learns whether every rank has the plugin, a working device, and a device of its own.
+      auto plugin = gpu_plugin();
+      Result<int> devices = plugin ? cuda_device_count_probed() : Result<int>(make_error(plugin.error()));
+      const int ranks_here = node_rank_count(MPI_COMM_WORLD);
+      Status seen;
+      if (!devices)
+        seen = make_error(devices.error());
+      else if (*devices == 0)
+        seen = make_error("no CUDA device is visible to this rank");
+      else if (*devices < ranks_here)
+        seen = make_error("this host runs " + std::to_string(ranks_here) + " ranks but has " +
+                          std::to_string(*devices) + " CUDA device(s); the GPU backend and NCCL run one rank per "
+                          "GPU: start at most " + std::to_string(*devices) + " ranks per host");
+      if (auto s = agree_any(seen); !s) return make_error("--backend gpu: " + s.error() + " (or use --backend cpu)");
+      const GpuPlugin* gpu = *plugin;
+      GpuBackendOptions go;
+      go.device = node_local_rank(MPI_COMM_WORLD) % *devices;
+      go.compute = compute;
+      go.attention = o.attention.value_or(gpu->cudnn_attention_built() ? AttentionKernel::cudnn
+                                                                        : AttentionKernel::flash);
+      if (go.attention == AttentionKernel::cudnn && !gpu->cudnn_attention_built())
+        return make_error("--attention cudnn: the GPU plugin was built without cuDNN's fused attention (cuDNN 9 "
+                          "and its frontend headers were not found when it was built); use --attention flash");
+      return BackendFactory([gpu, go] { return gpu->make_backend(go); });
     }
   }
   return make_error("--backend: no factory");

@@ -10,9 +10,8 @@
 #include "comm/watchdog.h"
 #include "core/host_memory.h"
 #include "core/units.h"
-#if LINS_COMM_NCCL
-#include "comm/nccl_communicator.h"
-#endif
+#include "comm/gpu_plugin.h"
+#include "comm/mesh_comms.h"
 
 namespace lins {
 namespace {
@@ -30,10 +29,11 @@ Result<MPI_Comm> memory_domain(bool device, int* device_index) {
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host);
   *device_index = -1;
   if (!device) return host;
-#if LINS_COMM_NCCL
-  const int devices = cuda_device_count();
+  // A failed probe counts as no device here (every rank must reach the split below); the GPU backend's own start
+  // has already refused such a machine with the probe's message.
+  auto probed = cuda_device_count_probed();
+  const int devices = probed ? *probed : 0;
   if (devices > 0) *device_index = node_local_rank(MPI_COMM_WORLD) % devices;
-#endif
   MPI_Comm by_device;
   MPI_Comm_split(host, *device_index < 0 ? 0 : *device_index, 0, &by_device);
   MPI_Comm_free(&host);
@@ -50,9 +50,8 @@ std::optional<NodeBudget> read_budget(const MemoryCheckOptions& o, int device, s
     return b;
   }
   if (o.device) {
-#if LINS_COMM_NCCL
-    if (device >= 0) {
-      auto m = device_memory(device);
+    if (const GpuPlugin* gpu = loaded_gpu_plugin(); gpu && device >= 0) {
+      auto m = gpu->device_memory(device);
       if (!m) {
         *why_not = m.error();
         return std::nullopt;
@@ -61,7 +60,6 @@ std::optional<NodeBudget> read_budget(const MemoryCheckOptions& o, int device, s
       b.source = format_bytes(m->free_bytes) + " free of " + format_bytes(m->total_bytes) + " (cudaMemGetInfo)";
       return b;
     }
-#endif
     *why_not = "no CUDA device to read the free memory of";
     return std::nullopt;
   }

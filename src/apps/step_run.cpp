@@ -19,9 +19,7 @@
 #include "core/trace.h"
 #include "core/units.h"
 #include "train/executor.h"
-#if LINS_TRAIN_GPU
-#include "train/gpu_backend.h"
-#endif
+#include "comm/gpu_plugin.h"
 
 namespace lins {
 namespace {
@@ -251,10 +249,10 @@ Status run_steps(StepRun& r, const std::string& strategy, const Plan& plan, Exec
   return Status::ok_status();
 }
 
-#if LINS_TRAIN_GPU
 // The pool and the device beyond the tracked allocations (cuBLAS workspace, NCCL, CUDA context).
 void print_device_memory(const StepRun& r, const std::string& strategy, ComputeBackend& backend, const TableRow& tr) {
-  const GpuMemoryInfo gm = gpu_memory_info(backend);
+  const GpuPlugin* gpu = loaded_gpu_plugin();  // loaded: the GPU backend came from it
+  const GpuMemoryInfo gm = gpu ? gpu->memory_info(backend) : GpuMemoryInfo{};
   const double reserved = all_max(double(gm.peak_reserved_bytes)), used = all_max(double(gm.device_used_bytes));
   if (r.rank == 0)
     std::printf(
@@ -264,7 +262,6 @@ void print_device_memory(const StepRun& r, const std::string& strategy, ComputeB
         tr.model_mem_bytes > 0 ? tr.peak_bytes / tr.model_mem_bytes : 0.0, format_bytes(reserved).c_str(),
         format_bytes(used).c_str(), format_bytes(double(gm.device_total_bytes)).c_str());
 }
-#endif
 
 // --trace: this rank's Chrome trace and action log of the last timed step.
 void write_traces(const StepRun& r, const std::string& strategy, Executor& e) {
@@ -327,9 +324,7 @@ Result<std::optional<TableRow>> run_strategy(StepRun& r, const std::string& stra
   tr.model_mem_bytes = pred.model_mem;
   if (auto s = run_steps(r, strategy, plan, e, pred, tr); !s) return make_error(s.error());
   if (auto ok = agree_any(e.finish()); !ok) return make_error(ok.error());
-#if LINS_TRAIN_GPU
   if (r.o.backend == StepBackend::gpu) print_device_memory(r, strategy, *su->backend, tr);
-#endif
   if (r.o.trace) write_traces(r, strategy, e);
   for (double* v : {&tr.step_s, &tr.fwd_s, &tr.bwd_s, &tr.opt_s, &tr.exposed_s, &tr.tgs, &tr.mfu})
     *v /= std::max(1, tr.steps);

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/gpu_plugin.h"  // AttentionKernel
 #include "comm/mpi_communicator.h"
 #include "core/cost_model.h"
 #include "core/csv.h"
@@ -39,6 +40,7 @@ struct StepOptions {
   MpiProgress progress = MpiProgress::thread;
   StepBackend backend = StepBackend::cpu;
   DType precision = DType::bf16, compute = DType::fp32;
+  std::optional<AttentionKernel> attention;  // --attention (GPU only); unset: cudnn where the plugin has it
   std::optional<CostModel> cost;
   EngineOptions engine;
   MemoryReserve reserve;

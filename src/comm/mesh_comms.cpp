@@ -1,40 +1,74 @@
 // Backend factory, group splitting and the per-role communicators of a plan; see mesh_comms.h.
 #include "comm/mesh_comms.h"
 
+#include <cstdio>
 #include <sstream>
 
 #include "comm/check.h"
+#include "comm/gpu_plugin.h"
 #include "core/units.h"
-#if LINS_COMM_NCCL
-#include "comm/nccl_communicator.h"
-#endif
 
 namespace lins {
 
 const char* backend_name(Backend b) { return kBackendNames.name(b); }
 
-bool nccl_built() { return LINS_COMM_NCCL != 0; }
-
-bool cuda_device_present() {
-#if LINS_COMM_NCCL
-  return cuda_device_count() > 0;
-#else
-  return false;
-#endif
+int node_local_rank(MPI_Comm comm) {
+  int rank = 0;
+  MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  MPI_Comm local;
+  MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local));
+  int local_rank = 0;
+  MPI_CHECK(MPI_Comm_rank(local, &local_rank));
+  MPI_CHECK(MPI_Comm_free(&local));
+  return local_rank;
 }
 
-Backend default_backend() { return cuda_device_present() ? Backend::nccl : Backend::mpi; }
+int node_rank_count(MPI_Comm comm) {
+  MPI_Comm local;
+  MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local));
+  int n = 1;
+  MPI_CHECK(MPI_Comm_size(local, &n));
+  MPI_CHECK(MPI_Comm_free(&local));
+  return n;
+}
+
+bool nccl_available() { return gpu_plugin().ok(); }
+
+Result<int> cuda_device_count_probed() {
+  auto plugin = gpu_plugin();
+  if (!plugin) return 0;
+  const GpuDeviceProbe p = (*plugin)->probe_devices();
+  if (p.failed()) return make_error(p.error);
+  return p.count;
+}
+
+Result<Backend> default_backend(MPI_Comm comm) {
+  auto devices = cuda_device_count_probed();
+  if (!devices) return make_error(devices.error());
+  const int ranks_here = node_rank_count(comm);
+  // Every rank must take the same backend: nccl only where every host has a device for each of its ranks.
+  int mine[2] = {*devices > 0, *devices >= ranks_here}, all[2] = {0, 0};
+  MPI_CHECK(MPI_Allreduce(mine, all, 2, MPI_INT, MPI_LAND, comm));
+  if (all[0] && all[1]) return Backend::nccl;
+  int rank = 0, any_gpu = 0;
+  MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  MPI_CHECK(MPI_Allreduce(&mine[0], &any_gpu, 1, MPI_INT, MPI_LOR, comm));
+  if (any_gpu && rank == 0)
+    std::printf("# --backend auto: mpi, not nccl: NCCL runs one rank per GPU and a host runs more ranks than it has "
+                "GPUs (this host: %d ranks, %d GPUs)\n",
+                ranks_here, *devices);
+  return Backend::mpi;
+}
 
 Result<Backend> parse_backend(std::string_view text) {
   auto b = kBackendNames.parse(text);
-  if (!b) return make_error(b.error() + (nccl_built() ? "" : " (nccl needs a build with CUDA)"));
+  if (!b) return make_error(b.error());
   switch (*b) {
     case Backend::mpi:
       return *b;
     case Backend::nccl:
-      if (!nccl_built())
-        return make_error(
-            "backend 'nccl' is not available: this binary was built without CUDA/NCCL; use --backend mpi");
+      if (auto plugin = gpu_plugin(); !plugin)
+        return make_error("backend 'nccl' is not available: " + plugin.error() + "; use --backend mpi");
       return *b;
   }
   return *b;
@@ -47,13 +81,9 @@ Result<std::unique_ptr<Communicator>> make_communicator(Backend backend, MPI_Com
     if (!c) return make_error(c.error());
     return std::unique_ptr<Communicator>(std::move(*c));
   }
-#if LINS_COMM_NCCL
-  auto c = NcclCommunicator::create(comm, std::move(name), axis, static_cast<CUstream_st*>(options.compute_stream));
-  if (!c) return make_error(c.error());
-  return std::unique_ptr<Communicator>(std::move(*c));
-#else
-  return make_error("backend 'nccl' is not available: this binary was built without CUDA/NCCL; use the mpi backend");
-#endif
+  auto plugin = gpu_plugin();
+  if (!plugin) return make_error("backend 'nccl' is not available: " + plugin.error() + "; use the mpi backend");
+  return (*plugin)->make_nccl_communicator(comm, std::move(name), axis, options.compute_stream);
 }
 
 Result<std::unique_ptr<Communicator>> make_communicator(std::string_view backend, MPI_Comm comm, std::string name,

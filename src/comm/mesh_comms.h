@@ -30,11 +30,22 @@ inline constexpr NameTable<Backend, 2> kBackendNames{"backend",
                                                      }}};
 static_assert(kBackendNames.complete(Backend::nccl));
 const char* backend_name(Backend b);
-// "mpi" or "nccl"; an unknown name, or nccl in a build without it, is an error that says what is valid in this build.
+// "mpi" or "nccl"; an unknown name, or nccl where the GPU plugin cannot be loaded, is an error that says why and what
+// is valid here.
 Result<Backend> parse_backend(std::string_view text);
-bool nccl_built();           // this binary was built with CUDA and NCCL
-bool cuda_device_present();  // nccl_built() and at least one CUDA device is visible
-Backend default_backend();   // nccl when a device is present, else mpi
+// The GPU plugin (comm/gpu_plugin.h), which holds the NCCL backend, loads.
+bool nccl_available();
+// CUDA devices visible to this rank: 0 without the plugin or a GPU; an error on a GPU machine whose GPU does not work.
+Result<int> cuda_device_count_probed();
+// --backend auto, collective over `comm`: nccl when every host has a CUDA device for each of its ranks (NCCL runs one
+// rank per GPU), else mpi, with one line on rank 0 when GPUs exist but are too few.
+Result<Backend> default_backend(MPI_Comm comm);
+
+// This rank's index among the ranks of `comm` on its host (MPI_COMM_TYPE_SHARED), and how many ranks of `comm` that
+// host runs. The index modulo the host's device count is the device NcclCommunicator selects, and so the device every
+// other GPU user of the rank (compute backend, tests) must use.
+int node_local_rank(MPI_Comm comm);
+int node_rank_count(MPI_Comm comm);
 
 struct CommOptions {
   MpiCommOptions mpi;              // MPI backend: how asynchronous collectives progress

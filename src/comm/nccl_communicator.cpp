@@ -6,6 +6,7 @@
 #include <nccl.h>
 
 #include "comm/check.h"
+#include "comm/mesh_comms.h"  // node_local_rank
 #include "comm/cuda_check.h"
 #include "comm/cuda_devices.h"
 #include "comm/watchdog.h"
@@ -109,17 +110,6 @@ std::shared_ptr<cudaEvent_t> make_done_event() {
 }
 
 }  // namespace
-
-int node_local_rank(MPI_Comm comm) {
-  int rank = 0;
-  MPI_CHECK(MPI_Comm_rank(comm, &rank));
-  MPI_Comm local;
-  MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local));
-  int local_rank = 0;
-  MPI_CHECK(MPI_Comm_rank(local, &local_rank));
-  MPI_CHECK(MPI_Comm_free(&local));
-  return local_rank;
-}
 
 Result<std::unique_ptr<NcclCommunicator>> NcclCommunicator::create(MPI_Comm comm, std::string name, Axis axis,
                                                                    CUstream_st* compute_stream) {

@@ -1,6 +1,7 @@
 // The NCCL backend of Communicator: collectives on device memory on the communicator's own CUDA stream, ordered
 // after a compute stream by CUDA events; Request::wait makes the compute stream wait for the collective's
-// completion event (the host does not block). Built only with CUDA and NCCL; this header needs neither.
+// completion event (the host does not block). Built only with CUDA and NCCL, into the GPU plugin (comm/gpu_plugin.h);
+// this header needs neither.
 #pragma once
 
 #include <mpi.h>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "comm/gpu_plugin.h"
 #include "comm/nccl_group.h"
 #include "core/result.h"
 
@@ -24,10 +26,6 @@ namespace lins {
 // device node). Any other cudaGetDeviceCount error (a broken or too old driver) prints it and exits with status 1:
 // see comm/cuda_devices.h.
 int cuda_device_count();
-// This rank's index among the ranks of `comm` on its host (MPI_COMM_TYPE_SHARED). Its remainder modulo
-// cuda_device_count() is the device NcclCommunicator selects, and so the device every other GPU user of the rank
-// (compute backend, tests) must use.
-int node_local_rank(MPI_Comm comm);
 // "NCCL 2.28.9", "CUDA runtime 13.0, driver 13.0", the name of device `device` ("" when none).
 std::string nccl_version_string();
 std::string cuda_version_string();
@@ -37,9 +35,6 @@ void* device_alloc(size_t bytes);
 // The same without aborting: nullptr when cudaMalloc fails (the error is cleared).
 void* device_alloc_or_null(size_t bytes);
 // Free and total bytes of device `device` (cudaMemGetInfo after cudaSetDevice); an error names the CUDA error.
-struct DeviceMemory {
-  double free_bytes = 0, total_bytes = 0;
-};
 Result<DeviceMemory> device_memory(int device);
 void device_free(void* p);
 void copy_to_device(void* dst, const void* src, size_t bytes);  // synchronous

@@ -11,10 +11,7 @@
 
 #include "comm/check.h"
 #include "lins_git_commit.h"  // generated at build time
-#if LINS_COMM_NCCL
-#include "comm/cuda_devices.h"
-#include "comm/nccl_communicator.h"
-#endif
+#include "comm/gpu_plugin.h"
 
 extern char** environ;
 
@@ -124,24 +121,21 @@ JsonObject gather_provenance(MPI_Comm comm, const std::vector<std::string>& argv
   o.set("mpi_library_version", mpi_library_version());
   o.set("mpi_standard", std::to_string(version) + "." + std::to_string(subversion));
   o.set("mpi_thread_multiple", thread_level >= MPI_THREAD_MULTIPLE);
-#if LINS_COMM_NCCL
-  o.set("built_with_cuda", true);
-  o.set("nccl_version", nccl_version_string());
-  o.set("cuda_version", cuda_version_string());
-  // Probed, not cuda_device_count(): a run on the CPU must still write its provenance where the GPU is broken.
-  const CudaDeviceProbe probe = probe_cuda_devices();
-  const int devices = probe.count;
-  o.set("cuda_device_count", devices);
-  if (probe.failed()) o.set("cuda_device_error", probe.message());
-  if (devices > 0) {
-    o.set("gpu_name", cuda_device_name(0));
+  // The GPU plugin is read only where the run loaded it (it used the GPU): a CPU run neither loads CUDA for its
+  // provenance nor fails to write it where the GPU is broken.
+  const std::string plugin_path = gpu_plugin_path();
+  o.set("built_with_cuda", !plugin_path.empty());
+  o.set("gpu_plugin", plugin_path.empty() ? JsonValue(nullptr) : JsonValue(plugin_path));
+  if (const GpuPlugin* gpu = loaded_gpu_plugin()) {
+    o.set("nccl_version", gpu->nccl_version());
+    o.set("cuda_version", gpu->cuda_version());
+    const GpuDeviceProbe probe = gpu->probe_devices();
+    o.set("cuda_device_count", probe.count);
+    if (probe.failed()) o.set("cuda_device_error", probe.error);
+    o.set("gpu_name", probe.count > 0 ? JsonValue(gpu->device_name(0)) : JsonValue(nullptr));
   } else {
     o.set("gpu_name", nullptr);
   }
-#else
-  o.set("built_with_cuda", false);
-  o.set("gpu_name", nullptr);
-#endif
   o.set("env", relevant_environment());
   if (extra.size() > 0) o.set("run", extra);
   return o;

@@ -56,7 +56,9 @@ constexpr const char* kStreamWait =
 
 class GpuBackend final : public ComputeBackend {
  public:
-  static Result<std::unique_ptr<ComputeBackend>> create(int device, DType compute) {
+  static Result<std::unique_ptr<ComputeBackend>> create(const GpuBackendOptions& o) {
+    const int device = o.device;
+    const DType compute = o.compute;
     const int n = kc::device_count();
     if (n == 0) return make_error("gpu backend: no CUDA device is visible (cudaGetDeviceCount found none)");
     if (device < 0 || device >= n)
@@ -69,6 +71,7 @@ class GpuBackend final : public ComputeBackend {
     b->device_ = device;
     b->compute_ = compute;
     b->bf16_ = compute == DType::bf16;
+    b->attention_ = o.attention;
     if (cudaError_t e = cudaStreamCreateWithFlags(&b->stream_, cudaStreamNonBlocking); e != cudaSuccess)
       return make_error(std::string("gpu backend: cudaStreamCreate failed: ") + cudaGetErrorString(e));
     if (cublasStatus_t st = kc::blas_create(&b->blas_); st != CUBLAS_STATUS_SUCCESS)
@@ -373,6 +376,7 @@ class GpuBackend final : public ComputeBackend {
   int device_ = 0;
   DType compute_ = DType::bf16;  // activations' dtype (compute_dtype())
   bool bf16_ = true;             // compute_ == DType::bf16
+  AttentionKernel attention_ = AttentionKernel::flash;
   cudaStream_t stream_ = nullptr;
   kc::BlasHandle blas_{};
   std::unordered_map<int64_t, std::vector<void*>> cache_;  // rounded size -> free blocks
@@ -381,8 +385,15 @@ class GpuBackend final : public ComputeBackend {
 
 }  // namespace
 
+Result<std::unique_ptr<ComputeBackend>> make_gpu_backend(const GpuBackendOptions& options) {
+  return GpuBackend::create(options);
+}
+
 Result<std::unique_ptr<ComputeBackend>> make_gpu_backend(int device, DType compute) {
-  return GpuBackend::create(device, compute);
+  GpuBackendOptions o;
+  o.device = device;
+  o.compute = compute;
+  return GpuBackend::create(o);
 }
 
 GpuMemoryInfo gpu_memory_info(ComputeBackend& backend) {

@@ -1,5 +1,5 @@
-// The GPU compute backend (CUDA, cuBLAS, kernels/cuda), built only with CUDA (LINS_TRAIN_GPU=1 tells callers it
-// exists). Its compute dtype (ComputeBackend::compute_dtype(), chosen at make_gpu_backend) is what the model's
+// The GPU compute backend (CUDA, cuBLAS, kernels/cuda), built only with CUDA, into the GPU plugin (comm/gpu_plugin.h:
+// `lins` reaches it through the plugin's table). Its compute dtype (ComputeBackend::compute_dtype(), chosen at make_gpu_backend) is what the model's
 // activations and the parameters the kernels read are held in:
 //   bf16 (the default, the paper's configuration): bf16 activations and the native bf16 kernels of kernels/cuda end
 //     to end: bf16 tensor-core GEMMs (cuBLAS, fp32 accumulation, C rounded once to bf16), bf16 flash attention,
@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "comm/gpu_plugin.h"  // GpuBackendOptions, GpuMemoryInfo
 #include "core/result.h"
 #include "train/backend.h"
 
@@ -29,20 +30,14 @@ namespace lins {
 // Visible CUDA devices; 0 without a device or a driver (no other CUDA state is touched).
 int gpu_device_count();
 
-// Device-side figures beyond the tracked allocations of ComputeBackend::memory().
-struct GpuMemoryInfo {
-  int64_t reserved_bytes = 0;       // held by the caching pool now (live + cached free blocks)
-  int64_t peak_reserved_bytes = 0;  // high-water mark of reserved_bytes
-  int64_t device_used_bytes = 0;    // cudaMemGetInfo total - free: every process's use, context, cuBLAS, NCCL
-  int64_t device_total_bytes = 0;
-};
-
 // The backend on `device` (cudaSetDevice is called on it): one non-blocking compute stream, a cuBLAS handle on it,
 // a caching pool of cudaMalloc'd blocks (freed blocks are reused by size, so gathered-parameter buffers and
 // activations are not allocated per call), events as cudaEvent_t (Event::native). Kernel launch failures abort with
 // host, file:line and the CUDA error (the ComputeBackend interface has no error path for kernels), as does a call the
 // compute dtype cannot serve (a bf16 GEMM output from an fp32-compute backend). `compute` is the activations' dtype
 // (fp32 or bf16, see above). An error when no device exists, the index is out of range or cuBLAS cannot start.
+Result<std::unique_ptr<ComputeBackend>> make_gpu_backend(const GpuBackendOptions& options);
+// The same with the flash attention kernels.
 Result<std::unique_ptr<ComputeBackend>> make_gpu_backend(int device, DType compute = DType::bf16);
 
 // The pool and device figures of a backend made by make_gpu_backend (zeros for any other backend).

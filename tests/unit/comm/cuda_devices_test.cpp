@@ -3,8 +3,6 @@
 // exit path is checked against this machine's own cudaGetDeviceCount error where it has one.
 #include <gtest/gtest.h>
 
-#if LINS_COMM_NCCL
-
 #include <unistd.h>
 
 #include <filesystem>
@@ -107,5 +105,3 @@ TEST(CudaDevices, NoDriverSkipsWithoutDeviceNodeAndFailsWithOne) {
 
 }  // namespace
 }  // namespace lins
-
-#endif  // LINS_COMM_NCCL
