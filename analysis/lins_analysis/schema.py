@@ -18,12 +18,12 @@ STEP_COLUMNS = [
     "pred_intra_bytes", "pred_inter_bytes",
     "pred_comm_s", "pred_comm_param_s", "pred_comm_grad_s", "pred_comm_os_sync_s", "pred_comm_os_bcast_s",
     "peak_mem_bytes", "state_bytes", "model_mem_bytes", "model_state_bytes",
-    "loss", "tgs", "mfu", "peak_tflops", "feasible", "fabric",
+    "loss", "tgs", "mfu", "peak_tflops", "feasible", "fabric", "mfu_causal", "peak_source", "gemm_tflops",
 ]
 
 # Columns read as text; every other step column is numeric.
 STEP_TEXT_COLUMNS = ["source", "strategy", "engine", "plan", "os_layout", "model", "backend", "precision", "compute", "overlap",
-                     "fabric"]
+                     "fabric", "peak_source"]
 
 # The six sharding factors of a plan (P, G and OS, each sharded over GPUs of a node (s0) and across nodes (s1)), in
 # the paper's order.

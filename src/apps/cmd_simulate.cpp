@@ -102,6 +102,7 @@ struct SimulateOptions {
   Pricing pricing = Pricing::paper_isolated;
   uint64_t gpu_mem = 0, bucket = 0;
   double peak_tflops = 0;
+  bool peak_given = false;  // --peak-tflops given; else its default, the A800/A100 datasheet peak
   ComputeModel compute;  // forward/backward rate (per engine when calibrated) and the optimizer's memory rate
   Objective objective = Objective::step;  // how the planner ranks plans for "lins"
   EngineOptions engine;
@@ -162,6 +163,7 @@ Status read_machine(const ParsedArgs& args, SimulateOptions& o) {
   auto peak = args.get_double("peak-tflops");
   if (!peak || *peak <= 0) return make_error(peak ? "--peak-tflops must be positive" : peak.error());
   o.peak_tflops = *peak;
+  o.peak_given = args.has("peak-tflops");
   auto compute = parse_compute_model(args, *peak);
   if (!compute) return make_error(compute.error());
   o.compute = std::move(*compute);
@@ -270,6 +272,7 @@ Status project_row(const SimulateOptions& o, const Workload& workload, const Top
   const double tokens = double(workload.global_batch_tokens);
   const double tgs = tokens / gpus / proj.step_s;
   const double mfu = model.flops_per_token(workload.seq) * tgs / (o.peak_tflops * 1e12);
+  const double mfu_causal = model.causal_flops_per_token(workload.seq) * tgs / (o.peak_tflops * 1e12);
   const bool feasible = mem.required_bytes() <= double(o.gpu_mem);
   StepRow row;
   set_run_columns(row, "projected", strategy, plan, workload, topo, kStepBackendNames.name(StepBackend::gpu),
@@ -283,6 +286,7 @@ Status project_row(const SimulateOptions& o, const Workload& workload, const Top
   row.set("model_mem_bytes", mem.total_bytes).set("model_state_bytes", mem.state_bytes);
   row.set("tgs", tgs).set("mfu", mfu).set("peak_tflops", o.peak_tflops).set("feasible", feasible ? 1 : 0);
   row.set("fabric", o.cost->model_description());
+  row.set("mfu_causal", mfu_causal).set("peak_source", o.peak_given ? "given" : "datasheet");
   if (auto s = writer.write_row(row.ordered()); !s) return s;
   ++tally.rows;
   tally.infeasible += feasible ? 0 : 1;

@@ -27,6 +27,7 @@
 #include "core/compute_model.h"
 #include "core/cost_options.h"
 #include "core/csv.h"
+#include "core/gpu_peaks.h"
 #include "core/memory_model.h"
 #include "core/planner.h"
 #include "core/results_schema.h"
@@ -308,17 +309,14 @@ Result<BackendFactory> backend_factory(const StepOptions& o) {
       // Every rank learns whether every rank has the plugin, a working device, and a device of its own.
       auto plugin = gpu_plugin();
       Result<int> devices = plugin ? cuda_device_count_probed() : Result<int>(make_error(plugin.error()));
-      const int ranks_here = node_rank_count(MPI_COMM_WORLD);
       Status seen;
       if (!devices)
         seen = make_error(devices.error());
       else if (*devices == 0)
         seen = make_error("no CUDA device is visible to this rank");
-      else if (*devices < ranks_here)
-        seen = make_error("this host runs " + std::to_string(ranks_here) + " ranks but has " +
-                          std::to_string(*devices) + " CUDA device(s); the GPU backend and NCCL run one rank per "
-                          "GPU: start at most " + std::to_string(*devices) + " ranks per host");
       if (auto s = agree_any(seen); !s) return make_error("--backend gpu: " + s.error() + " (or use --backend cpu)");
+      if (auto s = check_one_rank_per_gpu(MPI_COMM_WORLD, *devices); !s)
+        return make_error("--backend gpu: " + s.error() + " (the cpu backend runs any number)");
       const GpuPlugin* gpu = *plugin;
       GpuBackendOptions go;
       go.device = node_local_rank(MPI_COMM_WORLD) % *devices;
@@ -501,35 +499,49 @@ Status check_step_memory(const StepOptions& o, const std::vector<Plan>& plans, c
   return check_memory_on_every_node(mine, mo);
 }
 
-// The peak rate for MFU: given, else the backend's GEMM rate on the step's largest GEMM, measured on every rank.
+// The peak rate for MFU: given; else on the GPU the datasheet's dense bf16 peak of rank 0's device where the table
+// knows it (the paper's and Megatron's convention); else the backend's GEMM rate on the step's largest GEMM. That
+// GEMM rate is measured on every rank in every case and reported beside (gemm_tflops).
 Result<Peak> peak_rate(const StepOptions& o, const BackendFactory& make_backend, int world) {
   Peak peak;
   const int64_t T = int64_t(o.workload.seq) * o.workload.micro_batch_size;
   const std::string shape =
       std::to_string(T) + "x" + std::to_string(o.model.dims.ffn) + "x" + std::to_string(o.model.dims.hidden);
+  std::optional<double> given;
   if (!o.peak_tflops.empty()) {
     auto v = parse_nonnegative_double(o.peak_tflops, "--peak-tflops");
     if (!v) return make_error(v.error());
     if (*v <= 0) return make_error("--peak-tflops must be positive");
-    return Peak{*v, "given (--peak-tflops)"};
+    given = *v;
   }
+  std::optional<DatasheetPeak> datasheet;
   switch (o.backend) {
     case StepBackend::gpu: {
       auto be = make_backend();
       Result<double> rate = be ? measure_backend_gemm_tflops(**be, T, o.model.dims.ffn, o.model.dims.hidden)
                                : Result<double>(make_error(be.error()));
       if (auto s = agree_any(rate ? Status() : Status(make_error(rate.error()))); !s) return make_error(s.error());
-      peak.tflops = all_sum(*rate) / world;
-      peak.source = std::string("GPU backend GEMM (") + dtype_name(o.compute) + " tensors, bf16 tensor cores) " +
-                    shape + " measured on every rank, mean (give --peak-tflops for the device's datasheet peak)";
-      return peak;
+      peak.gemm_tflops = all_sum(*rate) / world;
+      peak.gemm_source = std::string("GPU backend GEMM (") + dtype_name(o.compute) + " tensors, bf16 tensor cores) " +
+                         shape + " measured on every rank, mean";
+      const GpuPlugin* gpu = loaded_gpu_plugin();  // loaded: the backend came from it
+      const std::string name = broadcast_text(gpu ? gpu->device_name(0) : "", 0, MPI_COMM_WORLD);
+      datasheet = datasheet_bf16_peak(name);
+      break;
     }
     case StepBackend::cpu: {
       const double gflops = measure_sgemm_gflops(T, o.model.dims.ffn, o.model.dims.hidden);
-      peak.tflops = all_sum(gflops) / world / 1e3;
-      peak.source = "sgemm " + shape + " measured on every rank at once, mean";
-      return peak;
+      peak.gemm_tflops = all_sum(gflops) / world / 1e3;
+      peak.gemm_source = "sgemm " + shape + " measured on every rank at once, mean";
+      break;
     }
+  }
+  if (given) {
+    peak.tflops = *given, peak.kind = "given", peak.source = "given (--peak-tflops)";
+  } else if (datasheet) {
+    peak.tflops = datasheet->tflops, peak.kind = "datasheet", peak.source = datasheet->source;
+  } else {
+    peak.tflops = peak.gemm_tflops, peak.kind = "gemm", peak.source = peak.gemm_source;
   }
   return peak;
 }
@@ -542,7 +554,10 @@ void print_run_header(const StepOptions& o, const Peak& peak, int world, const s
       world, o.topo.nodes, o.topo.gpus_per_node, o.model.name.c_str(), std::to_string(o.model.param_count()).c_str(),
       w.seq, w.micro_batch_size, w.micro_batches, (long long)w.global_batch_tokens, overlap_name(o.overlap),
       w.recompute ? ", recompute" : "", (unsigned long long)o.warmup, o.steps);
-  std::printf("lins step: peak for MFU %.3f TFLOP/s per rank (%s)\n", peak.tflops, peak.source.c_str());
+  std::printf("lins step: peak for MFU %.3f TFLOP/s per rank (%s); GEMM rate of this run %.3f TFLOP/s (%s)\n",
+              peak.tflops, peak.source.c_str(), peak.gemm_tflops, peak.gemm_source.c_str());
+  std::printf("lins step: MFU counts Megatron-LM's FLOPs per token, 72 L h^2 (1 + s/(6h) + V/(12 L h)), full "
+              "attention; mfu_causal counts causal attention's half of the score and value products\n");
   std::printf("lins step: fabric %s\n", fabric.c_str());
   std::fflush(stdout);
 }
@@ -643,7 +658,8 @@ Status write_step_provenance(const StepOptions& o, const std::vector<Plan>& plan
   run.set("recompute", w.recompute).set("overlap", overlap_name(o.overlap));
   run.set("warmup_steps", (long long)o.warmup).set("timed_steps", o.steps).set("seed", (long long)o.seed);
   run.set("lr", o.lr).set("bucket_bytes", (long long)o.bucket).set("mpi_progress", mpi_progress_name(o.progress));
-  run.set("peak_tflops", peak.tflops).set("peak_tflops_source", peak.source);
+  run.set("peak_tflops", peak.tflops).set("peak_tflops_source", peak.source).set("peak_source", peak.kind);
+  run.set("gemm_tflops", peak.gemm_tflops).set("gemm_tflops_source", peak.gemm_source);
   run.set("network", o.network).set("profile", o.profile).set("pricing", pricing_name(o.pricing));
   run.set("planner_objective", objective_name(o.objective));
   run.set("watchdog_timeout_s", o.timeout_s).set("resumed", o.resume);

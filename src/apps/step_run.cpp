@@ -161,7 +161,7 @@ Prediction predict(const StepOptions& o, const Schedule& sched) {
 struct StepFigures {
   double step_max = 0, step_min = 0, step_mean = 0, fwd = 0, bwd = 0, opt = 0, exposed = 0, loss = 0;
   double kind[kCollKindCount] = {}, axis[2] = {};
-  double peak = 0, states = 0, tgs = 0, mfu = 0;
+  double peak = 0, states = 0, tgs = 0, mfu = 0, mfu_causal = 0;
   bool match = true;  // every rank's bytes equal its schedule's
 };
 
@@ -184,6 +184,7 @@ StepFigures reduce_step(const StepRun& r, const StepStats& st, Executor& e) {
   f.peak = all_max(double(st.peak_mem_bytes)), f.states = all_max(double(st.state_bytes));
   f.tgs = double(e.global_tokens()) / r.world / f.step_max;
   f.mfu = r.o.model.flops_per_token(r.o.workload.seq) * f.tgs / (r.peak.tflops * 1e12);
+  f.mfu_causal = r.o.model.causal_flops_per_token(r.o.workload.seq) * f.tgs / (r.peak.tflops * 1e12);
   return f;
 }
 
@@ -202,6 +203,7 @@ void write_step_row(const StepRun& r, const std::string& strategy, const Plan& p
   row.set("peak_mem_bytes", f.peak).set("state_bytes", f.states);
   row.set("model_mem_bytes", pred.model_mem).set("model_state_bytes", pred.model_states);
   row.set("loss", f.loss).set("tgs", f.tgs).set("mfu", f.mfu).set("peak_tflops", r.peak.tflops).set("feasible", 1);
+  row.set("mfu_causal", f.mfu_causal).set("peak_source", r.peak.kind).set("gemm_tflops", r.peak.gemm_tflops);
   if (r.writer->has_row(kResumeKey, resume_key(r, strategy, plan, timed))) return;  // kept from the interrupted run
   if (auto w = r.writer->write_row(row.ordered()); !w) {
     std::fprintf(stderr, "lins step: %s\n", w.error().c_str());

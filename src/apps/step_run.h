@@ -56,9 +56,13 @@ struct StepOptions {
 using BackendFactory = std::function<Result<std::unique_ptr<ComputeBackend>>()>;
 
 // The peak rate MFU is measured against, and where it comes from.
+// The peak MFU is taken against, and the GEMM rate this run measured (reported beside it whatever the peak is).
 struct Peak {
   double tflops = 0;
-  std::string source;
+  std::string kind;    // peak_source: given, datasheet or gemm
+  std::string source;  // in words, for the header and the provenance
+  double gemm_tflops = 0;
+  std::string gemm_source;
 };
 
 // One row of the table printed at the end: a strategy's means over its timed steps.

@@ -1,7 +1,10 @@
 // Backend factory, group splitting and the per-role communicators of a plan; see mesh_comms.h.
 #include "comm/mesh_comms.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <functional>
 #include <sstream>
 
 #include "comm/check.h"
@@ -12,24 +15,57 @@ namespace lins {
 
 const char* backend_name(Backend b) { return kBackendNames.name(b); }
 
-int node_local_rank(MPI_Comm comm) {
+namespace {
+
+// The ranks of `comm` on this rank's node: MPI's shared-memory split, then split again by NCCL_HOSTID where it is set,
+// as NCCL tells hosts apart by it (two ranks on one GPU, each with its own NCCL_HOSTID, are two nodes to NCCL).
+// Every rank calls the second split, with or without the variable, so it stays collective.
+MPI_Comm node_comm(MPI_Comm comm) {
   int rank = 0;
   MPI_CHECK(MPI_Comm_rank(comm, &rank));
-  MPI_Comm local;
-  MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local));
+  MPI_Comm shared, node;
+  MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &shared));
+  const char* id = std::getenv("NCCL_HOSTID");
+  const int color = int(std::hash<std::string>{}(id ? id : "") & 0x7fffffff);
+  MPI_CHECK(MPI_Comm_split(shared, color, rank, &node));
+  MPI_CHECK(MPI_Comm_free(&shared));
+  return node;
+}
+
+}  // namespace
+
+int node_local_rank(MPI_Comm comm) {
+  MPI_Comm node = node_comm(comm);
   int local_rank = 0;
-  MPI_CHECK(MPI_Comm_rank(local, &local_rank));
-  MPI_CHECK(MPI_Comm_free(&local));
+  MPI_CHECK(MPI_Comm_rank(node, &local_rank));
+  MPI_CHECK(MPI_Comm_free(&node));
   return local_rank;
 }
 
 int node_rank_count(MPI_Comm comm) {
-  MPI_Comm local;
-  MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local));
+  MPI_Comm node = node_comm(comm);
   int n = 1;
-  MPI_CHECK(MPI_Comm_size(local, &n));
-  MPI_CHECK(MPI_Comm_free(&local));
+  MPI_CHECK(MPI_Comm_size(node, &n));
+  MPI_CHECK(MPI_Comm_free(&node));
   return n;
+}
+
+Status check_one_rank_per_gpu(MPI_Comm comm, int devices) {
+  const int ranks_here = node_rank_count(comm);
+  int rank = 0;
+  MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  struct {
+    int excess, rank;
+  } mine{ranks_here - devices, rank}, worst{0, 0};
+  MPI_CHECK(MPI_Allreduce(&mine, &worst, 1, MPI_2INT, MPI_MAXLOC, comm));
+  if (worst.excess <= 0) return Status::ok_status();
+  int figures[2] = {ranks_here, devices};
+  MPI_CHECK(MPI_Bcast(figures, 2, MPI_INT, worst.rank, comm));
+  return make_error("a host runs " + std::to_string(figures[0]) + " ranks but has " + std::to_string(figures[1]) +
+                    " CUDA device(s) (the host of rank " + std::to_string(worst.rank) +
+                    "): NCCL runs one rank per GPU and refuses two on one device; start at most " +
+                    std::to_string(figures[1]) + " ranks per host (mpirun --map-by ppr:" +
+                    std::to_string(std::max(1, figures[1])) + ":node)");
 }
 
 bool nccl_available() { return gpu_plugin().ok(); }

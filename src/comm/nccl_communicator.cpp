@@ -5,10 +5,13 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <mutex>
+
 #include "comm/check.h"
 #include "comm/mesh_comms.h"  // node_local_rank
 #include "comm/cuda_check.h"
 #include "comm/cuda_devices.h"
+#include "comm/event_timings.h"
 #include "comm/watchdog.h"
 
 namespace lins {
@@ -99,17 +102,62 @@ struct NcclStream final : CommStream {
   }
 };
 
-// The event is shared with group_end (which records it) and destroyed with its last owner.
-std::shared_ptr<cudaEvent_t> make_done_event() {
-  auto e = std::shared_ptr<cudaEvent_t>(new cudaEvent_t(nullptr), [](cudaEvent_t* p) {
-    if (*p) cudaEventDestroy(*p);
+// Timing events through comm/event_timings.h.
+struct CudaTimingApi {
+  using Event = cudaEvent_t;
+  Event create() {
+    cudaEvent_t e = nullptr;
+    CUDA_CHECK(cudaEventCreate(&e));
+    return e;
+  }
+  void destroy(Event e) { cudaEventDestroy(e); }
+  bool completed(Event e) {
+    const cudaError_t r = cudaEventQuery(e);
+    if (r == cudaErrorNotReady) (void)cudaGetLastError();  // not an error
+    return r == cudaSuccess;
+  }
+  void synchronize(Event e) { cudaEventSynchronize(e); }
+  double elapsed_s(Event a, Event b) {
+    float ms = 0;
+    return cudaEventElapsedTime(&ms, a, b) == cudaSuccess ? ms * 1e-3 : 0.0;
+  }
+};
+
+// Completion events (no timing), reused once their last owner (a Request, a pending group) lets them go: recording an
+// event again after a stream was made to wait on it does not change that wait.
+struct DoneEventPool {
+  std::mutex m;
+  std::vector<cudaEvent_t> free;
+  ~DoneEventPool() {
+    for (cudaEvent_t e : free) cudaEventDestroy(e);
+  }
+};
+
+std::shared_ptr<cudaEvent_t> make_done_event(const std::shared_ptr<DoneEventPool>& pool) {
+  cudaEvent_t e = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(pool->m);
+    if (!pool->free.empty()) e = pool->free.back(), pool->free.pop_back();
+  }
+  if (!e) CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  std::weak_ptr<DoneEventPool> weak = pool;
+  return std::shared_ptr<cudaEvent_t>(new cudaEvent_t(e), [weak](cudaEvent_t* p) {
+    if (auto alive = weak.lock()) {
+      std::lock_guard<std::mutex> lock(alive->m);
+      alive->free.push_back(*p);
+    } else {
+      cudaEventDestroy(*p);
+    }
     delete p;
   });
-  CUDA_CHECK(cudaEventCreateWithFlags(e.get(), cudaEventDisableTiming));
-  return e;
 }
 
 }  // namespace
+
+struct NcclCommunicator::Events {
+  EventTimings<CudaTimingApi, kCollKindCount> timings;
+  std::shared_ptr<DoneEventPool> done = std::make_shared<DoneEventPool>();
+};
 
 Result<std::unique_ptr<NcclCommunicator>> NcclCommunicator::create(MPI_Comm comm, std::string name, Axis axis,
                                                                    CUstream_st* compute_stream) {
@@ -125,6 +173,8 @@ Result<std::unique_ptr<NcclCommunicator>> NcclCommunicator::create(MPI_Comm comm
     return make_error(
         "the nccl backend needs a CUDA device on every rank, and at least one rank has none "
         "(no driver or no visible device); use --backend mpi on machines without GPUs");
+  // Before ncclCommInitRank, which would stop at "Duplicate GPU detected" with two ranks on one device.
+  if (auto s = check_one_rank_per_gpu(comm, devices); !s) return make_error("the nccl backend: " + s.error() + "; or use --backend mpi");
   std::unique_ptr<NcclCommunicator> c(new NcclCommunicator());
   c->rank_ = rank;
   c->size_ = size;
@@ -140,6 +190,8 @@ Result<std::unique_ptr<NcclCommunicator>> NcclCommunicator::create(MPI_Comm comm
   c->stream_owner_ = std::make_shared<NcclStream>();
   c->stream_ = static_cast<NcclStream*>(c->stream_owner_.get())->stream;
   CUDA_CHECK(cudaMalloc(&c->barrier_buf_, sizeof(float)));
+  c->events_ = std::make_unique<Events>();
+  CUDA_CHECK(cudaEventCreateWithFlags(&c->ready_, cudaEventDisableTiming));
   c->register_with_watchdog();
   return c;
 }
@@ -164,25 +216,20 @@ NcclCommunicator::~NcclCommunicator() {
   remove_watchdog_hooks(watchdog_check_);
   remove_watchdog_hooks(watchdog_abort_);
   if (stream_) cudaStreamSynchronize(stream_);
-  settle_timings(false);
-  for (auto& t : timings_) {
-    cudaEventDestroy(t.start);
-    cudaEventDestroy(t.stop);
-  }
+  if (events_) settle_timings(false);
+  events_.reset();  // destroys the timing events; pooled completion events go with their last owner
+  if (ready_) cudaEventDestroy(ready_);
   if (barrier_buf_) cudaFree(barrier_buf_);
   if (comm_) ncclCommDestroy(comm_);
   stream_owner_.reset();  // destroys the stream when no other communicator runs on it
 }
 
 // Orders the collective after the work already issued on the compute stream; returns its timing start event.
-static cudaEvent_t begin_on(cudaStream_t compute, cudaStream_t stream) {
-  cudaEvent_t ready, start;
-  CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
-  CUDA_CHECK(cudaEventRecord(ready, compute));
-  CUDA_CHECK(cudaStreamWaitEvent(stream, ready, 0));
-  CUDA_CHECK(cudaEventDestroy(ready));  // destruction is deferred until the wait has been satisfied
-  CUDA_CHECK(cudaEventCreate(&start));
-  CUDA_CHECK(cudaEventRecord(start, stream));
+cudaEvent_t NcclCommunicator::begin() {
+  CUDA_CHECK(cudaEventRecord(ready_, compute_));
+  CUDA_CHECK(cudaStreamWaitEvent(stream_, ready_, 0));  // the wait keeps the state recorded now
+  cudaEvent_t start = events_->timings.acquire();
+  CUDA_CHECK(cudaEventRecord(start, stream_));
   return start;
 }
 
@@ -192,7 +239,7 @@ Request NcclCommunicator::finish(CollKind kind, double message_bytes, CUevent_st
   counters_.message_bytes[k] += message_bytes;
   auto req = std::make_shared<NcclRequest>();
   req->compute = compute_;
-  req->done = make_done_event();
+  req->done = make_done_event(events_->done);
   if (NcclGroupState& group = NcclGroupState::current(); group.open()) {
     // Inside the thread's group (opened on this communicator or another) NCCL enqueues the kernel at the outermost
     // group_end; the events are recorded then (group_flush).
@@ -201,48 +248,31 @@ Request NcclCommunicator::finish(CollKind kind, double message_bytes, CUevent_st
     group.join(this);
   } else {
     CUDA_CHECK(cudaEventRecord(*req->done, stream_));
-    cudaEvent_t stop;
-    CUDA_CHECK(cudaEventCreate(&stop));
+    cudaEvent_t stop = events_->timings.acquire();
     CUDA_CHECK(cudaEventRecord(stop, stream_));
-    timings_.push_back({k, start, stop});
+    events_->timings.push(size_t(k), start, stop);
     settle_timings(false);
   }
   return Request(std::move(req));
 }
 
-// Adds the elapsed time of finished collectives to counters_ (all of them, waiting, when block is set).
-void NcclCommunicator::settle_timings(bool block) {
-  size_t kept = 0;
-  for (size_t i = 0; i < timings_.size(); ++i) {
-    Timing& t = timings_[i];
-    if (block) cudaEventSynchronize(t.stop);
-    if (cudaEventQuery(t.stop) == cudaSuccess) {
-      float ms = 0;
-      if (cudaEventElapsedTime(&ms, t.start, t.stop) == cudaSuccess) counters_.seconds[t.kind] += ms * 1e-3;
-      cudaEventDestroy(t.start);
-      cudaEventDestroy(t.stop);
-    } else {
-      timings_[kept++] = t;
-    }
-  }
-  timings_.resize(kept);
-  cudaGetLastError();  // cudaEventQuery's cudaErrorNotReady is not an error
-}
+// Adds the elapsed time of finished collectives to counters_, in stream order (all of them, waiting, when block is set).
+void NcclCommunicator::settle_timings(bool block) { events_->timings.settle(block, counters_.seconds); }
 
 Request NcclCommunicator::all_gather(const void* send, void* recv, int64_t send_count, DType dtype) {
-  cudaEvent_t start = begin_on(compute_, stream_);
+  cudaEvent_t start = begin();
   NCCL_CHECK(ncclAllGather(send, recv, size_t(send_count), nccl_type(dtype), comm_, stream_));
   return finish(CollKind::all_gather, double(send_count) * size_ * dtype_bytes(dtype), start);
 }
 
 Request NcclCommunicator::reduce_scatter(const void* send, void* recv, int64_t recv_count, DType dtype) {
-  cudaEvent_t start = begin_on(compute_, stream_);
+  cudaEvent_t start = begin();
   NCCL_CHECK(ncclReduceScatter(send, recv, size_t(recv_count), nccl_type(dtype), ncclSum, comm_, stream_));
   return finish(CollKind::reduce_scatter, double(recv_count) * size_ * dtype_bytes(dtype), start);
 }
 
 Request NcclCommunicator::all_reduce(const void* send, void* recv, int64_t count, DType dtype) {
-  cudaEvent_t start = begin_on(compute_, stream_);
+  cudaEvent_t start = begin();
   NCCL_CHECK(ncclAllReduce(send, recv, size_t(count), nccl_type(dtype), ncclSum, comm_, stream_));
   return finish(CollKind::all_reduce, double(count) * dtype_bytes(dtype), start);
 }
@@ -251,7 +281,7 @@ Request NcclCommunicator::broadcast(void* buf, int64_t count, DType dtype, int r
   if (root < 0 || root >= size_)
     comm_fatal(__FILE__, __LINE__, "NcclCommunicator::broadcast",
                "root " + std::to_string(root) + " is outside the group of " + std::to_string(size_) + " ranks");
-  cudaEvent_t start = begin_on(compute_, stream_);
+  cudaEvent_t start = begin();
   NCCL_CHECK(ncclBroadcast(buf, buf, size_t(count), nccl_type(dtype), root, comm_, stream_));
   return finish(CollKind::broadcast, double(count) * dtype_bytes(dtype), start);
 }
@@ -286,18 +316,17 @@ void NcclCommunicator::require_no_open_group(const char* what) const {
 
 void NcclCommunicator::group_flush() {
   if (group_pending_.empty()) return;  // nothing of this communicator to record or time
-  cudaEvent_t stop;
-  CUDA_CHECK(cudaEventCreate(&stop));
+  cudaEvent_t stop = events_->timings.acquire();
   CUDA_CHECK(cudaEventRecord(stop, stream_));
   for (auto& done : group_done_) CUDA_CHECK(cudaEventRecord(*done, stream_));
   // The fused collectives share one stop; each keeps its own start.
   for (size_t i = 0; i < group_pending_.size(); ++i) {
     cudaEvent_t own_stop = stop;
     if (i + 1 < group_pending_.size()) {
-      CUDA_CHECK(cudaEventCreate(&own_stop));
+      own_stop = events_->timings.acquire();
       CUDA_CHECK(cudaEventRecord(own_stop, stream_));
     }
-    timings_.push_back({static_cast<int>(group_pending_[i].first), group_pending_[i].second, own_stop});
+    events_->timings.push(size_t(group_pending_[i].first), group_pending_[i].second, own_stop);
   }
   group_pending_.clear();
   group_done_.clear();
@@ -314,7 +343,8 @@ void NcclCommunicator::synchronize() {
 void NcclCommunicator::barrier() {
   require_no_open_group("NcclCommunicator::barrier");
   // NCCL has no barrier: a one-element all-reduce every rank must join, then wait for it on the host.
-  CUDA_CHECK(cudaEventDestroy(begin_on(compute_, stream_)));  // ordered after the compute stream
+  CUDA_CHECK(cudaEventRecord(ready_, compute_));  // ordered after the compute stream
+  CUDA_CHECK(cudaStreamWaitEvent(stream_, ready_, 0));
   NCCL_CHECK(ncclAllReduce(barrier_buf_, barrier_buf_, 1, ncclFloat32, ncclSum, comm_, stream_));
   synchronize();
 }
@@ -327,11 +357,12 @@ std::shared_ptr<CommStream> NcclCommunicator::make_stream() {
 Request NcclCommunicator::then(std::function<void(void*)> work) {
   // Inside an open group the collectives issued before are enqueued only at group_end: `work` would run before them.
   require_no_open_group("NcclCommunicator::then");
-  CUDA_CHECK(cudaEventDestroy(begin_on(compute_, stream_)));  // after the compute issued so far, as a collective
+  CUDA_CHECK(cudaEventRecord(ready_, compute_));  // after the compute issued so far, as a collective
+  CUDA_CHECK(cudaStreamWaitEvent(stream_, ready_, 0));
   work(stream_);
   auto req = std::make_shared<NcclRequest>();
   req->compute = compute_;
-  req->done = make_done_event();
+  req->done = make_done_event(events_->done);
   CUDA_CHECK(cudaEventRecord(*req->done, stream_));
   return Request(std::move(req));
 }
@@ -360,6 +391,8 @@ Result<std::unique_ptr<Communicator>> NcclCommunicator::split(int color, int key
   c->stream_owner_ = stream ? std::move(stream) : std::make_shared<NcclStream>();
   c->stream_ = static_cast<NcclStream*>(c->stream_owner_.get())->stream;
   CUDA_CHECK(cudaMalloc(&c->barrier_buf_, sizeof(float)));
+  c->events_ = std::make_unique<Events>();
+  CUDA_CHECK(cudaEventCreateWithFlags(&c->ready_, cudaEventDisableTiming));
   c->register_with_watchdog();
   return std::unique_ptr<Communicator>(std::move(c));
 }

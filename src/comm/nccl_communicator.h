@@ -84,12 +84,6 @@ class NcclCommunicator final : public Communicator, private NcclGroupMember {
   Request then(std::function<void(void* stream)> work) override;
   void stream_wait(const Request& r) override;
 
-  struct Timing {  // one collective's start/stop events, settled into counters_ once both completed
-    int kind = 0;
-    CUevent_st* start = nullptr;
-    CUevent_st* stop = nullptr;
-  };
-
  private:
   NcclCommunicator() = default;
   Request finish(CollKind kind, double message_bytes, CUevent_st* start);
@@ -97,6 +91,8 @@ class NcclCommunicator final : public Communicator, private NcclGroupMember {
   // Fatal when the thread has an open group: `what` waits for collectives that group has not enqueued yet.
   void require_no_open_group(const char* what) const;
   void settle_timings(bool block);
+  // Orders the next collective after the compute stream's work so far; returns its start event, recorded.
+  CUevent_st* begin();
   // Lets the watchdog poll ncclCommGetAsyncError and call ncclCommAbort before it ends the job.
   void register_with_watchdog();
 
@@ -108,10 +104,11 @@ class NcclCommunicator final : public Communicator, private NcclGroupMember {
   std::shared_ptr<CommStream> stream_owner_;                     // owns stream_ (maybe shared with other communicators)
   CUstream_st* stream_ = nullptr;                                // collectives run here
   CUstream_st* compute_ = nullptr;                               // they start after the work issued on it before them
+  CUevent_st* ready_ = nullptr;  // "the compute stream got here", recorded again before every collective
   std::vector<std::pair<CollKind, CUevent_st*>> group_pending_;  // started inside the thread's open group
   std::vector<std::shared_ptr<CUevent_st*>> group_done_;         // completion events to record at group_end
-  std::vector<Timing> timings_;
-  CUevent_st* scratch_event_ = nullptr;
+  struct Events;                   // the pool and the timing queue (comm/event_timings.h), CUDA types inside
+  std::unique_ptr<Events> events_;  // made with the communicator
   float* barrier_buf_ = nullptr;  // one device float for barrier()
 };
 

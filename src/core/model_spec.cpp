@@ -28,6 +28,11 @@ double ModelSpec::flops_per_token(int seq) const {
   return 72.0 * L * h * h * (1.0 + s / (6.0 * h) + V / (12.0 * L * h));
 }
 
+double ModelSpec::causal_flops_per_token(int seq) const {
+  const double L = dims.layers, h = dims.hidden, V = dims.vocab, s = seq;
+  return 72.0 * L * h * h * (1.0 + s / (12.0 * h) + V / (12.0 * L * h));
+}
+
 Result<ModelSpec> make_model(const ModelDims& d, std::string name) {
   auto positive = [](int v) { return v >= 1; };
   if (!positive(d.hidden) || !positive(d.layers) || !positive(d.heads) || !positive(d.ffn) || !positive(d.vocab))

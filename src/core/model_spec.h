@@ -48,6 +48,9 @@ struct ModelSpec {
   // Megatron-LM FLOPs per token for forward+backward, the paper's MFU numerator (docs/method.md, "The experiments"):
   // 72*L*h^2*(1 + s/(6h) + V/(12*L*h)); causal attention is not halved and recomputation is not counted.
   double flops_per_token(int seq) const;
+  // The same with causal attention's FLOPs: the score and value products of a causal mask touch half the matrix,
+  // 72*L*h^2*(1 + s/(12h) + V/(12*L*h)) (about 6% less than flops_per_token for LLaMA-7B at seq 4096).
+  double causal_flops_per_token(int seq) const;
 };
 
 // Validates the dimensions (positive, hidden divisible by heads, parameter count fits 64 bits).

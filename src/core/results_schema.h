@@ -81,6 +81,15 @@ inline const std::vector<Column>& step_csv_columns() {
       {"fabric",
        "what carried the collectives: shared-memory (every rank on one host), emulated:NxR:RATE,DELAY,LOSS (the "
        "namespace cluster of scripts/cluster.sh), hosts:N (real hosts); projected rows: the network model"},
+      {"mfu_causal",
+       "MFU with causal attention's FLOPs (half the score and value products: 72 L h^2 (1 + s/(12h) + V/(12 L h))), "
+       "against peak_tflops"},
+      {"peak_source",
+       "where peak_tflops comes from: given (--peak-tflops), datasheet (the GPU's dense bf16 peak) or gemm (the "
+       "GEMM rate measured by this run)"},
+      {"gemm_tflops",
+       "the backend's GEMM rate on the step's largest GEMM, measured by this run on every rank (mean); empty in "
+       "projected rows"},
   };
   return cols;
 }

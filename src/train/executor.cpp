@@ -349,7 +349,7 @@ Status Executor::Impl::run_task(int task_index) {
       return forward_module(t.micro_batch, t.module, task_index);
     case TaskKind::backward: {
       if (auto s = backward_module(t.micro_batch, t.module, task_index); !s) return s;
-      if (t.module == 0) loss_sum += model->end_micro_batch();
+      if (t.module == 0) model->end_micro_batch();
       return {};
     }
     case TaskKind::optimizer:
@@ -438,7 +438,7 @@ Result<StepStats> Executor::Impl::step() {
   issued->clear();
   comm_events->clear();
   wait_s = 0;
-  loss_sum = 0;
+  (void)model->take_loss_sum();  // nothing is left from a step cut short
   spans.clear();
   wait_spans.clear();
   flights.clear();
@@ -510,7 +510,7 @@ Result<StepStats> Executor::Impl::step() {
   } else {
     for (const auto& w : wait_spans) st.exposed_comm_s += be->elapsed_s(w.start, w.end);
   }
-  st.loss_sum = loss_sum;
+  st.loss_sum = model->take_loss_sum();
   st.tokens = int64_t(opt.micro_batches) * opt.micro_batch_size * opt.seq;
   for (auto* c : distinct) {
     const auto& k = c->counters();

@@ -90,7 +90,6 @@ struct Executor::Impl {
   // ----------------------------------------------------------------------------------------------
   int step_index = 0;
   double wait_s = 0;
-  double loss_sum = 0;
   double step_origin_s = 0;
   enum class Section { forward, backward, optimizer };
   struct Span {

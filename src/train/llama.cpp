@@ -143,22 +143,36 @@ Status LlamaModel::begin_micro_batch(const int32_t* host_ids, const int32_t* hos
   if (ids_.empty()) {
     auto i = be_->allocate(T * 4, MemCategory::activation);
     auto t = be_->allocate(T * 4, MemCategory::activation);
-    auto l = be_->allocate(8, MemCategory::activation);
+    auto l = be_->allocate(8 * kLossSlots, MemCategory::activation);
     auto d = be_->allocate(T * H * ab_, MemCategory::activation);
     if (!i || !t || !l || !d) return make_error("model: out of memory for the micro-batch inputs");
-    ids_ = std::move(*i), targets_ = std::move(*t), loss_sum_ = std::move(*l), dx_ = std::move(*d);
+    ids_ = std::move(*i), targets_ = std::move(*t), loss_slots_ = std::move(*l), dx_ = std::move(*d);
   }
   be_->upload(ids_.data(), host_ids, T * 4);
   be_->upload(targets_.data(), host_targets, T * 4);
-  be_->zero(loss_sum_.data(), 8);
+  if (loss_pending_ == kLossSlots) download_losses();
+  be_->zero(loss_slot(), 8);
   for (auto& s : saved_) s = std::make_unique<Saved>();
   return {};
 }
 
-double LlamaModel::end_micro_batch() {
-  double loss = 0.0;
-  be_->download(&loss, loss_sum_.data(), 8);
+void LlamaModel::end_micro_batch() {
+  ++loss_pending_;
   for (auto& s : saved_) s.reset();
+}
+
+void LlamaModel::download_losses() {
+  if (loss_pending_ == 0) return;
+  double sums[kLossSlots];
+  be_->download(sums, loss_slots_.data(), 8 * size_t(loss_pending_));
+  for (int i = 0; i < loss_pending_; ++i) loss_host_ += sums[i];
+  loss_pending_ = 0;
+}
+
+double LlamaModel::take_loss_sum() {
+  download_losses();
+  const double loss = loss_host_;
+  loss_host_ = 0;
   return loss;
 }
 
@@ -190,7 +204,7 @@ Status LlamaModel::forward(int m, const void* p) {
   LINS_ALLOC(s.dlogits, T * V, MemCategory::activation);
   be_->rmsnorm_forward(s.input.data(), normw, s.xn.data(), s.rstd.f32(), T, H, options_.norm_eps);
   be_->gemm(false, true, T, V, H, 1.0f, s.xn.data(), wout, 0.0f, s.dlogits.data(), cd_);
-  be_->cross_entropy(s.dlogits.data(), targets_.i32(), s.dlogits.data(), T, V, grad_scale_, loss_sum_.f64());
+  be_->cross_entropy(s.dlogits.data(), targets_.i32(), s.dlogits.data(), T, V, grad_scale_, static_cast<double*>(loss_slot()));
   return {};
 }
 

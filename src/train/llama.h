@@ -62,8 +62,12 @@ class LlamaModel {
   // Backward of one module: accumulates into grads (the module's flat buffer, fp32 whatever the compute dtype) and
   // propagates the activation gradient. Must run in reverse forward order after every forward of the micro-batch.
   Status backward(int module, const void* params, float* grads);
-  // Frees the micro-batch's activations; returns the summed token loss of the micro-batch (host).
-  double end_micro_batch();
+  // Frees the micro-batch's activations. Its summed token loss stays on the device (one slot per micro-batch): reading
+  // it per micro-batch would stop the host from queueing ahead of the device.
+  void end_micro_batch();
+  // The summed token loss of the micro-batches ended since the last call, added on the host in micro-batch order (as
+  // the per-micro-batch sums always were); one download, at the end of a step.
+  double take_loss_sum();
 
  private:
   LlamaModel() = default;
@@ -88,7 +92,12 @@ class LlamaModel {
 
   // Micro-batch state (device).
   DeviceBuffer ids_, targets_;  // [T] int32
-  DeviceBuffer loss_sum_;       // [1] fp64
+  DeviceBuffer loss_slots_;     // [kLossSlots] fp64: micro-batch i of the step in slot i % kLossSlots
+  static constexpr int kLossSlots = 64;
+  int loss_pending_ = 0;   // slots written since the last download
+  double loss_host_ = 0;   // sums downloaded when the slots filled up (steps of more than kLossSlots micro-batches)
+  void download_losses();
+  void* loss_slot() { return static_cast<char*>(loss_slots_.data()) + 8 * loss_pending_; }  // this micro-batch's
   DeviceBuffer dx_;             // [T, H] gradient of the residual stream at the current backward position
   std::vector<std::unique_ptr<Saved>> saved_;  // per module
 };

@@ -310,3 +310,37 @@ TEST(MpiComm, DescribeGroupsNamesEveryRoleWithItsMesh) {
 
 }  // namespace
 }  // namespace lins
+
+namespace lins {
+namespace {
+
+// One rank per GPU (NCCL refuses two on one device): every rank of this test runs on one host, so with one device per
+// host the check fails on every rank alike, naming the counts, unless each rank is its own node to NCCL (its own
+// NCCL_HOSTID). Collective: a rank that disagreed would hang the test.
+TEST(NodePlacement, OneRankPerGpuIsCheckedOnEveryRankAlike) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  unsetenv("NCCL_HOSTID");
+  EXPECT_EQ(node_rank_count(MPI_COMM_WORLD), size);
+  EXPECT_EQ(node_local_rank(MPI_COMM_WORLD), rank);
+  EXPECT_TRUE(check_one_rank_per_gpu(MPI_COMM_WORLD, size).ok());
+  const Status one = check_one_rank_per_gpu(MPI_COMM_WORLD, 1);
+  EXPECT_EQ(one.ok(), size == 1);
+  if (size > 1) {
+    EXPECT_NE(one.error().find("a host runs " + std::to_string(size) + " ranks but has 1 CUDA device"),
+              std::string::npos)
+        << one.error();
+    EXPECT_NE(one.error().find("ppr:1:node"), std::string::npos) << one.error();
+  }
+  // Each rank its own NCCL host: one device each is enough, and every rank is local rank 0 of its node.
+  const std::string id = "lins-test-host-" + std::to_string(rank);
+  setenv("NCCL_HOSTID", id.c_str(), 1);
+  EXPECT_EQ(node_rank_count(MPI_COMM_WORLD), 1);
+  EXPECT_EQ(node_local_rank(MPI_COMM_WORLD), 0);
+  EXPECT_TRUE(check_one_rank_per_gpu(MPI_COMM_WORLD, 1).ok());
+  unsetenv("NCCL_HOSTID");
+}
+
+}  // namespace
+}  // namespace lins

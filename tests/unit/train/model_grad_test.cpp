@@ -49,7 +49,8 @@ struct Harness {
       for (int m = int(spec.modules.size()) - 1; m >= 0; --m)
         EXPECT_TRUE(model->backward(m, params[m].f32(), grads[m].f32()).ok());
     }
-    return model->end_micro_batch() / double(T);
+    model->end_micro_batch();
+    return model->take_loss_sum() / double(T);
   }
 };
 
@@ -134,6 +135,43 @@ TEST(SyntheticTask, IsDeterministicAndFollowsTheRule) {
   EXPECT_EQ(i1, i2);
   micro_batch_tokens(task, 4, 1, 2, 4, 2, &i2, &t2);
   EXPECT_NE(i1, i2);
+}
+
+}  // namespace
+}  // namespace lins
+
+namespace lins {
+namespace {
+
+// The step's loss stays on the device, one slot per micro-batch, and is read once: over more micro-batches than there
+// are slots it still equals the per-micro-batch sums added on the host in order, to the bit.
+TEST(LlamaModel, LossOfManyMicroBatchesIsTheirSumInOrder) {
+  Harness h(false);
+  auto model = LlamaModel::create(h.spec, *h.be, h.opt);
+  ASSERT_TRUE(model.ok()) << model.error();
+  SyntheticTask task{3, h.spec.dims.vocab, h.opt.seq};
+  const int micro_batches = 150;  // more than two rounds of the device's slots
+  double each_in_order = 0, first = 0, step = 0;
+  for (int round = 0; round < 2; ++round) {
+    for (int mb = 0; mb < micro_batches; ++mb) {
+      micro_batch_tokens(task, 0, 0, mb, micro_batches, h.opt.micro_batch_size, &h.ids, &h.targets);
+      ASSERT_TRUE(model->begin_micro_batch(h.ids.data(), h.targets.data(), 1.0f).ok());
+      for (size_t m = 0; m < h.spec.modules.size(); ++m) ASSERT_TRUE(model->forward(int(m), h.params[m].f32()).ok());
+      model->end_micro_batch();
+      if (round == 1) {
+        const double one = model->take_loss_sum();  // read after every micro-batch
+        if (mb == 0) first = one;
+        each_in_order += one;
+      }
+    }
+    if (round == 0) {
+      step = model->take_loss_sum();  // read once, at the end
+      EXPECT_EQ(model->take_loss_sum(), 0.0) << "a second read finds nothing left";
+    }
+  }
+  EXPECT_GT(first, 0);
+  EXPECT_GT(step, first);
+  EXPECT_EQ(step, each_in_order) << "the step's sum differs from the per-micro-batch sums added in order";
 }
 
 }  // namespace
