@@ -174,8 +174,8 @@ Plan build_plan(cudnnHandle_t handle, const Shape& s) {
   const auto ok = [&](fe::error_t e, const char* step) {
     if (e.is_good()) return true;
     p.error = cuda_error_of(e.get_code());
-    p.error_text = std::string("cuDNN frontend ") + step + " failed for the attention " + describe(s) + ": " +
-                   e.get_message();
+    p.error_text =
+        std::string("cuDNN frontend ") + step + " failed for the attention " + describe(s) + ": " + e.get_message();
     return false;
   };
   try {
@@ -232,7 +232,8 @@ cudaError_t run(const Shape& s, std::unordered_map<int64_t, void*>& pack, cudaSt
     Plan plan = build_plan(state.handle, s);
     // Unsupported shapes fail the same way every time: kept, so that later calls fail at once. Anything else (out
     // of memory, an API failure) may pass next time: not kept.
-    const bool keep = plan.graph != nullptr || plan.error == cudaErrorNotSupported || plan.error == cudaErrorInvalidValue;
+    const bool keep =
+        plan.graph != nullptr || plan.error == cudaErrorNotSupported || plan.error == cudaErrorInvalidValue;
     if (!keep) return fail(plan.error, plan.error_text);
     it = state.plans.emplace(s, std::move(plan)).first;
   }
@@ -261,7 +262,8 @@ cudaError_t run(const Shape& s, std::unordered_map<int64_t, void*>& pack, cudaSt
     return fail(cuda_error_of(status), "cudnnSetStream failed" + where + ": " + cudnn_message(status));
   try {
     fe::error_t r = plan.graph->execute(state.handle, pack, state.workspace);
-    if (r.is_bad()) return fail(cuda_error_of(r.get_code()), "cuDNN frontend execute failed" + where + ": " + r.get_message());
+    if (r.is_bad())
+      return fail(cuda_error_of(r.get_code()), "cuDNN frontend execute failed" + where + ": " + r.get_message());
   } catch (const std::exception& x) {
     return fail(cudaErrorUnknown, "cuDNN frontend execute threw" + where + ": " + x.what());
   }
@@ -308,8 +310,8 @@ cudaError_t cudnn_attention_forward(const bf16* q, const bf16* k, const bf16* v,
   bool done = false;
   const cudaError_t e = check_call(batch, seq, heads, head_dim, aligned16({q, k, v, out, lse}), &done);
   if (done) return e;
-  std::unordered_map<int64_t, void*> pack{{kQ, const_cast<bf16*>(q)}, {kK, const_cast<bf16*>(k)},
-                                          {kV, const_cast<bf16*>(v)}, {kO, out}, {kStats, lse}};
+  std::unordered_map<int64_t, void*> pack{
+      {kQ, const_cast<bf16*>(q)}, {kK, const_cast<bf16*>(k)}, {kV, const_cast<bf16*>(v)}, {kO, out}, {kStats, lse}};
   return run(Shape{batch, seq, heads, head_dim, Direction::kForward}, pack, stream);
 }
 
@@ -320,10 +322,15 @@ cudaError_t cudnn_attention_backward(const bf16* dout, const bf16* q, const bf16
   const cudaError_t e =
       check_call(batch, seq, heads, head_dim, aligned16({dout, q, k, v, out, lse, dq, dk, dv}), &done);
   if (done) return e;
-  std::unordered_map<int64_t, void*> pack{
-      {kQ, const_cast<bf16*>(q)},   {kK, const_cast<bf16*>(k)},       {kV, const_cast<bf16*>(v)},
-      {kO, const_cast<bf16*>(out)}, {kDO, const_cast<bf16*>(dout)},   {kStats, const_cast<float*>(lse)},
-      {kDQ, dq},                    {kDK, dk},                        {kDV, dv}};
+  std::unordered_map<int64_t, void*> pack{{kQ, const_cast<bf16*>(q)},
+                                          {kK, const_cast<bf16*>(k)},
+                                          {kV, const_cast<bf16*>(v)},
+                                          {kO, const_cast<bf16*>(out)},
+                                          {kDO, const_cast<bf16*>(dout)},
+                                          {kStats, const_cast<float*>(lse)},
+                                          {kDQ, dq},
+                                          {kDK, dk},
+                                          {kDV, dv}};
   return run(Shape{batch, seq, heads, head_dim, Direction::kBackward}, pack, stream);
 }
 
@@ -331,9 +338,9 @@ cudaError_t cudnn_attention_backward(const bf16* dout, const bf16* q, const bf16
 
 namespace {
 constexpr const char* kNotBuilt =
-    "lins was built without the cuDNN attention: CMake found no cuDNN 9 or no cuDNN frontend headers (run "
-    "scripts/fetch-cudnn-frontend.sh and configure again; the line 'lins: cuDNN attention' of the configure log says "
-    "what was missing)";
+    "lins was built without the cuDNN attention: -DLINS_CUDNN=OFF, or CMake found no cuDNN 9 or no cuDNN frontend "
+    "headers (run scripts/fetch-cudnn-frontend.sh and configure again; the configure log's line 'lins: cuDNN "
+    "attention' says what was missing)";
 }  // namespace
 
 bool cudnn_attention_available() {

@@ -3,6 +3,8 @@
 // fed with the other forward's out and lse (their lse conventions must agree for that to pass). One case per run
 // (`attention_cudnn_test <case>`, or `all`); exit 0 pass, 1 fail, 77 skipped (no device, or built without the cuDNN
 // attention, or a cuDNN older than 9). Device buffers are allocated to their exact sizes (no slack past the end).
+#include "kernels/cuda/attention_cudnn.h"
+
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -15,7 +17,6 @@
 #include <type_traits>
 #include <vector>
 
-#include "kernels/cuda/attention_cudnn.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/ops_cuda.h"
 #include "kernels/ops.h"
@@ -184,10 +185,10 @@ bool run_shape(const Shape& s) {
   DeviceBuffer<bf16> c_out(n), c_out2(n);
   DeviceBuffer<float> c_lse(nl), c_lse2(nl);
   for (int call = 0; call < 2; ++call) {
-    if (!cudnn_ok(gpu::cudnn_attention_forward(dq_in.get(), dk_in.get(), dv_in.get(), (call ? c_out2 : c_out).get(),
-                                               (call ? c_lse2 : c_lse).get(), s.batch, s.seq, s.heads, s.head_dim,
-                                               kStream),
-                  "cudnn_attention_forward"))
+    if (!cudnn_ok(
+            gpu::cudnn_attention_forward(dq_in.get(), dk_in.get(), dv_in.get(), (call ? c_out2 : c_out).get(),
+                                         (call ? c_lse2 : c_lse).get(), s.batch, s.seq, s.heads, s.head_dim, kStream),
+            "cudnn_attention_forward"))
       return false;
   }
   const auto c_out_h = c_out.download(), c_lse_h = c_lse.download();
@@ -265,8 +266,8 @@ bool run_errors() {
     ok &= pass;
   }
   {
-    const cudaError_t e = gpu::cudnn_attention_forward(nullptr, nullptr, nullptr, nullptr, nullptr, 0, seq, heads, 64,
-                                                       kStream);
+    const cudaError_t e =
+        gpu::cudnn_attention_forward(nullptr, nullptr, nullptr, nullptr, nullptr, 0, seq, heads, 64, kStream);
     const bool pass = e == cudaSuccess && gpu::cudnn_attention_last_error().empty();
     printf("  %s batch 0: %s (nothing to do)\n", pass ? "ok  " : "FAIL", cudaGetErrorName(e));
     ok &= pass;
@@ -279,8 +280,8 @@ bool run_errors() {
 // ones up to seq 2048 with head_dim 128.
 const std::vector<Shape>& shapes() {
   static const std::vector<Shape> all = {
-      {"s200_d64", 2, 200, 2, 64},   {"s130_d128", 1, 130, 2, 128},  {"s96_d32", 1, 96, 3, 32},
-      {"s256_d128", 1, 256, 1, 128}, {"s1024_d64", 2, 1024, 2, 64},  {"s2048_d128", 1, 2048, 4, 128},
+      {"s200_d64", 2, 200, 2, 64},   {"s130_d128", 1, 130, 2, 128}, {"s96_d32", 1, 96, 3, 32},
+      {"s256_d128", 1, 256, 1, 128}, {"s1024_d64", 2, 1024, 2, 64}, {"s2048_d128", 1, 2048, 4, 128},
   };
   return all;
 }
