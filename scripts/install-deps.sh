@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs every system package lins needs on a Debian machine, with apt.
-# Idempotent and quiet: prints nothing and changes nothing when all is there.
+# Installs every system package lins needs on a Debian machine, with apt, then fetches the cuDNN frontend headers
+# (scripts/fetch-cudnn-frontend.sh; optional, a failure only warns). Idempotent and quiet: prints nothing and changes
+# nothing when all is there.
 set -euo pipefail
 
 packages=(
@@ -18,10 +19,16 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}" >&2
+  sudo_cmd=""
+  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
 
-echo "install-deps: installing ${missing[*]}" >&2
-sudo_cmd=""
-[ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
-$sudo_cmd apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}" >/dev/null
+# The cuDNN frontend headers (header-only, into .deps/; quiet when there) for the optional cuDNN attention. Best-effort:
+# without them lins builds as before, minus that attention, so a failed fetch is reported and the setup goes on.
+"$(dirname "$0")/fetch-cudnn-frontend.sh" ||
+  echo "install-deps: could not fetch the cuDNN frontend headers (scripts/fetch-cudnn-frontend.sh, message above):" \
+    "lins builds without the cuDNN attention" >&2
