@@ -76,7 +76,8 @@ CommandSpec step_spec() {
                "bf16 with --backend gpu)"},
           {"attention", 0, "KERNEL", "",
            "attention kernels of --backend gpu: " + kAttentionKernelNames.described() +
-               " (default: cudnn where the GPU plugin was built with cuDNN 9 and its frontend, else flash)"},
+               " (default: cudnn where the GPU plugin was built with cuDNN 9 and its frontend and --compute is bf16, "
+               "else flash)"},
           {"bucket", 0, "SIZE", "1M", "gradient all-reduce bucket U in bytes (of --precision elements)"},
           {"trace", 0, "", "",
            "write, per strategy and rank, a Chrome trace and the action log (timeline.*.csv, which `lins replay` "
@@ -321,8 +322,9 @@ Result<BackendFactory> backend_factory(const StepOptions& o) {
       GpuBackendOptions go;
       go.device = node_local_rank(MPI_COMM_WORLD) % *devices;
       go.compute = compute;
-      go.attention = o.attention.value_or(gpu->cudnn_attention_built() ? AttentionKernel::cudnn
-                                                                        : AttentionKernel::flash);
+      // cuDNN's fused attention runs on bf16 activations; fp32 compute keeps the flash kernels' fp32 path.
+      const bool cudnn_default = gpu->cudnn_attention_built() && compute == DType::bf16;
+      go.attention = o.attention.value_or(cudnn_default ? AttentionKernel::cudnn : AttentionKernel::flash);
       if (go.attention == AttentionKernel::cudnn && !gpu->cudnn_attention_built())
         return make_error("--attention cudnn: the GPU plugin was built without cuDNN's fused attention (cuDNN 9 "
                           "and its frontend headers were not found when it was built); use --attention flash");

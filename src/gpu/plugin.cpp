@@ -4,6 +4,7 @@
 
 #include "comm/cuda_devices.h"
 #include "comm/nccl_communicator.h"
+#include "kernels/cuda/attention_cudnn.h"
 #include "train/gpu_backend.h"
 
 #include "lins_git_commit.h"  // generated at build time
@@ -33,7 +34,7 @@ GpuPlugin make_table() {
   t.cuda_version = cuda_version_string;
   t.device_name = cuda_device_name;
   t.device_memory = device_memory;
-  t.cudnn_attention_built = [] { return false; };
+  t.cudnn_attention_built = kernels::cuda::cudnn_attention_available;
   t.device_alloc_or_null = device_alloc_or_null;
   t.device_free = device_free;
   t.copy_to_device = copy_to_device;

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "comm/watchdog.h"
+#include "kernels/cuda/attention_cudnn.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/ops_cuda.h"
 
@@ -54,6 +55,15 @@ constexpr int64_t kBlockAlign = 512;
 constexpr const char* kStreamWait =
     "waiting for the GPU compute stream (its kernels and the NCCL collectives it waits for)";
 
+// As CUDA_CHECK, with cuDNN's own message (the kernels' interface has no error path: a failure aborts the rank).
+void cudnn_check(cudaError_t e, const char* call, int line) {
+  if (e == cudaSuccess) return;
+  std::fprintf(stderr, "lins: %s:%d: %s failed: %s (%s); --attention flash runs the project's own kernels\n",
+               __FILE__, line, call, cudaGetErrorString(e), kc::cudnn_attention_last_error().c_str());
+  std::fflush(stderr);
+  std::abort();
+}
+
 class GpuBackend final : public ComputeBackend {
  public:
   static Result<std::unique_ptr<ComputeBackend>> create(const GpuBackendOptions& o) {
@@ -72,6 +82,12 @@ class GpuBackend final : public ComputeBackend {
     b->compute_ = compute;
     b->bf16_ = compute == DType::bf16;
     b->attention_ = o.attention;
+    if (o.attention == AttentionKernel::cudnn && compute != DType::bf16)
+      return make_error("gpu backend: cuDNN's fused attention runs on bf16 activations; use --compute bf16 or "
+                        "--attention flash");
+    if (o.attention == AttentionKernel::cudnn && !kc::cudnn_attention_available())
+      return make_error("gpu backend: cuDNN's fused attention is not available: " + kc::cudnn_attention_last_error() +
+                        "; use --attention flash");
     if (cudaError_t e = cudaStreamCreateWithFlags(&b->stream_, cudaStreamNonBlocking); e != cudaSuccess)
       return make_error(std::string("gpu backend: cudaStreamCreate failed: ") + cudaGetErrorString(e));
     if (cublasStatus_t st = kc::blas_create(&b->blas_); st != CUBLAS_STATUS_SUCCESS)
@@ -223,6 +239,11 @@ class GpuBackend final : public ComputeBackend {
   }
   void attention_forward(const void* q, const void* k, const void* v, void* out, float* lse, int batch, int seq,
                          int heads, int head_dim) override {
+    if (bf16_ && attention_ == AttentionKernel::cudnn) {
+      cudnn_check(kc::cudnn_attention_forward(B(q), B(k), B(v), B(out), lse, batch, seq, heads, head_dim, stream_),
+                  "cudnn_attention_forward", __LINE__);
+      return;
+    }
     if (bf16_) {
       CUDA_CHECK(kc::attention_forward(B(q), B(k), B(v), B(out), lse, batch, seq, heads, head_dim, stream_));
       return;
@@ -234,6 +255,12 @@ class GpuBackend final : public ComputeBackend {
   void attention_backward(const void* dout, const void* q, const void* k, const void* v, const void* out,
                           const float* lse, void* dq, void* dk, void* dv, int batch, int seq, int heads,
                           int head_dim) override {
+    if (bf16_ && attention_ == AttentionKernel::cudnn) {  // cuDNN holds its own workspace
+      cudnn_check(kc::cudnn_attention_backward(B(dout), B(q), B(k), B(v), B(out), lse, B(dq), B(dk), B(dv), batch, seq,
+                                               heads, head_dim, stream_),
+                  "cudnn_attention_backward", __LINE__);
+      return;
+    }
     if (bf16_) {  // scratch: the fp32 dq accumulator and the row terms D = rowsum(dout * out)
       DeviceBuffer ws = scratch(int64_t(kc::attention_backward_workspace_bytes(batch, seq, heads, head_dim)));
       CUDA_CHECK(kc::attention_backward(B(dout), B(q), B(k), B(v), B(out), lse, B(dq), B(dk), B(dv), batch, seq, heads,

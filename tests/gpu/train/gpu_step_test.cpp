@@ -24,6 +24,7 @@
 #include "core/model_spec.h"
 #include "core/plan.h"
 #include "core/workload.h"
+#include "kernels/cuda/attention_cudnn.h"
 #include "train/executor.h"
 #include "train/gpu_backend.h"
 
@@ -76,6 +77,7 @@ struct GpuConfig {
   DType storage;
   DType compute;
   const char* label;
+  AttentionKernel attention = AttentionKernel::flash;
 };
 
 // Tolerance of the GPU loss against the fp32 CPU loss (fp32 storage, fp32 compute) at step s.
@@ -291,12 +293,20 @@ void compare(const std::string& name, const ExecutorOptions& o) {
     check(fell, name + " cpu bf16 emulation (bf16 storage+compute): loss falls on the learnable task: " + falls);
   }
   // The paper's configuration first, then the earlier path; each on a fresh backend so peak memory is its own.
-  const GpuConfig configs[] = {
+  // cuDNN's fused attention (where the plugin has it) is held to the same references as the flash kernels.
+  std::vector<GpuConfig> configs = {
       {DType::bf16, DType::bf16, "bf16 storage+compute"},
       {DType::fp32, DType::fp32, "fp32 storage+compute (the earlier path)"},
   };
+  if (kernels::cuda::cudnn_attention_available())
+    configs.push_back({DType::bf16, DType::bf16, "bf16 storage+compute, cuDNN attention", AttentionKernel::cudnn});
+  else
+    std::printf("  (cuDNN attention not built: %s)\n", kernels::cuda::cudnn_attention_last_error().c_str());
   for (const GpuConfig& c : configs) {
-    auto gpu_be = make_gpu_backend(0, c.compute);
+    GpuBackendOptions bo;
+    bo.compute = c.compute;
+    bo.attention = c.attention;
+    auto gpu_be = make_gpu_backend(bo);
     if (!gpu_be) {
       check(false, "gpu backend: " + gpu_be.error());
       return;
