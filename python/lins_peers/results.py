@@ -57,6 +57,12 @@ def flops_per_token(config, seq: int) -> float:
     return 72.0 * L * h * h * (1.0 + s / (6.0 * h) + V / (12.0 * L * h))
 
 
+def causal_flops_per_token(config, seq: int) -> float:
+    """The same with causal attention's half of the score and value products (ModelSpec::causal_flops_per_token)."""
+    L, h, V, s = config.layers, config.hidden, config.vocab, seq
+    return 72.0 * L * h * h * (1.0 + s / (12.0 * h) + V / (12.0 * L * h))
+
+
 class StepCsv:
     """Rows by column name, written in schema order; unknown names are an error, missing ones stay empty."""
 

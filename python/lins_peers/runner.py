@@ -110,10 +110,12 @@ def run(system_label: str, file_stem: str, args, builders: Dict[str, Callable[..
     torch.manual_seed(args.seed)
     precision = args.precision
     fpt = results.flops_per_token(w.config, w.seq)
+    fpt_causal = results.causal_flops_per_token(w.config, w.seq)
     with rec.paused():
-        peak_tflops, peak_source = args.peak_tflops, "--peak-tflops"
+        peak_tflops, peak_source, peak_kind = args.peak_tflops, "--peak-tflops", "given"
+        gemm_tflops = measure_peak_tflops(w, device, args.precision)
         if peak_tflops is None:
-            peak_tflops = measure_peak_tflops(w, device, args.precision)
+            peak_tflops, peak_kind = gemm_tflops, "gemm"
             peak_source = f"GEMM {w.micro_batch_tokens}x{w.config.ffn}x{w.config.hidden} measured on rank 0"
     name = args.name or file_stem
     out = Path(args.out)
@@ -186,6 +188,9 @@ def run(system_label: str, file_stem: str, args, builders: Dict[str, Callable[..
                 row["tgs"] = tgs
                 row["peak_tflops"] = peak_tflops
                 row["mfu"] = fpt * tgs / (peak_tflops * 1e12)
+                row["mfu_causal"] = fpt_causal * tgs / (peak_tflops * 1e12)
+                row["peak_source"] = peak_kind
+                row["gemm_tflops"] = gemm_tflops
                 csv.add(row)
                 print(f"  step {timed}: {mx[0]:.4f} s, loss {sm[1] / w.global_tokens:.6f}", flush=True)
         peer.close()
