@@ -12,7 +12,7 @@
 #include <string>
 
 #include "core/result.h"
-#include "core/schedule.h"  // CollKind, DType, Axis
+#include "core/vocabulary.h"  // CollKind, DType, Axis
 
 namespace lins {
 

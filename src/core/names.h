@@ -16,13 +16,15 @@
 namespace lins {
 
 // The tables:
-//   core/schedule.h         kPhaseNames, kCollKindNames, kTermNames, kPurposeNames, kDTypeNames, kAxisNames
+//   core/vocabulary.h       kCollKindNames, kDTypeNames, kAxisNames
+//   core/schedule.h         kPhaseNames, kTermNames, kPurposeNames
 //   core/overlap.h          kOverlapNames
 //   core/plan.h             kEngineNames, kOsLayoutNames
 //   core/cost_model.h       kPricingNames, kNetworkModelNames
 //   core/planner.h          kObjectiveNames
 //   comm/mesh_comms.h       kBackendNames
 //   comm/mpi_communicator.h kMpiProgressNames
+//   comm/gpu_plugin.h       kAttentionKernelNames
 //   below                   kStepBackendNames
 // A value's `name` is the one spelling lins prints and writes; `aliases` are further spellings it accepts when it
 // reads (nccl-tests' "allgather", NCCL's "AllGather", "float" for fp32), so inputs written by other tools still read.

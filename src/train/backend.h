@@ -13,7 +13,7 @@
 #include <string>
 
 #include "core/result.h"
-#include "core/schedule.h"  // DType
+#include "core/vocabulary.h"  // DType
 #include "kernels/ops.h"
 
 namespace lins {

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "../core/names_check.h"
+#include "comm/gpu_plugin.h"
 #include "comm/mesh_comms.h"
 #include "comm/mpi_communicator.h"
 
@@ -11,6 +12,7 @@ namespace {
 TEST(CommNames, EveryTableRoundTrips) {
   expect_table_round_trips(kBackendNames, backend_name);
   expect_table_round_trips(kMpiProgressNames, mpi_progress_name);
+  expect_table_round_trips(kAttentionKernelNames, [](AttentionKernel k) { return kAttentionKernelNames.name(k); });
 }
 
 TEST(CommNames, AnUnknownBackendListsTheValidOnes) {
