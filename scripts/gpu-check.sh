@@ -333,7 +333,9 @@ declare -A WHERE=()
 force=${GPU_CHECK_CARRY:-}
 force=" ${force//,/ } "
 [ "$force" = " all " ] && force=" mpi openblas gtest benchmark cudnn-frontend "
+PROBED=0 # the libraries matter to CMake only: without it (or with GPU_CHECK_STANDALONE=1) none is looked for or carried
 if [ "${GPU_CHECK_STANDALONE:-0}" != 1 ] && command -v cmake >/dev/null 2>&1; then
+  PROBED=1
   probe_dir=$(mktemp -d)
   probe_gen=()
   command -v ninja >/dev/null 2>&1 && probe_gen=(-G Ninja)
@@ -348,7 +350,9 @@ if [ "${GPU_CHECK_STANDALONE:-0}" != 1 ] && command -v cmake >/dev/null 2>&1; th
 fi
 carry_debs=()
 for lib in mpi openblas gtest benchmark; do
-  if [ "${HAVE[$lib]}" = 1 ] && [[ $force != *" $lib "* ]]; then
+  if [ "$PROBED" = 0 ]; then
+    continue
+  elif [ "${HAVE[$lib]}" = 1 ] && [[ $force != *" $lib "* ]]; then
     log "library $lib: the machine's (${WHERE[$lib]:-found})"
   else
     carry_debs+=("$lib")
@@ -375,7 +379,10 @@ if [ "${#carry_debs[@]}" -gt 0 ]; then
   fi
 fi
 CUDNN_FE_VAR=${GPU_CHECK_CUDNN_FE_VAR:-CUDNN_FRONTEND_INCLUDE_DIR}
-if [ "${HAVE[cudnn_frontend]}" = 1 ] && [[ $force != *" cudnn-frontend "* ]]; then
+if [ "$PROBED" = 0 ]; then
+  log "libraries: not looked for (no CMake build: $([ "${GPU_CHECK_STANDALONE:-0}" = 1 ] && echo GPU_CHECK_STANDALONE=1 ||
+    echo "no cmake"))"
+elif [ "${HAVE[cudnn_frontend]}" = 1 ] && [[ $force != *" cudnn-frontend "* ]]; then
   log "library cudnn-frontend: the machine's (${WHERE[cudnn_frontend]})"
 elif [ -f .deps/cudnn-frontend/include/cudnn_frontend.h ]; then
   DEPS_CMAKE_ARGS+=("-D$CUDNN_FE_VAR=$ROOT/.deps/cudnn-frontend/include")
@@ -385,7 +392,8 @@ elif [ -f .deps/cudnn-frontend/include/cudnn_frontend.h ]; then
 else
   log "library cudnn-frontend: not on this machine and not carried (.deps/cudnn-frontend/include)"
 fi
-log "library cudnn: $([ "${HAVE[cudnn]}" = 1 ] && echo "the machine's (${WHERE[cudnn]})" || echo "not found")"
+[ "$PROBED" = 1 ] &&
+  log "library cudnn: $([ "${HAVE[cudnn]}" = 1 ] && echo "the machine's (${WHERE[cudnn]})" || echo "not found")"
 log "carried: ${CARRIED[*]:-none}"
 
 if [ -z "${NCCL_HOME:-}" ] && ! ls "$CUDA_ROOT"/lib*/libnccl.so* "$CUDA_ROOT"/targets/*/lib/libnccl.so* \
