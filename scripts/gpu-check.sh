@@ -747,7 +747,7 @@ if stage_begin tests; then
       "with GoogleTest)"
     TEST_RC=0
     skipped=0 ran=0
-    for c in $("$TEST_BIN" --list); do
+    for c in $(timeout 10 "$TEST_BIN" --list); do
       # 60 s a case, as the ctest TIMEOUT of a kernel case; the cases left once the stage is spent count as failed.
       ct=$(stage_left 60)
       if [ "$ct" -lt 10 ]; then
