@@ -8,11 +8,13 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <random>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "kernels/cuda/cuda_check.h"
@@ -49,44 +51,175 @@ std::vector<float> random_vec(size_t n, float lo, float hi, uint32_t seed) {
   return v;
 }
 
-// Device buffer of T with host transfers in fp32 terms (bf16 buffers are converted on the host).
+// --- device memory with guards -------------------------------------------------------------------------------
+// Every test allocation is framed by kGuardBytes of a known pattern before and after its elements (no slack: the tail
+// guard starts at the first byte past the last element). After every kernel call (KERNEL_CHECK, BLAS_KERNEL_CHECK)
+// and when a buffer is released, the guards of every live buffer are read back; a changed byte fails the case, naming
+// the buffer, the side, how far from the buffer it lies and the call after which it was found (the guard is then
+// restored, so a later report is the later call's). A write past either end by up to kGuardBytes is caught whether or
+// not it would fault. LINS_KERNEL_TEST_GUARDS=0 allocates the elements alone, for compute-sanitizer memcheck, which
+// then flags any access (read or write) outside them.
+constexpr size_t kGuardBytes = 256;  // a multiple of cudaMalloc's 256-byte alignment: the elements keep it
+constexpr unsigned char kGuardByte = 0xa5;
+bool g_guard_failed = false;  // read (and cleared) by main() after each case
+
+bool guards_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("LINS_KERNEL_TEST_GUARDS");
+    return !(e && std::string(e) == "0");
+  }();
+  return on;
+}
+
+// The function a call's text names: "gpu::attention_backward(dout_d.get(), ...)" -> "gpu::attention_backward".
+std::string call_name(const char* call) {
+  std::string c(call);
+  const size_t open = c.find('(');
+  c = c.substr(0, open);
+  c.erase(0, c.find_first_not_of(" \t\n"));
+  return c;
+}
+
+class GuardedAlloc {
+ public:
+  GuardedAlloc(size_t bytes, std::string name)
+      : bytes_(bytes), guard_(guards_enabled() ? kGuardBytes : 0), name_(std::move(name)) {
+    CUDA_CHECK(cudaMalloc(&base_, std::max<size_t>(bytes_ + 2 * guard_, 1)));
+    restore();
+    live().push_back(this);
+  }
+  GuardedAlloc(const GuardedAlloc&) = delete;
+  GuardedAlloc& operator=(const GuardedAlloc&) = delete;
+  ~GuardedAlloc() {
+    check("the release of the buffer");
+    live().erase(std::find(live().begin(), live().end(), this));
+    cudaFree(base_);
+  }
+  void* data() { return base_ + guard_; }
+  size_t bytes() const { return bytes_; }
+
+  // Whether both guards still hold the pattern; reports and restores them otherwise.
+  bool check(const std::string& after) {
+    if (guard_ == 0) return true;
+    std::vector<unsigned char> front(guard_), back(guard_);
+    const cudaError_t e1 = cudaMemcpy(front.data(), base_, guard_, cudaMemcpyDeviceToHost);
+    const cudaError_t e2 = cudaMemcpy(back.data(), base_ + guard_ + bytes_, guard_, cudaMemcpyDeviceToHost);
+    if (e1 != cudaSuccess || e2 != cudaSuccess) {
+      printf("  FAIL guards of buffer '%s': cannot read them back after %s: %s\n", name_.c_str(), after.c_str(),
+             cudaGetErrorString(e1 != cudaSuccess ? e1 : e2));
+      g_guard_failed = true;
+      return false;
+    }
+    bool ok = true;
+    for (int side = 0; side < 2; ++side) {
+      const std::vector<unsigned char>& g = side == 0 ? front : back;
+      size_t changed = 0, nearest = 0;
+      for (size_t i = 0; i < guard_; ++i) {
+        if (g[i] == kGuardByte) continue;
+        // Distance from the elements: the front guard's last byte is 1 byte before them, the back guard's first
+        // byte 0 bytes past their end.
+        const size_t d = side == 0 ? guard_ - i : i;
+        if (changed++ == 0 || d < nearest) nearest = d;
+      }
+      if (changed == 0) continue;
+      ok = false;
+      if (side == 0)
+        printf(
+            "  FAIL guard of buffer '%s' (%zu bytes): %zu of the %zu guard bytes before it changed (found after "
+            "%s), the nearest %zu byte%s before its first element\n",
+            name_.c_str(), bytes_, changed, guard_, after.c_str(), nearest, nearest == 1 ? "" : "s");
+      else
+        printf(
+            "  FAIL guard of buffer '%s' (%zu bytes): %zu of the %zu guard bytes after it changed (found after "
+            "%s), the nearest at byte %zu past its end (0: the first byte after its last element)\n",
+            name_.c_str(), bytes_, changed, guard_, after.c_str(), nearest);
+    }
+    if (!ok) {
+      g_guard_failed = true;
+      restore();
+    }
+    return ok;
+  }
+
+  // Every live buffer's guards, after `call`.
+  static bool check_all(const char* call) {
+    bool ok = true;
+    const std::string after = call_name(call);
+    for (GuardedAlloc* a : live()) ok &= a->check(after);
+    return ok;
+  }
+
+ private:
+  static std::vector<GuardedAlloc*>& live() {
+    static std::vector<GuardedAlloc*> all;
+    return all;
+  }
+  void restore() {
+    if (guard_ == 0) return;
+    CUDA_CHECK(cudaMemset(base_, kGuardByte, guard_));
+    CUDA_CHECK(cudaMemset(base_ + guard_ + bytes_, kGuardByte, guard_));
+    CUDA_CHECK(cudaDeviceSynchronize());
+  }
+
+  unsigned char* base_ = nullptr;
+  size_t bytes_, guard_;
+  std::string name_;
+};
+
+// A kernel (or cuBLAS) call: its status, then the guards of every live buffer.
+#define KERNEL_CHECK(call)          \
+  do {                              \
+    CUDA_CHECK(call);               \
+    GuardedAlloc::check_all(#call); \
+  } while (0)
+#define BLAS_KERNEL_CHECK(call)     \
+  do {                              \
+    CUBLAS_CHECK(call);             \
+    GuardedAlloc::check_all(#call); \
+  } while (0)
+
+// Device buffer of n elements of T with host transfers in fp32 terms (bf16 buffers are converted on the host).
 template <class T>
 class DeviceBuffer {
  public:
-  explicit DeviceBuffer(size_t n) : n_(n) { CUDA_CHECK(cudaMalloc(&p_, std::max<size_t>(n, 1) * sizeof(T) + 64)); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  ~DeviceBuffer() { cudaFree(p_); }
-  T* get() { return p_; }
+  DeviceBuffer(size_t n, const char* name) : n_(n), mem_(n * sizeof(T), name) {}
+  T* get() { return static_cast<T*>(mem_.data()); }
   size_t size() const { return n_; }
   void upload(const std::vector<float>& v) {
+    fits(v.size());
     if constexpr (std::is_same_v<T, bf16>) {
       std::vector<uint16_t> bits(v.size());
       for (size_t i = 0; i < v.size(); ++i) bits[i] = bf16_bits(v[i]);
-      CUDA_CHECK(cudaMemcpy(p_, bits.data(), bits.size() * 2, cudaMemcpyHostToDevice));
+      CUDA_CHECK(cudaMemcpy(get(), bits.data(), bits.size() * 2, cudaMemcpyHostToDevice));
     } else if constexpr (std::is_same_v<T, float>) {
-      CUDA_CHECK(cudaMemcpy(p_, v.data(), v.size() * 4, cudaMemcpyHostToDevice));
+      CUDA_CHECK(cudaMemcpy(get(), v.data(), v.size() * 4, cudaMemcpyHostToDevice));
     }
   }
   void upload_raw(const std::vector<T>& v) {
-    CUDA_CHECK(cudaMemcpy(p_, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+    fits(v.size());
+    CUDA_CHECK(cudaMemcpy(get(), v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
   }
   std::vector<float> download() {
     CUDA_CHECK(cudaDeviceSynchronize());
     std::vector<float> out(n_);
     if constexpr (std::is_same_v<T, bf16>) {
       std::vector<uint16_t> bits(n_);
-      CUDA_CHECK(cudaMemcpy(bits.data(), p_, n_ * 2, cudaMemcpyDeviceToHost));
+      CUDA_CHECK(cudaMemcpy(bits.data(), get(), n_ * 2, cudaMemcpyDeviceToHost));
       for (size_t i = 0; i < n_; ++i) out[i] = bf16_value(bits[i]);
     } else {
-      CUDA_CHECK(cudaMemcpy(out.data(), p_, n_ * sizeof(T), cudaMemcpyDeviceToHost));
+      CUDA_CHECK(cudaMemcpy(out.data(), get(), n_ * sizeof(T), cudaMemcpyDeviceToHost));
     }
     return out;
   }
 
  private:
-  T* p_ = nullptr;
+  void fits(size_t m) const {  // a test that uploads more than it allocated is wrong itself
+    if (m <= n_) return;
+    fprintf(stderr, "test bug: %zu elements uploaded into a buffer of %zu\n", m, n_);
+    std::abort();
+  }
   size_t n_;
+  GuardedAlloc mem_;
 };
 
 double max_abs(const std::vector<float>& v) {
@@ -130,24 +263,24 @@ bool test_cast() {
     std::normal_distribution<float> dist(0.f, 100.f);
     std::vector<float> x(n);
     for (auto& v : x) v = dist(gen);
-    DeviceBuffer<float> xf(n);
-    DeviceBuffer<bf16> xb(n);
+    DeviceBuffer<float> xf(n, "xf");
+    DeviceBuffer<bf16> xb(n, "xb");
     xf.upload(x);
-    CUDA_CHECK(gpu::cast_fp32_to_bf16(xf.get(), xb.get(), n, kStream));
+    KERNEL_CHECK(gpu::cast_fp32_to_bf16(xf.get(), xb.get(), n, kStream));
     std::vector<float> ref(n);
     for (size_t i = 0; i < n; ++i) ref[i] = round_bf16(x[i]);
     ok &= close("fp32->bf16 (exact RNE)", xb.download(), ref, 0, 0);
-    CUDA_CHECK(gpu::cast_bf16_to_fp32(xb.get(), xf.get(), n, kStream));
+    KERNEL_CHECK(gpu::cast_bf16_to_fp32(xb.get(), xf.get(), n, kStream));
     ok &= close("bf16->fp32 (exact)", xf.download(), ref, 0, 0);
   }
   // Pointers one element past a 16-byte boundary: a 7-element head one at a time, then the vector body (the convert
   // case covers disagreeing offsets, which take the element-wise path throughout).
   const size_t n = 4099;
   std::vector<float> x = random_vec(n + 1, -3, 3, 2);
-  DeviceBuffer<float> xf(n + 1);
-  DeviceBuffer<bf16> xb(n + 1);
+  DeviceBuffer<float> xf(n + 1, "xf");
+  DeviceBuffer<bf16> xb(n + 1, "xb");
   xf.upload(x);
-  CUDA_CHECK(gpu::cast_fp32_to_bf16(xf.get() + 1, xb.get() + 1, n, kStream));
+  KERNEL_CHECK(gpu::cast_fp32_to_bf16(xf.get() + 1, xb.get() + 1, n, kStream));
   std::vector<float> got = xb.download();
   ok &= close("fp32->bf16 unaligned", std::vector<float>(got.begin() + 1, got.end()),
               std::vector<float>(x.begin() + 1, x.end()), 0, 0);
@@ -157,13 +290,13 @@ bool test_cast() {
 bool test_fill() {
   bool ok = true;
   const size_t n = 100005;
-  DeviceBuffer<float> f(n);
-  DeviceBuffer<bf16> b(n);
-  CUDA_CHECK(gpu::fill(f.get(), 1.25f, n, kStream));
-  CUDA_CHECK(gpu::fill(b.get(), -3.5f, n, kStream));
+  DeviceBuffer<float> f(n, "f");
+  DeviceBuffer<bf16> b(n, "b");
+  KERNEL_CHECK(gpu::fill(f.get(), 1.25f, n, kStream));
+  KERNEL_CHECK(gpu::fill(b.get(), -3.5f, n, kStream));
   ok &= close("fill fp32", f.download(), std::vector<float>(n, 1.25f), 0, 0);
   ok &= close("fill bf16", b.download(), std::vector<float>(n, -3.5f), 0, 0);
-  CUDA_CHECK(gpu::fill_uniform(f.get(), n, 7, -2.f, 2.f, kStream));
+  KERNEL_CHECK(gpu::fill_uniform(f.get(), n, 7, -2.f, 2.f, kStream));
   std::vector<float> u = f.download();
   const auto [lo, hi] = std::minmax_element(u.begin(), u.end());
   double mean = 0;
@@ -174,7 +307,7 @@ bool test_fill() {
          range_ok ? "ok  " : "FAIL", *lo, *hi, mean);
   ok &= range_ok;
   // Same values for bf16 (rounded) with the same seed.
-  CUDA_CHECK(gpu::fill_uniform(b.get(), n, 7, -2.f, 2.f, kStream));
+  KERNEL_CHECK(gpu::fill_uniform(b.get(), n, 7, -2.f, 2.f, kStream));
   std::vector<float> ub = b.download(), ref(n);
   for (size_t i = 0; i < n; ++i) ref[i] = round_bf16(u[i]);
   ok &= close("fill_uniform bf16 = rounded fp32", ub, ref, 0, 0);
@@ -185,17 +318,17 @@ bool test_add_sum() {
   bool ok = true;
   const size_t n = 65541;
   auto a = random_vec(n, -4, 4, 3), b = random_vec(n, -4, 4, 4);
-  DeviceBuffer<bf16> da(n), db(n), dc(n);
+  DeviceBuffer<bf16> da(n, "da"), db(n, "db"), dc(n, "dc");
   da.upload(a);
   db.upload(b);
-  CUDA_CHECK(gpu::add(da.get(), db.get(), dc.get(), n, kStream));
+  KERNEL_CHECK(gpu::add(da.get(), db.get(), dc.get(), n, kStream));
   std::vector<float> ref(n);
   for (size_t i = 0; i < n; ++i) ref[i] = round_bf16(a[i] + b[i]);
   ok &= close("add bf16 (exact RNE of fp32 sum)", dc.download(), ref, 0, 0);
-  DeviceBuffer<float> x(n);
+  DeviceBuffer<float> x(n, "x");
   x.upload(a);
-  DeviceBuffer<double> out(1);
-  CUDA_CHECK(gpu::sum(x.get(), n, out.get(), kStream));
+  DeviceBuffer<double> out(1, "out");
+  KERNEL_CHECK(gpu::sum(x.get(), n, out.get(), kStream));
   double got = 0, want = 0;
   CUDA_CHECK(cudaMemcpy(&got, out.get(), sizeof(double), cudaMemcpyDeviceToHost));
   for (float v : a) want += v;
@@ -208,12 +341,12 @@ bool test_swiglu() {
   bool ok = true;
   for (size_t n : {size_t{1} << 18, size_t{12347}}) {
     auto g = random_vec(n, -6, 6, 5), u = random_vec(n, -3, 3, 6), d = random_vec(n, -2, 2, 7);
-    DeviceBuffer<bf16> dg(n), du(n), dout(n), out(n), dgate(n), dup(n);
+    DeviceBuffer<bf16> dg(n, "dg"), du(n, "du"), dout(n, "dout"), out(n, "out"), dgate(n, "dgate"), dup(n, "dup");
     dg.upload(g);
     du.upload(u);
     dout.upload(d);
-    CUDA_CHECK(gpu::swiglu_forward(dg.get(), du.get(), out.get(), n, kStream));
-    CUDA_CHECK(gpu::swiglu_backward(dout.get(), dg.get(), du.get(), dgate.get(), dup.get(), n, kStream));
+    KERNEL_CHECK(gpu::swiglu_forward(dg.get(), du.get(), out.get(), n, kStream));
+    KERNEL_CHECK(gpu::swiglu_backward(dout.get(), dg.get(), du.get(), dgate.get(), dup.get(), n, kStream));
     std::vector<float> ref(n), rdg(n), rdu(n);
     cpu::swiglu_forward(g.data(), u.data(), ref.data(), n);
     cpu::swiglu_backward(d.data(), g.data(), u.data(), rdg.data(), rdu.data(), n);
@@ -234,17 +367,17 @@ bool test_rmsnorm() {
   for (Shape s : {Shape{37, 4096}, Shape{19, 100}, Shape{300, 13312}, Shape{5, 12288}}) {
     const size_t n = s.rows * s.dim;
     auto x = random_vec(n, -2, 2, 8), w = random_vec(s.dim, 0.5f, 1.5f, 9), dy = random_vec(n, -1, 1, 10);
-    DeviceBuffer<bf16> dx_in(n), dw(s.dim), dy_d(n), y(n), dx(n);
-    DeviceBuffer<float> rstd(s.rows), dweight(s.dim);
+    DeviceBuffer<bf16> dx_in(n, "dx_in"), dw(s.dim, "dw"), dy_d(n, "dy_d"), y(n, "y"), dx(n, "dx");
+    DeviceBuffer<float> rstd(s.rows, "rstd"), dweight(s.dim, "dweight");
     dx_in.upload(x);
     dw.upload(w);
     dy_d.upload(dy);
     const float eps = 1e-5f;
     std::vector<float> dweight0 = random_vec(s.dim, -1, 1, 11);  // backward accumulates into dweight
     dweight.upload(dweight0);
-    CUDA_CHECK(gpu::rmsnorm_forward(dx_in.get(), dw.get(), y.get(), rstd.get(), s.rows, s.dim, eps, kStream));
-    CUDA_CHECK(gpu::rmsnorm_backward(dy_d.get(), dx_in.get(), dw.get(), rstd.get(), dx.get(), dweight.get(), s.rows,
-                                     s.dim, kStream));
+    KERNEL_CHECK(gpu::rmsnorm_forward(dx_in.get(), dw.get(), y.get(), rstd.get(), s.rows, s.dim, eps, kStream));
+    KERNEL_CHECK(gpu::rmsnorm_backward(dy_d.get(), dx_in.get(), dw.get(), rstd.get(), dx.get(), dweight.get(), s.rows,
+                                       s.dim, kStream));
     std::vector<float> ry(n), rr(s.rows), rdx(n), rdw = dweight0;
     cpu::rmsnorm_forward(x.data(), w.data(), ry.data(), rr.data(), s.rows, s.dim, eps);
     cpu::rmsnorm_backward(dy.data(), x.data(), w.data(), rr.data(), rdx.data(), rdw.data(), s.rows, s.dim);
@@ -266,59 +399,78 @@ bool test_rope() {
   for (Shape s : {Shape{2, 300, 4, 128}, Shape{1, 4096, 1, 64}, Shape{2, 17, 3, 6}}) {
     const size_t n = static_cast<size_t>(s.batch) * s.seq * s.heads * s.head_dim;
     auto x = random_vec(n, -2, 2, 12);
-    DeviceBuffer<bf16> d(n);
+    DeviceBuffer<bf16> d(n, "d");
     d.upload(x);
-    CUDA_CHECK(gpu::rope(d.get(), s.batch, s.seq, s.heads, s.head_dim, 10000.f, false, kStream));
+    KERNEL_CHECK(gpu::rope(d.get(), s.batch, s.seq, s.heads, s.head_dim, 10000.f, false, kStream));
     std::vector<float> ref = x;
     cpu::rope(ref.data(), s.batch, s.seq, s.heads, s.head_dim, 10000.f, false);
     printf("  shape batch=%d seq=%d heads=%d head_dim=%d\n", s.batch, s.seq, s.heads, s.head_dim);
     // Angles in fp32 on the GPU (pos * freq up to 4096 rad: ~5e-4 rad absolute) and bf16 rounding of the result.
     ok &= close("rope forward", d.download(), ref, 1e-2, 1e-2);
-    CUDA_CHECK(gpu::rope(d.get(), s.batch, s.seq, s.heads, s.head_dim, 10000.f, true, kStream));
+    KERNEL_CHECK(gpu::rope(d.get(), s.batch, s.seq, s.heads, s.head_dim, 10000.f, true, kStream));
     ok &= close("rope inverse(forward(x)) = x", d.download(), x, 2e-2, 2e-2);
   }
   return ok;
 }
 
-bool test_attention() {
-  bool ok = true;
-  struct Shape {
-    int batch, seq, heads, head_dim;
-  };
-  // head_dim 32/64/128 take the tensor-core path (seq not a multiple of the 64-row tile on purpose); 8 and 48 take
-  // the per-row CUDA-core path.
-  for (Shape s : {Shape{2, 200, 2, 64}, Shape{1, 130, 2, 128}, Shape{1, 96, 3, 32}, Shape{1, 256, 1, 128},
-                  Shape{2, 50, 2, 8}, Shape{1, 70, 2, 48}}) {
-    const size_t n = static_cast<size_t>(s.batch) * s.seq * s.heads * s.head_dim;
-    const size_t nl = static_cast<size_t>(s.batch) * s.heads * s.seq;
-    auto q = random_vec(n, -1.5f, 1.5f, 13), k = random_vec(n, -1.5f, 1.5f, 14), v = random_vec(n, -1, 1, 15);
-    auto dout = random_vec(n, -1, 1, 16);
-    DeviceBuffer<bf16> dq_in(n), dk_in(n), dv_in(n), dout_d(n), out(n), dq(n), dk(n), dv(n);
-    DeviceBuffer<float> lse(nl);
-    dq_in.upload(q);
-    dk_in.upload(k);
-    dv_in.upload(v);
-    dout_d.upload(dout);
-    CUDA_CHECK(gpu::attention_forward(dq_in.get(), dk_in.get(), dv_in.get(), out.get(), lse.get(), s.batch, s.seq,
+struct AttentionShape {
+  int batch, seq, heads, head_dim;
+};
+
+// The bf16 flash attention forward and backward on one shape against cpu::attention_* on every row of every head.
+bool attention_case(AttentionShape s) {
+  const size_t n = static_cast<size_t>(s.batch) * s.seq * s.heads * s.head_dim;
+  const size_t nl = static_cast<size_t>(s.batch) * s.heads * s.seq;
+  auto q = random_vec(n, -1.5f, 1.5f, 13), k = random_vec(n, -1.5f, 1.5f, 14), v = random_vec(n, -1, 1, 15);
+  auto dout = random_vec(n, -1, 1, 16);
+  DeviceBuffer<bf16> dq_in(n, "q"), dk_in(n, "k"), dv_in(n, "v"), dout_d(n, "dout"), out(n, "out"), dq(n, "dq"),
+      dk(n, "dk"), dv(n, "dv");
+  DeviceBuffer<float> lse(nl, "lse");
+  dq_in.upload(q);
+  dk_in.upload(k);
+  dv_in.upload(v);
+  dout_d.upload(dout);
+  KERNEL_CHECK(gpu::attention_forward(dq_in.get(), dk_in.get(), dv_in.get(), out.get(), lse.get(), s.batch, s.seq,
                                       s.heads, s.head_dim, kStream));
-    const size_t ws_bytes = gpu::attention_backward_workspace_bytes(s.batch, s.seq, s.heads, s.head_dim);
-    DeviceBuffer<unsigned char> ws(ws_bytes);
-    CUDA_CHECK(gpu::attention_backward(dout_d.get(), dq_in.get(), dk_in.get(), dv_in.get(), out.get(), lse.get(),
+  const size_t ws_bytes = gpu::attention_backward_workspace_bytes(s.batch, s.seq, s.heads, s.head_dim);
+  DeviceBuffer<unsigned char> ws(ws_bytes, "workspace");
+  KERNEL_CHECK(gpu::attention_backward(dout_d.get(), dq_in.get(), dk_in.get(), dv_in.get(), out.get(), lse.get(),
                                        dq.get(), dk.get(), dv.get(), s.batch, s.seq, s.heads, s.head_dim, ws.get(),
                                        ws_bytes, kStream));
-    std::vector<float> rout(n), rlse(nl), rdq(n), rdk(n), rdv(n);
-    cpu::attention_forward(q.data(), k.data(), v.data(), rout.data(), rlse.data(), s.batch, s.seq, s.heads, s.head_dim);
-    cpu::attention_backward(dout.data(), q.data(), k.data(), v.data(), rout.data(), rlse.data(), rdq.data(), rdk.data(),
-                            rdv.data(), s.batch, s.seq, s.heads, s.head_dim);
-    printf("  shape batch=%d seq=%d heads=%d head_dim=%d\n", s.batch, s.seq, s.heads, s.head_dim);
-    // Probabilities are rounded to bf16 before the P V and dS products (as flash attention does): a few bf16 ulps
-    // on outputs that average many terms, so tolerances scale with max|ref|.
-    ok &= close("attention out", out.download(), rout, 1e-2 * max_abs(rout), 2e-2);
-    ok &= close("attention lse (fp32)", lse.download(), rlse, 1e-3, 1e-4);
-    ok &= close("attention dq", dq.download(), rdq, 3e-2 * max_abs(rdq), 3e-2);
-    ok &= close("attention dk", dk.download(), rdk, 3e-2 * max_abs(rdk), 3e-2);
-    ok &= close("attention dv", dv.download(), rdv, 3e-2 * max_abs(rdv), 3e-2);
-  }
+  std::vector<float> rout(n), rlse(nl), rdq(n), rdk(n), rdv(n);
+  cpu::attention_forward(q.data(), k.data(), v.data(), rout.data(), rlse.data(), s.batch, s.seq, s.heads, s.head_dim);
+  cpu::attention_backward(dout.data(), q.data(), k.data(), v.data(), rout.data(), rlse.data(), rdq.data(), rdk.data(),
+                          rdv.data(), s.batch, s.seq, s.heads, s.head_dim);
+  printf("  shape batch=%d seq=%d heads=%d head_dim=%d\n", s.batch, s.seq, s.heads, s.head_dim);
+  // Probabilities are rounded to bf16 before the P V and dS products (as flash attention does): a few bf16 ulps
+  // on outputs that average many terms, so tolerances scale with max|ref|.
+  bool ok = true;
+  ok &= close("attention out", out.download(), rout, 1e-2 * max_abs(rout), 2e-2);
+  ok &= close("attention lse (fp32)", lse.download(), rlse, 1e-3, 1e-4);
+  ok &= close("attention dq", dq.download(), rdq, 3e-2 * max_abs(rdq), 3e-2);
+  ok &= close("attention dk", dk.download(), rdk, 3e-2 * max_abs(rdk), 3e-2);
+  ok &= close("attention dv", dv.download(), rdv, 3e-2 * max_abs(rdv), 3e-2);
+  return ok;
+}
+
+bool test_attention() {
+  bool ok = true;
+  // head_dim 32/64/128 take the tensor-core path (seq not a multiple of the 64-row tile on purpose); 8 and 48 take
+  // the per-row CUDA-core path.
+  for (AttentionShape s : {AttentionShape{2, 200, 2, 64}, AttentionShape{1, 130, 2, 128}, AttentionShape{1, 96, 3, 32},
+                           AttentionShape{1, 256, 1, 128}, AttentionShape{2, 50, 2, 8}, AttentionShape{1, 70, 2, 48}})
+    ok &= attention_case(s);
+  return ok;
+}
+
+// The sequence lengths of the step (LLaMA-7B's 4096, and 2048) at head_dim 128, where the short shapes above leave
+// untested what only long rows do: many key tiles per query tile (64 at seq 4096) in the online softmax, the causal
+// mask on the last tile of a long row, dK and dV summed over thousands of query rows, and the workspace of a long
+// sequence. Batch 1, 4 heads; every row of every head is checked, the same tolerances as the short shapes. The CPU
+// reference is blocked sgemm over the causal lower triangle: under 1 s for both shapes on one core.
+bool test_attention_long() {
+  bool ok = true;
+  for (AttentionShape s : {AttentionShape{1, 2048, 4, 128}, AttentionShape{1, 4096, 4, 128}}) ok &= attention_case(s);
   return ok;
 }
 
@@ -333,15 +485,15 @@ bool test_cross_entropy() {
     std::vector<int32_t> targets(s.rows);
     for (int64_t r = 0; r < s.rows; ++r) targets[r] = static_cast<int32_t>((r * 7919) % s.vocab);
     const float grad_scale = 1.f / static_cast<float>(s.rows);
-    DeviceBuffer<bf16> dl(n), dgrad(n);
-    DeviceBuffer<int32_t> dt(s.rows);
-    DeviceBuffer<float> loss_rows(s.rows);
-    DeviceBuffer<double> total(1);
+    DeviceBuffer<bf16> dl(n, "dl"), dgrad(n, "dgrad");
+    DeviceBuffer<int32_t> dt(s.rows, "dt");
+    DeviceBuffer<float> loss_rows(s.rows, "loss_rows");
+    DeviceBuffer<double> total(1, "total");
     dl.upload(logits);
     dt.upload_raw(targets);
-    CUDA_CHECK(
+    KERNEL_CHECK(
         gpu::cross_entropy(dl.get(), dt.get(), dgrad.get(), loss_rows.get(), s.rows, s.vocab, grad_scale, kStream));
-    CUDA_CHECK(gpu::sum(loss_rows.get(), s.rows, total.get(), kStream));
+    KERNEL_CHECK(gpu::sum(loss_rows.get(), s.rows, total.get(), kStream));
     std::vector<float> rgrad(n);
     const double want = cpu::cross_entropy(logits.data(), targets.data(), rgrad.data(), s.rows, s.vocab, grad_scale);
     double got = 0;
@@ -353,7 +505,7 @@ bool test_cross_entropy() {
     ok &= loss_ok;
     ok &= close("cross_entropy dlogits", dgrad.download(), rgrad, 1e-3 * grad_scale / s.vocab, 1e-2);
     // In place: dlogits aliases logits.
-    CUDA_CHECK(gpu::cross_entropy(dl.get(), dt.get(), dl.get(), nullptr, s.rows, s.vocab, grad_scale, kStream));
+    KERNEL_CHECK(gpu::cross_entropy(dl.get(), dt.get(), dl.get(), nullptr, s.rows, s.vocab, grad_scale, kStream));
     ok &= close("cross_entropy dlogits in place", dl.download(), rgrad, 1e-3 * grad_scale / s.vocab, 1e-2);
   }
   return ok;
@@ -365,15 +517,15 @@ bool test_embedding() {
   auto table = random_vec(vocab * dim, -1, 1, 18), dout = random_vec(n * dim, -1, 1, 19);
   std::vector<int32_t> ids(n);
   for (int64_t i = 0; i < n; ++i) ids[i] = static_cast<int32_t>((i * i + 3) % vocab);  // repeats on purpose
-  DeviceBuffer<bf16> dtab(vocab * dim), dout_d(n * dim), out(n * dim);
-  DeviceBuffer<int32_t> did(n);
-  DeviceBuffer<float> dtable(vocab * dim);
+  DeviceBuffer<bf16> dtab(vocab * dim, "dtab"), dout_d(n * dim, "dout_d"), out(n * dim, "out");
+  DeviceBuffer<int32_t> did(n, "did");
+  DeviceBuffer<float> dtable(vocab * dim, "dtable");
   dtab.upload(table);
   dout_d.upload(dout);
   did.upload_raw(ids);
-  CUDA_CHECK(gpu::fill(dtable.get(), 0.f, vocab * dim, kStream));
-  CUDA_CHECK(gpu::embedding_forward(dtab.get(), did.get(), out.get(), n, dim, kStream));
-  CUDA_CHECK(gpu::embedding_backward(dout_d.get(), did.get(), dtable.get(), n, dim, kStream));
+  KERNEL_CHECK(gpu::fill(dtable.get(), 0.f, vocab * dim, kStream));
+  KERNEL_CHECK(gpu::embedding_forward(dtab.get(), did.get(), out.get(), n, dim, kStream));
+  KERNEL_CHECK(gpu::embedding_backward(dout_d.get(), did.get(), dtable.get(), n, dim, kStream));
   std::vector<float> rout(n * dim), rdt(vocab * dim, 0.f);
   cpu::embedding_forward(table.data(), ids.data(), rout.data(), n, dim);
   cpu::embedding_backward(dout.data(), ids.data(), rdt.data(), n, dim);
@@ -390,8 +542,8 @@ bool test_adamw() {
   auto master0 = random_vec(n, -1, 1, 20);
   for (int variant = 0; variant < 2; ++variant) {  // 0: fp32 gradients, 1: bf16 gradients with grad_scale
     std::vector<float> master = master0, m(n, 0.f), v(n, 0.f);
-    DeviceBuffer<float> dmaster(n), dm(n), dv(n), dgf(n);
-    DeviceBuffer<bf16> dgb(n), param(n);
+    DeviceBuffer<float> dmaster(n, "dmaster"), dm(n, "dm"), dv(n, "dv"), dgf(n, "dgf");
+    DeviceBuffer<bf16> dgb(n, "dgb"), param(n, "param");
     dmaster.upload(master);
     dm.upload(m);
     dv.upload(v);
@@ -402,11 +554,11 @@ bool test_adamw() {
       for (size_t i = 0; i < n; ++i) scaled[i] = g[i] * grad_scale;
       if (variant == 0) {
         dgf.upload(g);
-        CUDA_CHECK(
+        KERNEL_CHECK(
             gpu::adamw(dmaster.get(), dgf.get(), dm.get(), dv.get(), param.get(), n, cfg, step, grad_scale, kStream));
       } else {
         dgb.upload(g);
-        CUDA_CHECK(
+        KERNEL_CHECK(
             gpu::adamw(dmaster.get(), dgb.get(), dm.get(), dv.get(), param.get(), n, cfg, step, grad_scale, kStream));
       }
       cpu::adamw(master.data(), scaled.data(), m.data(), v.data(), n, cfg, step);
@@ -426,20 +578,18 @@ bool test_adamw() {
 
 // --- mixed precision: conversions and AdamW on sub-ranges at any element offset ---------------------------------
 
-// Raw device memory for the sub-range cases (cudaMalloc's base is 256-byte aligned; the cases add their offsets).
+// Raw device memory for the sub-range cases (its start keeps cudaMalloc's 256-byte alignment; the cases add their
+// offsets), guarded as DeviceBuffer is.
 class RawBuffer {
  public:
-  explicit RawBuffer(size_t bytes) { CUDA_CHECK(cudaMalloc(&p_, std::max<size_t>(bytes, 1))); }
-  RawBuffer(const RawBuffer&) = delete;
-  RawBuffer& operator=(const RawBuffer&) = delete;
-  ~RawBuffer() { cudaFree(p_); }
+  RawBuffer(size_t bytes, const char* name) : mem_(bytes, name) {}
   template <class T>
   T* as() {
-    return static_cast<T*>(p_);
+    return static_cast<T*>(mem_.data());
   }
 
  private:
-  void* p_ = nullptr;
+  GuardedAlloc mem_;
 };
 
 template <class T>
@@ -496,7 +646,7 @@ size_t conversion_mismatches(RawBuffer& dsrc, RawBuffer& ddst, const std::vector
   std::vector<D> want(dst_all.begin(), dst_all.begin() + od + n + kGuard);
   to_device(dsrc.as<void>(), src);
   to_device(ddst.as<void>(), want);
-  CUDA_CHECK(launch(dsrc.as<S>() + os, ddst.as<D>() + od, static_cast<int64_t>(n)));
+  KERNEL_CHECK(launch(dsrc.as<S>() + os, ddst.as<D>() + od, static_cast<int64_t>(n)));
   ref(src.data() + os, want.data() + od, static_cast<int64_t>(n));
   const std::vector<D> got = from_device<D>(ddst.as<void>(), want.size());
   size_t bad = 0;
@@ -518,7 +668,7 @@ bool test_convert() {
   const size_t cap = kMaxN + kMaxOff + kGuard;
   const std::vector<float> f_src = mixed_fp32(cap, 31), f_dst = mixed_fp32(cap, 32);
   const std::vector<uint16_t> b_src = mixed_bf16(cap, 33), b_dst = mixed_bf16(cap, 34);
-  RawBuffer dsrc(cap * 4), ddst(cap * 4);
+  RawBuffer dsrc(cap * 4, "dsrc"), ddst(cap * 4, "ddst");
   auto as_bf16 = [](auto* p) {
     using P = std::remove_pointer_t<decltype(p)>;
     if constexpr (std::is_const_v<P>)
@@ -605,10 +755,10 @@ bool test_convert_large() {
   bf16* x = static_cast<bf16*>(px);
   bf16* y = static_cast<bf16*>(py);
   // x varies per index (a misplaced read shows); y = 0.5 inside, -7 in the guards.
-  CUDA_CHECK(gpu::fill_uniform(x, static_cast<int64_t>(total), 77, -4.f, 4.f, kStream));
-  CUDA_CHECK(gpu::fill(y, -7.f, static_cast<int64_t>(total), kStream));
-  CUDA_CHECK(gpu::fill(y + guard, 0.5f, static_cast<int64_t>(n), kStream));
-  CUDA_CHECK(gpu::accumulate(x + guard, y + guard, static_cast<int64_t>(n), kStream));
+  KERNEL_CHECK(gpu::fill_uniform(x, static_cast<int64_t>(total), 77, -4.f, 4.f, kStream));
+  KERNEL_CHECK(gpu::fill(y, -7.f, static_cast<int64_t>(total), kStream));
+  KERNEL_CHECK(gpu::fill(y + guard, 0.5f, static_cast<int64_t>(n), kStream));
+  KERNEL_CHECK(gpu::accumulate(x + guard, y + guard, static_cast<int64_t>(n), kStream));
   CUDA_CHECK(cudaDeviceSynchronize());
   const size_t chunk = size_t{1} << 26;
   std::vector<uint16_t> hx(chunk), hy(chunk);
@@ -651,8 +801,8 @@ bool test_adamw_mixed() {
     const bool grad16 = variant < 2, param16 = variant == 0;
     for (Offsets o : {Offsets{0, 0}, Offsets{1, 1}, Offsets{3, 1}, Offsets{2, 5}}) {
       std::vector<float> master = random_vec(n, -1, 1, 200), m(n, 0.f), v(n, 0.f);
-      RawBuffer dmaster((n + pad) * 4), dm((n + pad) * 4), dv((n + pad) * 4), dgrad((n + pad) * 4),
-          dparam((n + pad) * 4);
+      RawBuffer dmaster((n + pad) * 4, "dmaster"), dm((n + pad) * 4, "dm"), dv((n + pad) * 4, "dv"),
+          dgrad((n + pad) * 4, "dgrad"), dparam((n + pad) * 4, "dparam");
       float* pm = dmaster.as<float>() + o.state;
       float* pmom = dm.as<float>() + o.state;
       float* pvar = dv.as<float>() + o.state;
@@ -667,14 +817,14 @@ bool test_adamw_mixed() {
           const bf16* pg = dgrad.as<bf16>() + o.grad;
           to_device(dgrad.as<uint16_t>() + o.grad, gb);
           if (param16)
-            CUDA_CHECK(gpu::adamw(pm, pg, pmom, pvar, dparam.as<bf16>() + o.state, n, cfg, step, 1.f, kStream));
+            KERNEL_CHECK(gpu::adamw(pm, pg, pmom, pvar, dparam.as<bf16>() + o.state, n, cfg, step, 1.f, kStream));
           else
-            CUDA_CHECK(gpu::adamw(pm, pg, pmom, pvar, dparam.as<float>() + o.state, n, cfg, step, 1.f, kStream));
+            KERNEL_CHECK(gpu::adamw(pm, pg, pmom, pvar, dparam.as<float>() + o.state, n, cfg, step, 1.f, kStream));
           cpu::adamw_mixed(master.data(), gb.data(), m.data(), v.data(), nullptr, n, cfg, step);
         } else {
           const float* pg = dgrad.as<float>() + o.grad;
           to_device(dgrad.as<float>() + o.grad, g);
-          CUDA_CHECK(gpu::adamw(pm, pg, pmom, pvar, dparam.as<float>() + o.state, n, cfg, step, 1.f, kStream));
+          KERNEL_CHECK(gpu::adamw(pm, pg, pmom, pvar, dparam.as<float>() + o.state, n, cfg, step, 1.f, kStream));
           cpu::adamw(master.data(), g.data(), m.data(), v.data(), n, cfg, step);
         }
       }
@@ -708,14 +858,14 @@ bool test_gemm() {
   for (int t = 0; t < 4; ++t) {
     const bool ta = t & 1, tb = t & 2;
     auto a = random_vec(m * k, -1, 1, 30 + t), b = random_vec(k * n, -1, 1, 40 + t), c0 = random_vec(m * n, -1, 1, 50);
-    DeviceBuffer<bf16> da(m * k), db(k * n), dc(m * n);
-    DeviceBuffer<float> dcf(m * n);
+    DeviceBuffer<bf16> da(m * k, "da"), db(k * n, "db"), dc(m * n, "dc");
+    DeviceBuffer<float> dcf(m * n, "dcf");
     da.upload(a);
     db.upload(b);
     dc.upload(c0);
     dcf.upload(c0);
-    CUBLAS_CHECK(gpu::gemm(blas, ta, tb, m, n, k, 0.5f, da.get(), db.get(), 1.0f, dc.get(), kStream));
-    CUBLAS_CHECK(gpu::gemm(blas, ta, tb, m, n, k, 0.5f, da.get(), db.get(), 1.0f, dcf.get(), kStream));
+    BLAS_KERNEL_CHECK(gpu::gemm(blas, ta, tb, m, n, k, 0.5f, da.get(), db.get(), 1.0f, dc.get(), kStream));
+    BLAS_KERNEL_CHECK(gpu::gemm(blas, ta, tb, m, n, k, 0.5f, da.get(), db.get(), 1.0f, dcf.get(), kStream));
     std::vector<float> ref = c0;
     cpu::gemm(ta, tb, m, n, k, 0.5f, a.data(), b.data(), 1.0f, ref.data());
     printf("  trans_a=%d trans_b=%d m=%lld n=%lld k=%lld, alpha 0.5, beta 1\n", ta, tb, static_cast<long long>(m),
@@ -741,11 +891,11 @@ bool test_fp32_storage() {
       const bool ta = t & 1, tb = t & 2;
       auto a = random_vec(m * k, -1, 1, 60 + t), b = random_vec(k * n, -1, 1, 70 + t);
       auto c0 = random_vec(m * n, -1, 1, 80);
-      DeviceBuffer<float> da(m * k), db(k * n), dc(m * n);
+      DeviceBuffer<float> da(m * k, "da"), db(k * n, "db"), dc(m * n, "dc");
       da.upload(a);
       db.upload(b);
       dc.upload(c0);
-      CUBLAS_CHECK(gpu::gemm(blas, ta, tb, m, n, k, 0.5f, da.get(), db.get(), 1.0f, dc.get(), kStream));
+      BLAS_KERNEL_CHECK(gpu::gemm(blas, ta, tb, m, n, k, 0.5f, da.get(), db.get(), 1.0f, dc.get(), kStream));
       std::vector<float> ref = c0;
       cpu::gemm(ta, tb, m, n, k, 0.5f, a.data(), b.data(), 1.0f, ref.data());
       ok &= close("gemm fp32 (bf16 multiplies)", dc.download(), ref, 1e-4 * max_abs(ref), 1e-4);
@@ -755,13 +905,14 @@ bool test_fp32_storage() {
   {  // rmsnorm, swiglu, add
     const int64_t rows = 37, dim = 264, n = rows * dim;
     auto x = random_vec(n, -2, 2, 90), w = random_vec(dim, 0.5f, 1.5f, 91), dy = random_vec(n, -1, 1, 92);
-    DeviceBuffer<float> dx_in(n), dw(dim), y(n), rstd(rows), ddy(n), dx(n), dwg(dim);
+    DeviceBuffer<float> dx_in(n, "dx_in"), dw(dim, "dw"), y(n, "y"), rstd(rows, "rstd"), ddy(n, "ddy"), dx(n, "dx"),
+        dwg(dim, "dwg");
     dx_in.upload(x);
     dw.upload(w);
     ddy.upload(dy);
     dwg.upload(std::vector<float>(dim, 0.f));
-    CUDA_CHECK(gpu::rmsnorm_forward(dx_in.get(), dw.get(), y.get(), rstd.get(), rows, dim, 1e-5f, kStream));
-    CUDA_CHECK(
+    KERNEL_CHECK(gpu::rmsnorm_forward(dx_in.get(), dw.get(), y.get(), rstd.get(), rows, dim, 1e-5f, kStream));
+    KERNEL_CHECK(
         gpu::rmsnorm_backward(ddy.get(), dx_in.get(), dw.get(), rstd.get(), dx.get(), dwg.get(), rows, dim, kStream));
     std::vector<float> ry(n), rr(rows), rdx(n), rdw(dim, 0.f);
     cpu::rmsnorm_forward(x.data(), w.data(), ry.data(), rr.data(), rows, dim, 1e-5f);
@@ -769,16 +920,16 @@ bool test_fp32_storage() {
     ok &= close("rmsnorm fp32 y", y.download(), ry, 1e-5, 1e-5);
     ok &= close("rmsnorm fp32 dx", dx.download(), rdx, 1e-5 * max_abs(rdx), 1e-4);
     ok &= close("rmsnorm fp32 dweight", dwg.download(), rdw, 1e-5 * max_abs(rdw), 1e-4);
-    DeviceBuffer<float> out(n), dg(n), du(n);
-    CUDA_CHECK(gpu::swiglu_forward(dx_in.get(), ddy.get(), out.get(), n, kStream));
-    CUDA_CHECK(gpu::swiglu_backward(ddy.get(), dx_in.get(), ddy.get(), dg.get(), du.get(), n, kStream));
+    DeviceBuffer<float> out(n, "out"), dg(n, "dg"), du(n, "du");
+    KERNEL_CHECK(gpu::swiglu_forward(dx_in.get(), ddy.get(), out.get(), n, kStream));
+    KERNEL_CHECK(gpu::swiglu_backward(ddy.get(), dx_in.get(), ddy.get(), dg.get(), du.get(), n, kStream));
     std::vector<float> ro(n), rg(n), ru(n);
     cpu::swiglu_forward(x.data(), dy.data(), ro.data(), n);
     cpu::swiglu_backward(dy.data(), x.data(), dy.data(), rg.data(), ru.data(), n);
     ok &= close("swiglu fp32 out", out.download(), ro, 1e-5, 1e-4);  // __expf against exp_poly
     ok &= close("swiglu fp32 dgate", dg.download(), rg, 1e-5, 1e-4);
     ok &= close("swiglu fp32 dup", du.download(), ru, 1e-5, 1e-4);
-    CUDA_CHECK(gpu::add(dx_in.get(), ddy.get(), dx_in.get(), n, kStream));
+    KERNEL_CHECK(gpu::add(dx_in.get(), ddy.get(), dx_in.get(), n, kStream));
     std::vector<float> rs(n);
     for (int64_t i = 0; i < n; ++i) rs[i] = x[i] + dy[i];
     ok &= close("add fp32", dx_in.download(), rs, 0, 0);
@@ -787,9 +938,9 @@ bool test_fp32_storage() {
     const int b = 2, sq = 300, h = 2, hd = 16;
     const int64_t n = int64_t(b) * sq * h * hd;
     auto x = random_vec(n, -1, 1, 93);
-    DeviceBuffer<float> dx(n);
+    DeviceBuffer<float> dx(n, "dx");
     dx.upload(x);
-    CUDA_CHECK(gpu::rope(dx.get(), b, sq, h, hd, 10000.f, false, kStream));
+    KERNEL_CHECK(gpu::rope(dx.get(), b, sq, h, hd, 10000.f, false, kStream));
     std::vector<float> r = x;
     cpu::rope(r.data(), b, sq, h, hd, 10000.f, false);
     ok &= close("rope fp32", dx.download(), r, 2e-4, 1e-4);
@@ -799,15 +950,15 @@ bool test_fp32_storage() {
     auto logits = random_vec(rows * vocab, -4, 4, 94);
     std::vector<int32_t> targets(rows);
     for (int64_t r = 0; r < rows; ++r) targets[r] = int32_t((r * 131) % vocab);
-    DeviceBuffer<float> dl(rows * vocab), loss_rows(rows);
-    DeviceBuffer<int32_t> dt(rows);
-    DeviceBuffer<double> total(1);
+    DeviceBuffer<float> dl(rows * vocab, "dl"), loss_rows(rows, "loss_rows");
+    DeviceBuffer<int32_t> dt(rows, "dt");
+    DeviceBuffer<double> total(1, "total");
     dl.upload(logits);
     dt.upload_raw(targets);
     CUDA_CHECK(cudaMemset(total.get(), 0, sizeof(double)));
-    CUDA_CHECK(gpu::cross_entropy(dl.get(), dt.get(), dl.get(), loss_rows.get(), rows, vocab, 0.5f, kStream));
-    CUDA_CHECK(gpu::sum_accumulate(loss_rows.get(), rows, total.get(), kStream));
-    CUDA_CHECK(gpu::sum_accumulate(loss_rows.get(), rows, total.get(), kStream));  // accumulates: twice the sum
+    KERNEL_CHECK(gpu::cross_entropy(dl.get(), dt.get(), dl.get(), loss_rows.get(), rows, vocab, 0.5f, kStream));
+    KERNEL_CHECK(gpu::sum_accumulate(loss_rows.get(), rows, total.get(), kStream));
+    KERNEL_CHECK(gpu::sum_accumulate(loss_rows.get(), rows, total.get(), kStream));  // accumulates: twice the sum
     std::vector<float> rd(rows * vocab);
     const double rloss = cpu::cross_entropy(logits.data(), targets.data(), rd.data(), rows, vocab, 0.5f);
     ok &= close("cross_entropy fp32 dlogits", dl.download(), rd, 1e-6, 1e-4);
@@ -815,12 +966,13 @@ bool test_fp32_storage() {
     CUDA_CHECK(cudaMemcpy(&got, total.get(), sizeof(double), cudaMemcpyDeviceToHost));
     ok &= close("cross_entropy fp32 2x loss", {float(got)}, {float(2 * rloss)}, 1e-4, 1e-5);
     auto table = random_vec(vocab * dim, -1, 1, 95), dout = random_vec(rows * dim, -1, 1, 96);
-    DeviceBuffer<float> dtab(vocab * dim), out(rows * dim), ddo(rows * dim), dgrad(vocab * dim);
+    DeviceBuffer<float> dtab(vocab * dim, "dtab"), out(rows * dim, "out"), ddo(rows * dim, "ddo"),
+        dgrad(vocab * dim, "dgrad");
     dtab.upload(table);
     ddo.upload(dout);
     dgrad.upload(std::vector<float>(vocab * dim, 0.f));
-    CUDA_CHECK(gpu::embedding_forward(dtab.get(), dt.get(), out.get(), rows, dim, kStream));
-    CUDA_CHECK(gpu::embedding_backward(ddo.get(), dt.get(), dgrad.get(), rows, dim, kStream));
+    KERNEL_CHECK(gpu::embedding_forward(dtab.get(), dt.get(), out.get(), rows, dim, kStream));
+    KERNEL_CHECK(gpu::embedding_backward(ddo.get(), dt.get(), dgrad.get(), rows, dim, kStream));
     std::vector<float> ro(rows * dim), rg(vocab * dim, 0.f);
     cpu::embedding_forward(table.data(), targets.data(), ro.data(), rows, dim);
     cpu::embedding_backward(dout.data(), targets.data(), rg.data(), rows, dim);
@@ -835,19 +987,20 @@ bool test_fp32_storage() {
       const size_t n = size_t(s.batch) * s.seq * s.heads * s.head_dim, nl = size_t(s.batch) * s.heads * s.seq;
       auto q = random_vec(n, -1.5f, 1.5f, 97), k = random_vec(n, -1.5f, 1.5f, 98), v = random_vec(n, -1, 1, 99);
       auto dout = random_vec(n, -1, 1, 100);
-      DeviceBuffer<float> dq_in(n), dk_in(n), dv_in(n), dd(n), out(n), lse(nl), dq(n), dk(n), dv(n);
+      DeviceBuffer<float> dq_in(n, "dq_in"), dk_in(n, "dk_in"), dv_in(n, "dv_in"), dd(n, "dd"), out(n, "out"),
+          lse(nl, "lse"), dq(n, "dq"), dk(n, "dk"), dv(n, "dv");
       dq_in.upload(q);
       dk_in.upload(k);
       dv_in.upload(v);
       dd.upload(dout);
       const size_t fw = gpu::attention_forward_fp32_workspace_bytes(s.batch, s.seq, s.heads, s.head_dim);
       const size_t bw = gpu::attention_backward_fp32_workspace_bytes(s.batch, s.seq, s.heads, s.head_dim);
-      DeviceBuffer<unsigned char> wsf(fw), wsb(bw);
-      CUDA_CHECK(gpu::attention_forward(dq_in.get(), dk_in.get(), dv_in.get(), out.get(), lse.get(), s.batch, s.seq,
-                                        s.heads, s.head_dim, wsf.get(), fw, kStream));
-      CUDA_CHECK(gpu::attention_backward(dd.get(), dq_in.get(), dk_in.get(), dv_in.get(), out.get(), lse.get(),
-                                         dq.get(), dk.get(), dv.get(), s.batch, s.seq, s.heads, s.head_dim, wsb.get(),
-                                         bw, kStream));
+      DeviceBuffer<unsigned char> wsf(fw, "forward workspace"), wsb(bw, "backward workspace");
+      KERNEL_CHECK(gpu::attention_forward(dq_in.get(), dk_in.get(), dv_in.get(), out.get(), lse.get(), s.batch, s.seq,
+                                          s.heads, s.head_dim, wsf.get(), fw, kStream));
+      KERNEL_CHECK(gpu::attention_backward(dd.get(), dq_in.get(), dk_in.get(), dv_in.get(), out.get(), lse.get(),
+                                           dq.get(), dk.get(), dv.get(), s.batch, s.seq, s.heads, s.head_dim, wsb.get(),
+                                           bw, kStream));
       std::vector<float> rout(n), rlse(nl), rdq(n), rdk(n), rdv(n);
       cpu::attention_forward(q.data(), k.data(), v.data(), rout.data(), rlse.data(), s.batch, s.seq, s.heads,
                              s.head_dim);
@@ -878,6 +1031,7 @@ const std::vector<Case>& cases() {
       {"rmsnorm", test_rmsnorm},
       {"rope", test_rope},
       {"attention", test_attention},
+      {"attention_long", test_attention_long},
       {"cross_entropy", test_cross_entropy},
       {"embedding", test_embedding},
       {"adamw", test_adamw},
@@ -910,7 +1064,12 @@ int main(int argc, char** argv) {
     if (which != "all" && which != c.name) continue;
     found = true;
     printf("[%s]\n", c.name);
-    const bool pass = c.run();
+    g_guard_failed = false;
+    bool pass = c.run();
+    if (g_guard_failed) {
+      printf("  FAIL a buffer's guard was overwritten (above): a kernel wrote outside its buffer\n");
+      pass = false;
+    }
     printf("[%s] %s\n", c.name, pass ? "PASS" : "FAIL");
     ok &= pass;
   }
