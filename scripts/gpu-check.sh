@@ -28,6 +28,9 @@
 #                          shapes cut to 2 layers (with --attention cudnn, then --attention flash, where `lins step
 #                          --help` lists --attention), then the same with fp32 storage+compute when 30 s of the stage
 #                          are left; then scripts/gpu-check-verdict.py on every step CSV written
+#   ncclpair    30      0  optional: two ranks on the one GPU through NCCL (each rank its own NCCL_HOSTID, so NCCL
+#                          takes them for two hosts and joins them over its socket transport on loopback): `lins comm
+#                          --backend nccl` checked for every op; skipped under 20 s; a failure is reported, not fatal
 #   finish      10     10  the verdict, summary.txt and the archive
 #
 # Each stage may take min(its cap, the budget left less the floors of the stages after it): the floors sum to 310 of
@@ -59,7 +62,7 @@
 # BENCH_ARGS (extra bench_kernels_gpu flags, e.g. --quick), GPU_CHECK_STANDALONE=1 (skip CMake, build the kernel tests
 # and the benchmark with nvcc alone), GPU_CHECK_CARRY (libraries to take from .deps/ even where the machine has its
 # own: any of mpi openblas gtest benchmark cudnn-frontend, or all), GPU_CHECK_CUDNN_FE_VAR (the CMake variable that
-# names the cuDNN frontend's include folder: CUDNN_FRONTEND_INCLUDE_DIR), SANITIZE_MAX_CASES (4), STEP_ARGS (extra
+# names the cuDNN frontend's include folder: LINS_CUDNN_FRONTEND_DIR), SANITIZE_MAX_CASES (4), STEP_ARGS (extra
 # lins step flags, every run; lins refuses a flag given twice, so these add to the ones below, they do not replace
 # them), GPU_CHECK_STEP_SHAPE (the model and shape flags of every step run: --model llama-7b --layers 2 --seq 4096
 # --micro-batch 1 --micro-batches 1 --peak-tflops 989), GPU_CHECK_STEP_BACKEND (gpu; cpu runs the step stage and its
@@ -111,9 +114,9 @@ checkpoint() {
 }
 
 # --- stages and their time ----------------------------------------------------------------------------------------
-STAGES=(setup configure build tests sanitizer bench step finish)
-STAGE_CAP=(45 60 150 150 40 40 150 10)
-STAGE_FLOOR=(45 30 90 60 0 0 75 10)
+STAGES=(setup configure build tests sanitizer bench step ncclpair finish)
+STAGE_CAP=(45 60 150 150 40 40 150 30 10)
+STAGE_FLOOR=(45 30 90 60 0 0 75 0 10)
 OPTIONAL_MIN_S=$((20 * TOTAL_S / 420))  # an optional stage (floor 0) is skipped with less than this
 for i in "${!STAGES[@]}"; do
   STAGE_CAP[i]=$((STAGE_CAP[i] * TOTAL_S / 420))
@@ -378,7 +381,7 @@ if [ "${#carry_debs[@]}" -gt 0 ]; then
       log "some carried libraries cannot load here (listed above)"
   fi
 fi
-CUDNN_FE_VAR=${GPU_CHECK_CUDNN_FE_VAR:-CUDNN_FRONTEND_INCLUDE_DIR}
+CUDNN_FE_VAR=${GPU_CHECK_CUDNN_FE_VAR:-LINS_CUDNN_FRONTEND_DIR}
 if [ "$PROBED" = 0 ]; then
   log "libraries: not looked for (no CMake build: $([ "${GPU_CHECK_STANDALONE:-0}" = 1 ] && echo GPU_CHECK_STANDALONE=1 ||
     echo "no cmake"))"
@@ -960,6 +963,34 @@ elif stage_begin step; then
   stage_end "$([ "$STEP_RC" = 0 ] && echo ok || echo failed)"
 else
   fail "no time for the step stage"
+fi
+
+# === two ranks on one GPU through NCCL (optional) ====================================================================
+# NCCL refuses two ranks on one device of one host ("Duplicate GPU detected"), and lins refuses them first; with a
+# distinct NCCL_HOSTID each rank is a host of its own to NCCL and to lins's placement (a node is a host split by
+# NCCL_HOSTID), so both run on device 0 and meet over NCCL's socket transport on loopback. Reported, not fatal: it
+# exercises the multi-rank NCCL path, which one GPU cannot run the usual way.
+NCCL2_RC=skipped
+if [ "$NO_DEVICE" = 1 ] || [ -z "$LINS_BIN" ] || [ ! -x "$LINS_BIN" ] || ! command -v mpirun >/dev/null 2>&1; then
+  log "ncclpair: not run (no device, no lins or no mpirun)"
+elif stage_begin ncclpair; then
+  root_flag=$([ "$(id -u)" = 0 ] && echo --allow-run-as-root)
+  # shellcheck disable=SC2016,SC2086  # $OMPI_COMM_WORLD_RANK is expanded by each rank's shell
+  bounded "$(stage_left)" mpirun -np 2 --oversubscribe $root_flag -x NCCL_IB_DISABLE=1 -x NCCL_P2P_DISABLE=1 \
+    -x NCCL_SHM_DISABLE=1 -x NCCL_SOCKET_IFNAME=lo -x NCCL_DEBUG=WARN bash -c \
+    'NCCL_HOSTID=lins-check-rank-$OMPI_COMM_WORLD_RANK exec "$@"' nccl2 "$LINS_BIN" comm --backend nccl \
+    -b 1K -e 16M -f 8 -n 5 -w 2 -o all --csv "$OUT/nccl2.csv" >"$OUT/nccl2.log" 2>&1
+  NCCL2_RC=$?
+  tail -15 "$OUT/nccl2.log" >>"$SUMMARY"
+  if [ "$NCCL2_RC" = 0 ] && [ -s "$OUT/nccl2.csv" ] &&
+    python3 -c 'import csv,sys; r=list(csv.DictReader(open(sys.argv[1]))); sys.exit(0 if r and all(x["wrong_elems"]=="0" for x in r) else 1)' \
+      "$OUT/nccl2.csv"; then
+    log "ncclpair: two ranks on one GPU through NCCL: every op correct (nccl2.csv)"
+    stage_end ok
+  else
+    log "ncclpair: rc=$NCCL2_RC or a wrong element (nccl2.log, nccl2.csv); reported, not counted in the verdict"
+    stage_end "failed (not fatal)"
+  fi
 fi
 
 # === finish =========================================================================================================
