@@ -8,4 +8,4 @@ export LINS_CMAKE_ARGS="-DLINS_SANITIZE=ON -DLINS_CUDA=OFF -DLINS_BENCHMARKS=OFF
 scripts/build.sh
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
-ctest --test-dir "$BUILD_DIR" --output-on-failure -j "${JOBS:-$(nproc)}" -L 'unit|mpi' ${CTEST_ARGS:-}
+ctest --test-dir "$BUILD_DIR" --output-on-failure -j "${JOBS:-$(nproc)}" -L 'unit|mpi|cli' ${CTEST_ARGS:-}

@@ -152,14 +152,14 @@ Status read_collectives(const ParsedArgs& a, Settings& s) {
 
 Result<Settings> read_settings(const ParsedArgs& a) {
   Settings s;
-  if (auto st = read_sweep(a, s); !st) return make_error(st.error());
+  LINS_TRY(read_sweep(a, s));
   auto root = get_count(a, "root");
   if (!root) return make_error(root.error());
   s.root = *root;
   const std::string c = a.get("check");
   if (c != "0" && c != "1") return make_error("--check must be 0 or 1, got '" + c + "'");
   s.check = c == "1";
-  if (auto st = read_collectives(a, s); !st) return make_error(st.error());
+  LINS_TRY(read_collectives(a, s));
   s.gpn_text = a.get("gpus-per-node");
   s.group = a.get("group");
   s.csv = a.get("csv");
@@ -434,7 +434,7 @@ Result<std::optional<CsvWriter>> prepare_outputs(const Settings& s, int rank) {
       st = make_error("--csv: " + w.error());
     }
   }
-  if (auto a = agree(st, rank); !a) return make_error(a.error());
+  LINS_TRY(agree(st, rank));
   return csv;
 }
 
@@ -505,7 +505,7 @@ Status check_comm_memory(const Settings& s) {
 Result<SweepResult> sweep(const Settings& s, const Topology& topo, const LabelledGroups& groups,
                           Communicator& world_comm, std::optional<CsvWriter>& csv, int rank, int world) {
   auto made = Buffers::create(s.backend == Backend::nccl, s.max_bytes);
-  if (auto ok = agree_any(made ? Status() : Status(make_error(made.error()))); !ok) return make_error(ok.error());
+  LINS_TRY(agree_any(made ? Status() : Status(make_error(made.error()))));
   Buffers& buf = **made;
   SweepResult out;
   for (const auto& [label, g] : groups) {

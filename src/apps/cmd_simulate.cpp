@@ -175,7 +175,7 @@ Result<SimulateOptions> read_simulate_options(const ParsedArgs& args) {
   auto models = read_models(args);
   if (!models) return make_error(models.error());
   o.models = std::move(*models);
-  if (auto s = read_sweep(args, o); !s) return make_error(s.error());
+  LINS_TRY(read_sweep(args, o));
   auto cost = parse_cost_model(args, o.gpus_per_node);
   if (!cost) return make_error(cost.error());
   o.cost = std::move(*cost);
@@ -187,7 +187,7 @@ Result<SimulateOptions> read_simulate_options(const ParsedArgs& args) {
   auto pricing = parse_pricing(args.get("pricing"));
   if (!pricing) return make_error(pricing.error());
   o.pricing = *pricing;
-  if (auto s = read_machine(args, o); !s) return make_error(s.error());
+  LINS_TRY(read_machine(args, o));
   auto engine = parse_engine_options(args);
   if (!engine) return make_error(engine.error());
   o.engine = *engine;

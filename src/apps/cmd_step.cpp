@@ -251,9 +251,9 @@ Status read_numerics(const ParsedArgs& a, StepOptions& o) {
 
 Result<StepOptions> read_step_options(const ParsedArgs& a, const Args& args, int world) {
   StepOptions o;
-  if (auto s = read_workload(a, world, o); !s) return make_error(s.error());
-  if (auto s = read_run(a, o); !s) return make_error(s.error());
-  if (auto s = read_numerics(a, o); !s) return make_error(s.error());
+  LINS_TRY(read_workload(a, world, o));
+  LINS_TRY(read_run(a, o));
+  LINS_TRY(read_numerics(a, o));
   auto cost = parse_cost_model(a, o.topo.gpus_per_node);
   if (!cost) return make_error(cost.error());
   o.cost = std::move(*cost);
@@ -375,7 +375,7 @@ Status check_strategies(const StepOptions& o, const ParsedArgs& a) {
   for (const auto& s : o.strategies)
     if (s != "lins")
       if (auto p = parse_plan(s, o.topo); !p) return make_error("strategy '" + s + "': " + p.error());
-  if (auto c = parse_compute_model(a, 1.0); !c) return make_error(c.error());
+  LINS_TRY(parse_compute_model(a, 1.0));
   return Status::ok_status();
 }
 
@@ -522,7 +522,7 @@ Result<Peak> peak_rate(const StepOptions& o, const BackendFactory& make_backend,
       auto be = make_backend();
       Result<double> rate = be ? measure_backend_gemm_tflops(**be, T, o.model.dims.ffn, o.model.dims.hidden)
                                : Result<double>(make_error(be.error()));
-      if (auto s = agree_any(rate ? Status() : Status(make_error(rate.error()))); !s) return make_error(s.error());
+      LINS_TRY(agree_any(rate ? Status() : Status(make_error(rate.error()))));
       peak.gemm_tflops = all_sum(*rate) / world;
       peak.gemm_source = std::string("GPU backend GEMM (") + dtype_name(o.compute) + " tensors, bf16 tensor cores) " +
                          shape + " measured on every rank, mean";
@@ -575,7 +575,7 @@ Result<std::unique_ptr<CsvWriter>> open_step_csv(const StepOptions& o, int rank)
     else
       writer = std::make_unique<CsvWriter>(std::move(*w));
   }
-  if (auto s = agree(open_ok, rank); !s) return make_error(s.error());
+  LINS_TRY(agree(open_ok, rank));
   if (rank == 0 && writer->resumed_row_count() > 0)
     std::printf("lins step: resuming %s with its %zu rows\n", writer->partial_path().c_str(),
                 writer->resumed_row_count());

@@ -110,7 +110,7 @@ Result<StrategySetup> set_up_strategy(const StepRun& r, const Plan& plan) {
   const StepOptions& o = r.o;
   StrategySetup su;
   auto made = r.make_backend();
-  if (auto s = agree_any(made ? Status() : Status(make_error(made.error()))); !s) return make_error(s.error());
+  LINS_TRY(agree_any(made ? Status() : Status(make_error(made.error()))));
   su.backend = std::move(*made);
   CommOptions co;
   co.mpi.progress = o.progress;
@@ -133,7 +133,7 @@ Result<StrategySetup> set_up_strategy(const StepRun& r, const Plan& plan) {
   eo.trace = o.trace;
   eo.state_dtype = o.precision;
   auto ex = Executor::create(o.model, plan, o.topo, r.rank, su.world_comm.get(), *su.backend, eo);
-  if (auto s = agree_any(ex ? Status() : Status(make_error(ex.error()))); !s) return make_error(s.error());
+  LINS_TRY(agree_any(ex ? Status() : Status(make_error(ex.error()))));
   su.executor = std::move(*ex);
   return su;
 }
@@ -324,8 +324,8 @@ Result<std::optional<TableRow>> run_strategy(StepRun& r, const std::string& stra
   tr.pred_comm_s = pred.comm.time.total_s();
   tr.model_state_bytes = pred.model_states;
   tr.model_mem_bytes = pred.model_mem;
-  if (auto s = run_steps(r, strategy, plan, e, pred, tr); !s) return make_error(s.error());
-  if (auto ok = agree_any(e.finish()); !ok) return make_error(ok.error());
+  LINS_TRY(run_steps(r, strategy, plan, e, pred, tr));
+  LINS_TRY(agree_any(e.finish()));
   if (r.o.backend == StepBackend::gpu) print_device_memory(r, strategy, *su->backend, tr);
   if (r.o.trace) write_traces(r, strategy, e);
   for (double* v : {&tr.step_s, &tr.fwd_s, &tr.bwd_s, &tr.opt_s, &tr.exposed_s, &tr.tgs, &tr.mfu})

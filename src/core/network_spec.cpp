@@ -266,7 +266,7 @@ Result<NetworkSpec> parse_network_spec(std::string_view text, const std::string&
     if (!it->set(value, s)) return make_error(at + key + ": '" + value + "' is not valid; valid: " + it->valid);
     seen[key] = line_no;
   }
-  if (auto st = finish(s, seen, where); !st) return make_error(st.error());
+  LINS_TRY(finish(s, seen, where));
   return s;
 }
 

@@ -140,7 +140,7 @@ Result<Plan> parse_plan(std::string_view text_in, const Topology& topo) {
   };
   Plan plan;
   if (base == "ddp" || base == "zero1" || base == "zero2" || base == "zero3") {
-    if (auto s = no_arg(base); !s) return make_error(s.error());
+    LINS_TRY(no_arg(base));
     if (base == "ddp") plan = make_preset("ddp", Engine::ddp, one, one, one);
     if (base == "zero1") plan = make_preset("zero1", Engine::zero, one, one, all);
     if (base == "zero2") plan = make_preset("zero2", Engine::zero, one, all, all);
@@ -225,7 +225,7 @@ Result<Plan> parse_plan(std::string_view text_in, const Topology& topo) {
     for (auto& [n, d] : plan_presets()) names += (names.empty() ? "" : ", ") + n;
     return make_error("unknown plan '" + text + "'; valid plans: " + names);
   }
-  if (auto s = validate_plan(plan, topo); !s) return make_error(s.error());
+  LINS_TRY(validate_plan(plan, topo));
   return plan;
 }
 

@@ -83,12 +83,12 @@ Result<ActionLog> parse_action_log(std::string_view text, const std::string& whe
                              {"carried", &carried},
                              {"start_s", &row.rec.start_s},
                              {"end_s", &row.rec.end_s}})
-      if (auto s = number(name, out); !s) return make_error(s.error());
+      LINS_TRY(number(name, out));
     row.rec.exec_timed = !f[static_cast<std::size_t>(col("exec_start_s"))].empty();
     if (row.rec.exec_timed)
       for (auto [name, out] : {std::pair<const char*, double*>{"exec_start_s", &row.rec.exec_start_s},
                                {"exec_end_s", &row.rec.exec_end_s}})
-        if (auto s = number(name, out); !s) return make_error(s.error());
+        LINS_TRY(number(name, out));
     const std::string action = f[static_cast<std::size_t>(col("action"))];
     if (action == "compute") {
       row.rec.action.kind = Action::Kind::compute;
@@ -96,7 +96,7 @@ Result<ActionLog> parse_action_log(std::string_view text, const std::string& whe
       row.rec.action.kind = action == "issue" ? Action::Kind::issue : Action::Kind::wait;
       for (auto [name, out] :
            {std::pair<const char*, double*>{"stream", &stream}, {"after", &after}, {"next_step", &next}})
-        if (auto s = number(name, out); !s) return make_error(s.error());
+        LINS_TRY(number(name, out));
     } else {
       return make_error(at + ": action '" + action + "' is not one of compute, issue, wait");
     }

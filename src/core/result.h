@@ -50,3 +50,10 @@ class [[nodiscard]] Status {
 };
 
 }  // namespace lins
+
+// Returns the error of a Status or Result expression from the enclosing function (which returns a Status or any
+// Result<T>), else goes on: LINS_TRY(check_plan(p));
+#define LINS_TRY(expr)                                                                     \
+  do {                                                                                     \
+    if (auto lins_try_ = (expr); !lins_try_) return ::lins::make_error(lins_try_.error()); \
+  } while (0)

@@ -323,7 +323,7 @@ Status check_points(const Schedule& s) {
 
 Result<Schedule> build_schedule(const ModelSpec& model, const Plan& plan, const Topology& topo,
                                 const ScheduleOptions& options) {
-  if (auto s = validate_plan(plan, topo); !s) return make_error(s.error());
+  LINS_TRY(validate_plan(plan, topo));
   if (options.micro_batches < 1)
     return make_error("micro-batches must be at least 1, got " + std::to_string(options.micro_batches));
   if (options.bucket_bytes < 1)
@@ -347,14 +347,14 @@ Result<Schedule> build_schedule(const ModelSpec& model, const Plan& plan, const 
     s.task_params.assign(static_cast<std::size_t>(s.shape.task_count()), TaskParams{});
   }
   EngineBuilder b(model, s);
-  if (auto st = build_engine_ops(b); !st) return make_error(st.error());
+  LINS_TRY(build_engine_ops(b));
   if (s.streams.empty()) s.streams = {"comm"};
   if (s.op_count() > 0 && int64_t(s.ops.size()) > kMaxScheduleOps)
     return make_error("the schedule has " + std::to_string(s.ops.size()) + " ops, more than the " +
                       std::to_string(kMaxScheduleOps) + " allowed; use a larger bucket or fewer micro-batches");
   if (options.expand_micro_batches) {
     apply_overlap(s);
-    if (auto st = check_points(s); !st) return make_error(st.error());
+    LINS_TRY(check_points(s));
   }
   return s;
 }

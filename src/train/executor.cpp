@@ -563,7 +563,7 @@ Result<std::unique_ptr<Executor>> Executor::create(const ModelSpec& model, const
   im.actions = &ex->actions_;
   im.issued = &ex->issued_;
   im.comm_events = &ex->comm_events_;
-  if (auto s = im.init(world); !s) return make_error(s.error());
+  LINS_TRY(im.init(world));
   return ex;
 }
 

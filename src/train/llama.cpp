@@ -24,11 +24,6 @@ std::string short_name(const std::string& name) {
   return dot == std::string::npos ? name : name.substr(dot + 1);
 }
 
-#define LINS_TRY(expr)                    \
-  do {                                    \
-    if (auto s_ = (expr); !s_) return s_; \
-  } while (0)
-
 }  // namespace
 
 // Activations of one module for one micro-batch. [T, H] unless noted.
