@@ -195,9 +195,8 @@ struct EngineOptions {
   int64_t ds_max_reuse_distance_elems = 1'000'000'000;     // stage3_max_reuse_distance
   int64_t ds_param_persistence_threshold_elems = 100'000;  // stage3_param_persistence_threshold
   bool ds_overlap_comm = false;  // ZeRO-1/2 overlap_comm (DeepSpeed's default is off below stage 3)
-  // PyTorch FSDP2: modules whose all-gathers are issued ahead of their use in forward and in backward.
-  int fsdp_forward_prefetch = 1;
-  int fsdp_backward_prefetch = 1;
+  // PyTorch FSDP2 prefetches one unit ahead in both directions, as its defaults do (engine_fsdp.cpp); it has no
+  // setting here.
 };
 
 struct ScheduleOptions {
