@@ -39,7 +39,8 @@ const Overlap kModes[] = {Overlap::all, Overlap::no_bcast, Overlap::no_allreduce
 // Engine settings scaled to the tiny model (5968 parameters; modules of 384, 1040, 1552 and 400 elements), so that
 // every branch of each engine shows: DDP's small first bucket and several buckets; DeepSpeed's persistent module
 // (the embedding), prefetch of one or two modules, modules kept from forward to backward (the head and the last MLP)
-// and released ones, and four reduce buckets (so the wait for the bucket three back appears); several Lins buckets.
+// and released ones, four reduce buckets (the fourth is issued at E, so the wait for the bucket three back falls
+// there too); several Lins buckets.
 EngineOptions golden_engine_options() {
   EngineOptions e;
   e.bucket_bytes = 2048;
@@ -134,7 +135,9 @@ std::string point_text(const StepShape& shape, Point p) {
   return p.next_step ? s + "'" : s;
 }
 
-// One program as text: a title line, then one line per op in issue order.
+// One program as text: a title line, then one line per op in schedule order. Names come from the name tables
+// (kPhaseNames, kCollKindNames, kPurposeNames, kOverlapNames, kEngineNames) and group_role_name (GroupRole has a name
+// function but no table yet); points from point_text above.
 std::vector<std::string> render(const Case& c, Overlap overlap, const Schedule& s) {
   std::vector<std::string> out;
   std::string streams, persistent;
