@@ -9,8 +9,11 @@
 //      (b.copies()), call b.add(...) for each collective in issue order with the points of b.shape(); give each op a
 //      Purpose the executor already handles (executor_ops.cpp), or add a purpose there in one block;
 //   3. list it in build_engine_ops (schedule.cpp) and in docs/engines.md;
-//   4. add it to the engine list of tests/unit/core/engine_test.cpp (the timeline, overlap and bytes checks then run
-//      on it) and to the step equivalence test's strategies (tests/mpi/train), which checks its loss against DDP.
+//   4. tests/unit/core/engine_test.cpp builds every preset of plan_presets(): say in its overlapping_purposes() which
+//      of the engine's purposes overlap compute (its table in docs/engines.md), run it with LINS_UPDATE_GOLDEN=1 to
+//      write tests/unit/core/golden/<engine>.txt, review that program against the table and write the promises you
+//      checked in the file's leading '#' lines; add it to the step equivalence test's strategies (tests/mpi/train),
+//      which checks its loss against DDP.
 #pragma once
 
 #include <string>

@@ -277,3 +277,149 @@ TEST(Schedule, RefusesABucketThatWouldMakeMillionsOfOps) {
 
 }  // namespace
 }  // namespace lins
+
+// check_points (schedule.cpp) refuses each broken rule with its own message: one test per refusal, each starting from
+// a valid expanded schedule and breaking one field of one op (or of one compute task's parameters).
+namespace lins {
+namespace {
+
+// The Lins engine with every kind of op: sharded P (gathers, reduce-scatters, tasks reading gathers), bucket
+// all-reduces on a second stream that run after a reduce-scatter, and broadcasts waited in the next step.
+Schedule valid_points() {
+  const Topology t{4, 2};
+  ScheduleOptions o;
+  o.micro_batches = 2;
+  o.bucket_bytes = 2048;
+  o.expand_micro_batches = true;
+  auto s = build_schedule(make_model_preset("tiny").value(), parse_plan("p=2x1,g=4x2,os=4x2", t).value(), t, o);
+  EXPECT_TRUE(s) << s.error();
+  EXPECT_TRUE(check_points(*s));
+  return *s;
+}
+
+// The first op from index `from` on that matches `pred`.
+template <class Pred>
+int find_op(const Schedule& s, Pred pred, std::size_t from = 0) {
+  for (std::size_t i = from; i < s.ops.size(); ++i)
+    if (pred(s.ops[i])) return static_cast<int>(i);
+  ADD_FAILURE() << "no such op in the schedule";
+  return 0;
+}
+
+// check_points's message for op i as it is now.
+std::string op_refusal(const Schedule& s, int i, const std::string& why) {
+  const CommOp& op = s.ops[static_cast<std::size_t>(i)];
+  return "schedule: op " + std::to_string(i) + " (" + purpose_name(op.purpose) + " " + op.label + ", issued " +
+         s.shape.describe(op.issue) + ", waited " + s.shape.describe(op.wait) + ") " + why;
+}
+
+std::string refusal_of(const Schedule& s) {
+  const Status st = check_points(s);
+  return st ? std::string("<accepted>") : st.error();
+}
+
+TEST(CheckPoints, RefusesAnIssueOutsideTheStep) {
+  const Schedule valid = valid_points();
+  const int i = find_op(valid, [](const CommOp& op) { return op.purpose == Purpose::backward_gather; });
+  for (const Point issue :
+       {Point{valid.ops[i].issue.slot, true}, Point{0, false}, Point{valid.shape.end_of_step().slot + 1, false}}) {
+    Schedule s = valid;
+    s.ops[i].issue = issue;
+    if (issue.next_step) s.ops[i].wait = issue;  // not waited before it is issued either way
+    EXPECT_EQ(refusal_of(s), op_refusal(s, i, "is issued outside the step")) << issue.slot;
+  }
+}
+
+TEST(CheckPoints, RefusesAWaitBeforeTheIssue) {
+  Schedule s = valid_points();
+  const int i = find_op(s, [](const CommOp& op) { return op.purpose == Purpose::grad_reduce_scatter; });
+  s.ops[i].wait = Point{s.ops[i].issue.slot - 1, false};
+  EXPECT_EQ(refusal_of(s), op_refusal(s, i, "is waited for before it is issued"));
+}
+
+TEST(CheckPoints, RefusesANextStepWaitOfAnOpNotIssuedAtTheEnd) {
+  Schedule s = valid_points();
+  const int i = find_op(s, [](const CommOp& op) { return op.purpose == Purpose::forward_gather; });
+  s.ops[i].wait = StepShape::in_next_step(s.ops[i].wait);
+  EXPECT_EQ(refusal_of(s), op_refusal(s, i, "waits in the next step but is not issued at the end of this one"));
+}
+
+TEST(CheckPoints, RefusesAWaitAfterTheEndOfTheNextStep) {
+  Schedule s = valid_points();
+  const int i = find_op(s, [](const CommOp& op) { return op.wait.next_step; });
+  ASSERT_EQ(s.ops[i].purpose, Purpose::update_broadcast);
+  s.ops[i].wait = StepShape::in_next_step(s.shape.end_of_step());
+  EXPECT_EQ(refusal_of(s), op_refusal(s, i, "is waited for after the end of the next step"));
+}
+
+TEST(CheckPoints, RefusesAnUnnamedStream) {
+  const Schedule valid = valid_points();
+  const int i = find_op(valid, [](const CommOp& op) { return op.purpose == Purpose::forward_gather; });
+  for (const int stream : {-1, static_cast<int>(valid.streams.size())}) {
+    Schedule s = valid;
+    s.ops[i].stream = stream;
+    EXPECT_EQ(refusal_of(s), op_refusal(s, i, "runs on an unnamed stream")) << stream;
+  }
+}
+
+TEST(CheckPoints, RefusesRunningAfterAnOpNotBeforeIt) {
+  const Schedule valid = valid_points();
+  const int i = find_op(valid, [](const CommOp& op) { return op.after >= 0; });
+  for (const int after : {i, i + 1}) {
+    Schedule s = valid;
+    s.ops[i].after = after;
+    EXPECT_EQ(refusal_of(s), op_refusal(s, i, "runs after an op that is not issued before it")) << after;
+  }
+}
+
+TEST(CheckPoints, RefusesRunningAfterAnOpOnItsOwnStream) {
+  Schedule s = valid_points();
+  const int first = find_op(s, [](const CommOp& op) { return op.after >= 0; });
+  const int i = find_op(
+      s, [](const CommOp& op) { return op.after >= 0; }, static_cast<std::size_t>(first) + 1);
+  ASSERT_EQ(s.ops[i].stream, s.ops[first].stream);
+  s.ops[i].after = first;
+  EXPECT_EQ(refusal_of(s), op_refusal(s, i, "names an op on its own stream as the one it runs after"));
+}
+
+TEST(CheckPoints, RefusesRunningAfterAnOpIssuedLater) {
+  Schedule s = valid_points();
+  const int i = find_op(s, [](const CommOp& op) { return op.after >= 0; });
+  const CommOp& dep = s.ops[static_cast<std::size_t>(s.ops[i].after)];
+  ASSERT_NE(dep.stream, s.ops[i].stream);
+  s.ops[i].issue = Point{dep.issue.slot - 1, false};
+  EXPECT_EQ(refusal_of(s), op_refusal(s, i, "runs after an op that is issued later"));
+}
+
+// The first compute task that reads a gather's output.
+int gathered_task(const Schedule& s) {
+  for (std::size_t t = 0; t < s.task_params.size(); ++t)
+    if (s.task_params[t].source == TaskParams::Source::gathered) return static_cast<int>(t);
+  ADD_FAILURE() << "no task reads a gather";
+  return 0;
+}
+
+TEST(CheckPoints, RefusesATaskReadingAGatherNotInTheSchedule) {
+  const Schedule valid = valid_points();
+  const int t = gathered_task(valid);
+  for (const int op : {-1, static_cast<int>(valid.ops.size())}) {
+    Schedule s = valid;
+    s.task_params[static_cast<std::size_t>(t)].gather_op = op;
+    EXPECT_EQ(refusal_of(s),
+              "schedule: compute task " + std::to_string(t) + " reads a gather that is not in the schedule")
+        << op;
+  }
+}
+
+TEST(CheckPoints, RefusesATaskReadingAGatherWaitedForLater) {
+  Schedule s = valid_points();
+  const int t = gathered_task(s);
+  CommOp& g = s.ops[static_cast<std::size_t>(s.task_params[static_cast<std::size_t>(t)].gather_op)];
+  g.wait = s.shape.end_of_step();
+  EXPECT_EQ(refusal_of(s), "schedule: compute task " + std::to_string(t) + " (" +
+                               s.shape.describe(StepShape::before(t)) + ") reads gather " + g.label +
+                               " that is waited for only the end of the step");
+}
+
+}  // namespace
+}  // namespace lins
