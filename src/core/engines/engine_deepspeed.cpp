@@ -173,15 +173,17 @@ Status build_deepspeed_zero3_ops(EngineBuilder& b) {
     for (std::size_t pos = 0; pos < trace.size() && sharded; ++pos) {
       const Use u = trace[pos];
       const int m = u.module;
-      if (persistent[static_cast<std::size_t>(m)]) {
-        if (b.expanded()) b.params_of(task_of(u)) = {TaskParams::Source::persistent, -1, false, false, false};
-        continue;
-      }
+      const bool persists = persistent[static_cast<std::size_t>(m)];
       const Point here = point_of(u);
-      if (!available[static_cast<std::size_t>(m)] && inflight[static_cast<std::size_t>(m)] < 0) gather(u, here);
+      if (persists) {
+        if (b.expanded()) b.params_of(task_of(u)) = {TaskParams::Source::persistent, -1, false, false, false};
+      } else if (!available[static_cast<std::size_t>(m)] && inflight[static_cast<std::size_t>(m)] < 0) {
+        gather(u, here);
+      }
       const int source = inflight[static_cast<std::size_t>(m)];
       // Prefetch, after this module's wait: the next modules of the trace that are neither available nor in flight,
-      // until the prefetch bucket is reached (at least one).
+      // until the prefetch bucket is reached (at least one). A persistent module prefetches too: fetch_sub_module
+      // starts the prefetches after every module's fetch, whether it gathered anything.
       int64_t prefetching = 0;
       for (std::size_t q = pos + 1; q < trace.size() && prefetching < e.ds_prefetch_bucket_elems; ++q) {
         const int m2 = trace[q].module;
@@ -192,6 +194,7 @@ Status build_deepspeed_zero3_ops(EngineBuilder& b) {
         gather(trace[q], here);
         prefetching += numel[static_cast<std::size_t>(m2)];
       }
+      if (persists) continue;  // never gathered, never released
       // Release after the use, unless forward keeps it for its backward.
       const bool keep = u.forward && kept[static_cast<std::size_t>(m)];
       const bool make_secondary = hpz && !has_secondary[static_cast<std::size_t>(m)] && !keep;
