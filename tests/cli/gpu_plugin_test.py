@@ -62,6 +62,8 @@ def main():
 
     t, rss = startup(["--version"])
     print("report: lins --version: %.1f ms, peak resident %.1f MB" % (t * 1e3, rss / 1024))
+    t, rss = startup(["plan", "--model", "tiny", "--gpus-per-node", "2", "--nodes", "2", "--top", "3"])
+    print("report: lins plan --model tiny on 2 x 2 GPUs: %.1f ms, peak resident %.1f MB" % (t * 1e3, rss / 1024))
     t, rss = startup(["plan", "--model", "llama-7b", "--top", "3"])
     print("report: lins plan --model llama-7b --top 3 (1024 GPUs): %.1f ms, peak resident %.1f MB" % (t * 1e3, rss / 1024))
 
