@@ -21,6 +21,7 @@
 #include "core/cost_model.h"  // kProfileHeader, the columns the planner reads
 #include "core/csv.h"
 #include "core/json.h"
+#include "core/results_schema.h"
 #include "core/units.h"
 #include "comm/gpu_plugin.h"
 #include "lins_git_commit.h"  // generated at build time
@@ -366,11 +367,6 @@ void print_row(const Measurement& m, const Settings& s) {
   std::fflush(stdout);
 }
 
-std::vector<std::string> csv_columns() {
-  return {"op",         "backend",       "dtype",         "group",       "mesh_intra", "mesh_inter",
-          "group_size", "world_size",    "message_bytes", "count_elems", "iters",      "warmup_iters",
-          "time_min_s", "time_median_s", "time_max_s",    "algbw_gbps",  "busbw_gbps", "wrong_elems"};
-}
 
 std::vector<std::string> csv_row(const Measurement& m, const Settings& s, const std::string& group, int world) {
   return {coll_kind_name(m.kind),       backend_name(s.backend),
@@ -427,7 +423,7 @@ Result<std::optional<CsvWriter>> prepare_outputs(const Settings& s, int rank) {
   if (rank == 0 && !s.csv.empty()) st = check_output_file("--csv", s.csv);
   if (rank == 0 && st && !s.profile.empty()) st = check_output_file("--profile", s.profile);
   if (rank == 0 && st && !s.csv.empty()) {
-    auto w = CsvWriter::open(s.csv, csv_columns());
+    auto w = CsvWriter::open(s.csv, comm_csv_columns());
     if (w) {
       csv.emplace(std::move(*w));
     } else {

@@ -17,6 +17,7 @@
 #include "core/cost_model.h"
 #include "core/cost_options.h"
 #include "core/csv.h"
+#include "core/results_schema.h"
 #include "core/memory_model.h"
 #include "core/planner.h"
 #include "core/units.h"
@@ -331,95 +332,6 @@ void print_explain(const Schedule& s, const CostModel& cost, const View& v) {
                   format_bytes(axis_bytes[p][1]).c_str());
 }
 
-std::vector<std::string> csv_columns() {
-  return {"model",
-          "params",
-          "gpus_per_node",
-          "nodes",
-          "seq",
-          "micro_batch_size",
-          "micro_batches",
-          "recompute",
-          "network",
-          "profile",
-          "gpu_mem_bytes",
-          "bucket_bytes",
-          "name",
-          "plan",
-          "engine",
-          "baseline",
-          "s0_p",
-          "s1_p",
-          "s0_g",
-          "s1_g",
-          "s0_os",
-          "s1_os",
-          "os_layout",
-          "p_bytes",
-          "g_bytes",
-          "os_bytes",
-          "state_bytes",
-          "closed_form_state_bytes",
-          "activation_bytes",
-          "buffer_bytes",
-          "total_bytes",
-          "intra_bytes",
-          "inter_bytes",
-          "comm_param_s",
-          "comm_grad_s",
-          "comm_os_sync_s",
-          "comm_os_bcast_s",
-          "comm_s",
-          "shared_comm_param_s",
-          "shared_comm_grad_s",
-          "shared_comm_os_sync_s",
-          "shared_comm_os_bcast_s",
-          "shared_comm_s",
-          "fallback_ops",
-          "ranked_by",
-          "rank",
-          "feasible",
-          "why",
-          "network_model",
-          "reserve_bytes",
-          "objective",
-          "other_rank",
-          "projected_step_s",
-          "projected_mfu",
-          "forward_s",
-          "backward_s",
-          "optimizer_s",
-          "host_s",
-          "exposed_comm_s",
-          "exposed_all_gather_intra_s",
-          "exposed_all_gather_inter_s",
-          "exposed_reduce_scatter_intra_s",
-          "exposed_reduce_scatter_inter_s",
-          "exposed_all_reduce_intra_s",
-          "exposed_all_reduce_inter_s",
-          "exposed_broadcast_intra_s",
-          "exposed_broadcast_inter_s",
-          "exposed_forward_gather_intra_s",
-          "exposed_forward_gather_inter_s",
-          "exposed_backward_gather_intra_s",
-          "exposed_backward_gather_inter_s",
-          "exposed_hpz_gather_intra_s",
-          "exposed_hpz_gather_inter_s",
-          "exposed_grad_reduce_scatter_intra_s",
-          "exposed_grad_reduce_scatter_inter_s",
-          "exposed_zero_grad_reduce_intra_s",
-          "exposed_zero_grad_reduce_inter_s",
-          "exposed_grad_bucket_all_reduce_intra_s",
-          "exposed_grad_bucket_all_reduce_inter_s",
-          "exposed_sync_bucket_all_reduce_intra_s",
-          "exposed_sync_bucket_all_reduce_inter_s",
-          "exposed_replica_all_reduce_intra_s",
-          "exposed_replica_all_reduce_inter_s",
-          "exposed_update_gather_intra_s",
-          "exposed_update_gather_inter_s",
-          "exposed_update_broadcast_intra_s",
-          "exposed_update_broadcast_inter_s"};
-}
 
 std::string num(double v) {
   char buf[64];
@@ -634,7 +546,7 @@ Status explain_schedule(const PlanOptions& o, const PlanSearch& search) {
   return Status::ok_status();
 }
 
-// One row of the plan CSV, in the order of csv_columns().
+// One row of the plan CSV, in the order of plan_csv_columns().
 std::vector<std::string> plan_csv_row(const PlanOptions& o, const PlanSearch& search, const PlanEvaluation& e) {
   const Workload& w = o.work;
   const CostModel& cost = *o.cost;
@@ -692,7 +604,7 @@ std::vector<std::string> plan_csv_row(const PlanOptions& o, const PlanSearch& se
                                   network_model_name(cost.model()),
                                   num(m.reserve_bytes)};
   // The projection (empty when the plan was not projected): by kind and axis, then by purpose and axis, in the
-  // order of csv_columns().
+  // order of plan_csv_columns().
   row.push_back(objective_name(search.objective));
   row.push_back(std::to_string(e.other_rank));
   const StepProjection& p = e.step;
@@ -713,7 +625,7 @@ int fail(const std::string& msg) {
 // --csv: one row per plan; the finished file appears only when every row is in. The exit code: 0 written, 2 the
 // file cannot be opened, 1 a write failed.
 int write_plan_csv(const PlanOptions& o, const PlanSearch& search) {
-  auto csv = CsvWriter::open(o.csv, csv_columns());
+  auto csv = CsvWriter::open(o.csv, plan_csv_columns());
   if (!csv) return fail("--csv: " + csv.error());
   Status st;
   for (const auto& e : search.plans)

@@ -14,6 +14,7 @@ int run_comm(const Args& args);      // cmd_comm.cpp: the collective benchmark a
 int run_step(const Args& args);      // cmd_step.cpp: the training step under every strategy (MPI, NCCL)
 int run_simulate(const Args& args);  // cmd_simulate.cpp: projection of a step to clusters we do not have
 int run_replay(const Args& args);    // cmd_replay.cpp: a measured step re-timed through the simulator's timeline
+int run_schema(const Args& args);    // cmd_schema.cpp: the columns and units of every table lins writes
 
 struct CommandEntry {
   const char* name;

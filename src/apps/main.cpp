@@ -22,6 +22,7 @@ const std::vector<CommandEntry>& commands() {
        run_simulate},
       {"replay", "re-time the steps `lins step --trace` recorded through the simulator's timeline (no model)",
        run_replay},
+      {"schema", "print the columns and units of every table lins writes, as JSON", run_schema},
   };
   return table;
 }

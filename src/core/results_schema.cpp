@@ -1,8 +1,13 @@
 // StepRow: the step CSV's columns filled by name; see results_schema.h.
 #include "core/results_schema.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <string_view>
+
+#include "core/cost_model.h"  // kProfileHeader
+#include "core/json.h"
 
 namespace lins {
 namespace {
@@ -52,6 +57,163 @@ std::vector<std::string> StepRow::header() {
   std::vector<std::string> out;
   for (const auto& c : step_csv_columns()) out.push_back(c.name);
   return out;
+}
+
+const std::vector<std::string>& step_text_columns() {
+  static const std::vector<std::string> cols = {"source",    "strategy", "engine",  "plan",   "os_layout",  "model",
+                                                "backend",   "precision", "compute", "overlap", "fabric", "peak_source"};
+  return cols;
+}
+
+std::vector<std::string> plan_csv_columns() {
+  return {"model",
+          "params",
+          "gpus_per_node",
+          "nodes",
+          "seq",
+          "micro_batch_size",
+          "micro_batches",
+          "recompute",
+          "network",
+          "profile",
+          "gpu_mem_bytes",
+          "bucket_bytes",
+          "name",
+          "plan",
+          "engine",
+          "baseline",
+          "s0_p",
+          "s1_p",
+          "s0_g",
+          "s1_g",
+          "s0_os",
+          "s1_os",
+          "os_layout",
+          "p_bytes",
+          "g_bytes",
+          "os_bytes",
+          "state_bytes",
+          "closed_form_state_bytes",
+          "activation_bytes",
+          "buffer_bytes",
+          "total_bytes",
+          "intra_bytes",
+          "inter_bytes",
+          "comm_param_s",
+          "comm_grad_s",
+          "comm_os_sync_s",
+          "comm_os_bcast_s",
+          "comm_s",
+          "shared_comm_param_s",
+          "shared_comm_grad_s",
+          "shared_comm_os_sync_s",
+          "shared_comm_os_bcast_s",
+          "shared_comm_s",
+          "fallback_ops",
+          "ranked_by",
+          "rank",
+          "feasible",
+          "why",
+          "network_model",
+          "reserve_bytes",
+          "objective",
+          "other_rank",
+          "projected_step_s",
+          "projected_mfu",
+          "forward_s",
+          "backward_s",
+          "optimizer_s",
+          "host_s",
+          "exposed_comm_s",
+          "exposed_all_gather_intra_s",
+          "exposed_all_gather_inter_s",
+          "exposed_reduce_scatter_intra_s",
+          "exposed_reduce_scatter_inter_s",
+          "exposed_all_reduce_intra_s",
+          "exposed_all_reduce_inter_s",
+          "exposed_broadcast_intra_s",
+          "exposed_broadcast_inter_s",
+          "exposed_forward_gather_intra_s",
+          "exposed_forward_gather_inter_s",
+          "exposed_backward_gather_intra_s",
+          "exposed_backward_gather_inter_s",
+          "exposed_hpz_gather_intra_s",
+          "exposed_hpz_gather_inter_s",
+          "exposed_grad_reduce_scatter_intra_s",
+          "exposed_grad_reduce_scatter_inter_s",
+          "exposed_zero_grad_reduce_intra_s",
+          "exposed_zero_grad_reduce_inter_s",
+          "exposed_grad_bucket_all_reduce_intra_s",
+          "exposed_grad_bucket_all_reduce_inter_s",
+          "exposed_sync_bucket_all_reduce_intra_s",
+          "exposed_sync_bucket_all_reduce_inter_s",
+          "exposed_replica_all_reduce_intra_s",
+          "exposed_replica_all_reduce_inter_s",
+          "exposed_update_gather_intra_s",
+          "exposed_update_gather_inter_s",
+          "exposed_update_broadcast_intra_s",
+          "exposed_update_broadcast_inter_s"};
+}
+
+std::vector<std::string> comm_csv_columns() {
+  return {"op",         "backend",       "dtype",         "group",       "mesh_intra", "mesh_inter",
+          "group_size", "world_size",    "message_bytes", "count_elems", "iters",      "warmup_iters",
+          "time_min_s", "time_median_s", "time_max_s",    "algbw_gbps",  "busbw_gbps", "wrong_elems"};
+}
+
+std::string column_unit(const std::string& name) {
+  auto ends = [&](const char* suffix) {
+    const std::string s = suffix;
+    return name.size() > s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
+  };
+  if (ends("_bytes")) return "bytes";
+  if (ends("_gbps")) return "GB/s";
+  if (ends("_tflops")) return "TFLOP/s";
+  if (ends("_elems")) return "elements";
+  if (ends("_s")) return "s";
+  if (name == "mfu" || name == "mfu_causal" || name == "projected_mfu") return "fraction";
+  if (name == "tgs") return "tokens/GPU/s";
+  return "";
+}
+
+std::string output_schemas_json() {
+  std::vector<std::string> profile;
+  for (std::string_view rest = kProfileHeader; !rest.empty();) {
+    const size_t comma = rest.find(',');
+    profile.emplace_back(rest.substr(0, comma));
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+  }
+  const std::vector<std::string>& text = step_text_columns();
+  auto column = [&](const std::string& name, const char* help, bool is_text) {
+    JsonObject o;
+    o.set("name", name).set("unit", column_unit(name)).set("type", is_text ? "text" : "number");
+    if (help) o.set("help", help);
+    return o;
+  };
+  JsonArray step;
+  for (const Column& c : step_csv_columns())
+    step.push(column(c.name, c.help, std::find(text.begin(), text.end(), c.name) != text.end()));
+  auto plain = [&](const std::vector<std::string>& names, const std::vector<std::string>& texts) {
+    JsonArray a;
+    for (const std::string& n : names)
+      a.push(column(n, nullptr, std::find(texts.begin(), texts.end(), n) != texts.end()));
+    return a;
+  };
+  JsonObject all;
+  all.set("lins_schema_version", 1);
+  all.set("step", JsonObject().set("writer", "lins step --out DIR (step.csv); lins simulate --out FILE").set("columns", step));
+  all.set("plan", JsonObject()
+                      .set("writer", "lins plan --csv FILE")
+                      .set("columns", plain(plan_csv_columns(), {"model", "network", "profile", "name", "plan", "engine",
+                                                                  "baseline", "os_layout", "ranked_by", "why",
+                                                                  "network_model", "objective"})));
+  all.set("comm", JsonObject()
+                      .set("writer", "lins comm --csv FILE")
+                      .set("columns", plain(comm_csv_columns(), {"op", "backend", "dtype", "group"})));
+  all.set("profile", JsonObject()
+                         .set("writer", "lins comm --profile FILE")
+                         .set("columns", plain(profile, {"op"})));
+  return all.dump(2) + "\n";
 }
 
 }  // namespace lins

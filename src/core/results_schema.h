@@ -1,5 +1,7 @@
-// The one place that defines the columns of the step CSV that `lins step` measures and `lins simulate` projects.
-// analysis/lins_analysis/schema.py mirrors this list and a test checks them against a CSV the binary wrote.
+// The one place that defines the columns of every table lins writes: the step CSV (`lins step` measures, `lins
+// simulate` projects), the plan CSV (`lins plan --csv`), the collective CSV (`lins comm --csv`) and the bandwidth
+// profile (`lins comm --profile`). `lins schema` prints them with their units as JSON; the analysis loads that file
+// (analysis/lins_analysis/schema.json) instead of keeping lists of its own.
 #pragma once
 
 #include <cstdint>
@@ -93,6 +95,18 @@ inline const std::vector<Column>& step_csv_columns() {
   };
   return cols;
 }
+
+// The step columns read as text (every other step column is a number).
+const std::vector<std::string>& step_text_columns();
+// `lins plan --csv` and `lins comm --csv`, in column order.
+std::vector<std::string> plan_csv_columns();
+std::vector<std::string> comm_csv_columns();
+// A column's unit, read from its name's suffix (_bytes, _s, _gbps, _tflops, _elems) or its known meaning; "" when it
+// has none (counts, flags, text).
+std::string column_unit(const std::string& name);
+// Every table above as JSON: {"step": {"columns": [{"name", "unit", "type", "help"}...]}, "plan": ..., "comm": ...,
+// "profile": ...}. Written by `lins schema`.
+std::string output_schemas_json();
 
 // One row of the step CSV, filled by column name (an unknown name is a programming error and aborts with its name),
 // written in schema order; columns never set stay empty (for example measured bytes in a projected row).

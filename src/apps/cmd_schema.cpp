@@ -1,0 +1,41 @@
+// `lins schema`: the columns and units of every table lins writes, as JSON (core/results_schema.h). The analysis
+// loads the copy of this output kept in analysis/lins_analysis/schema.json; a test holds the two equal.
+#include <cstdio>
+
+#include "apps/commands.h"
+#include "core/cli.h"
+#include "core/results_schema.h"
+
+namespace lins {
+namespace {
+
+const CommandSpec& schema_spec() {
+  static const CommandSpec spec = {
+      "schema",
+      "print the columns and units of every table lins writes (step, plan, comm, profile) as JSON",
+      "lins schema [--json]",
+      {
+          {"json", 0, "", "", "JSON (the only format; accepted for scripts that say so)"},
+      },
+      "Regenerate the analysis's copy with: build/lins schema > analysis/lins_analysis/schema.json\n",
+  };
+  return spec;
+}
+
+}  // namespace
+
+int run_schema(const Args& args) {
+  auto a = parse_args(schema_spec(), args);
+  if (!a) {
+    std::fprintf(stderr, "lins schema: %s\n", a.error().c_str());
+    return 2;
+  }
+  if (a->flag("help")) {
+    std::fputs(help_text(schema_spec()).c_str(), stdout);
+    return 0;
+  }
+  std::fputs(output_schemas_json().c_str(), stdout);
+  return 0;
+}
+
+}  // namespace lins
