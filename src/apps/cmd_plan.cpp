@@ -281,7 +281,7 @@ void print_explain(const Schedule& s, const CostModel& cost, const View& v) {
     int64_t ops = 0;
     double bytes = 0, paper_s = 0, shared_s = 0;
     int64_t min_bytes = INT64_MAX, max_bytes = 0;
-    std::string nccl;  // NCCL's algorithm/protocol for the largest message (nccl model only)
+    std::string choice;  // the network model's choice for the largest message (NCCL's algorithm/protocol)
   };
   using Key = std::tuple<int, int, int, int, int, int>;
   std::map<Key, Row> rows;
@@ -295,10 +295,8 @@ void print_explain(const Schedule& s, const CostModel& cost, const View& v) {
     r.max_bytes = std::max(r.max_bytes, op.bytes());
     r.paper_s += cost.op_time_s(op, s.topo, Pricing::paper_isolated) * op.repeat;
     r.shared_s += cost.op_time_s(op, s.topo, Pricing::shared_links) * op.repeat;
-    if (cost.nccl() && largest && !(cost.profile() && cost.profile()->has(op.kind, op.mesh))) {
-      const auto c = cost.nccl()->choose(op.kind, double(op.bytes()), op.mesh, 1);
-      r.nccl = std::string(nccl_algo_name(c.algo)) + "/" + nccl_proto_name(c.proto);
-    }
+    if (largest && !(cost.profile() && cost.profile()->has(op.kind, op.mesh)))
+      r.choice = cost.network_model().choice(op.kind, double(op.bytes()), op.mesh, 1);
     axis_bytes[int(op.phase)][int(op.axis())] += double(op.bytes()) * op.repeat;
   }
   std::printf("\nschedule of %s on %s (rank 0; M = %d, bucket %s, %s on the wire; %lld collectives per step):\n",
@@ -309,7 +307,9 @@ void print_explain(const Schedule& s, const CostModel& cost, const View& v) {
               "axis", "ops", "message bytes each", "bytes/step");
   if (v.paper) std::printf(" %10s", "paper");
   if (v.shared) std::printf(" %10s", "shared");
-  if (cost.nccl()) std::printf("  %s", "nccl (largest)");
+  // The network model's choice for the largest op of each row, where it makes one (NCCL's algorithm and protocol).
+  const bool choices = !cost.network_model().choice(CollKind::all_reduce, 1 << 20, Mesh{2, 1}, 1).empty();
+  if (choices) std::printf("  %s", "model's choice (largest)");
   std::printf("\n");
   for (const auto& [k, r] : rows) {
     const auto [phase, term, kind, role, intra, inter] = k;
@@ -322,7 +322,7 @@ void print_explain(const Schedule& s, const CostModel& cost, const View& v) {
                 format_bytes(r.bytes).c_str());
     if (v.paper) std::printf(" %10s", format_seconds(r.paper_s).c_str());
     if (v.shared) std::printf(" %10s", format_seconds(r.shared_s).c_str());
-    if (cost.nccl()) std::printf("  %s", r.nccl.empty() ? "profile" : r.nccl.c_str());
+    if (choices) std::printf("  %s", r.choice.empty() ? "profile" : r.choice.c_str());
     std::printf("\n");
   }
   std::printf("  bytes per phase and axis (per GPU per step):\n");

@@ -259,31 +259,26 @@ double CommTimeBreakdown::term_s(Term t) const { return const_cast<CommTimeBreak
 const char* network_model_name(NetworkModel m) { return kNetworkModelNames.name(m); }
 Result<NetworkModel> parse_network_model(std::string_view text) { return kNetworkModelNames.parse(text); }
 
-CostModel::CostModel(AlphaBeta network) : net_(std::move(network)) {}
+CostModel::CostModel(AlphaBeta network) : net_(std::move(network)), network_model_(make_alpha_beta_model(net_)) {}
 CostModel::CostModel(AlphaBeta network, BandwidthProfile profile)
-    : net_(std::move(network)), profile_(std::move(profile)) {}
+    : net_(std::move(network)), network_model_(make_alpha_beta_model(net_)), profile_(std::move(profile)) {}
+
+CostModel::CostModel(AlphaBeta network, std::shared_ptr<const NetworkCostModel> model,
+                     std::optional<BandwidthProfile> profile)
+    : net_(std::move(network)), network_model_(std::move(model)), profile_(std::move(profile)) {}
 
 Result<CostModel> CostModel::make(const NetworkSpec& net, NetworkModel model, std::optional<BandwidthProfile> profile) {
+  auto m = make_network_model(model, net);
+  if (!m) return make_error(m.error());
   CostModel c(alpha_beta_of(net));
   c.model_ = model;
+  c.network_model_ = std::move(*m);
   c.profile_ = std::move(profile);
-  if (model == NetworkModel::nccl) {
-    auto n = NcclModel::make(net);
-    if (!n) return make_error(n.error());
-    c.nccl_ = std::move(*n);
-  }
   return c;
 }
 
-std::string CostModel::model_description() const {
-  if (model_ == NetworkModel::nccl)
-    return std::string("NCCL ") + kNcclModelVersion + " model (Ring/Tree x LL/LL128/Simple, as NCCL picks them)";
-  return "alpha-beta hierarchical ring";
-}
-
 double CostModel::model_time_s(CollKind op, double bytes, Mesh mesh, int concurrent) const {
-  if (nccl_) return nccl_->time_s(op, bytes, mesh, concurrent);
-  return alpha_beta_time_s(net_, op, bytes, mesh, concurrent);
+  return network_model_->time_s(op, bytes, mesh, concurrent);
 }
 
 double CostModel::time_s(CollKind op, double bytes, Mesh mesh, const Topology& topo, Pricing pricing,

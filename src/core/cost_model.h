@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "core/nccl_model.h"
+#include "core/network_model.h"
 #include "core/network_spec.h"
 #include "core/result.h"
 #include "core/schedule.h"
@@ -146,6 +148,10 @@ class CostModel {
   explicit CostModel(AlphaBeta network);
   // Profile first, alpha-beta for every (op, mesh) the profile lacks.
   CostModel(AlphaBeta network, BandwidthProfile profile);
+  // Any network model (network_model.h), the profile (when given) first for the (op, mesh) pairs it measured;
+  // `network` names the cluster (and prices nothing).
+  CostModel(AlphaBeta network, std::shared_ptr<const NetworkCostModel> model,
+            std::optional<BandwidthProfile> profile = std::nullopt);
   // A described network priced by `model`, the profile (when given) first for the (op, mesh) pairs it measured.
   // Fails when the model cannot price the network (nccl without GPUs, or with SHARP or NVLS).
   static Result<CostModel> make(const NetworkSpec& net, NetworkModel model,
@@ -164,15 +170,16 @@ class CostModel {
   const AlphaBeta& network() const { return net_; }
   const BandwidthProfile* profile() const { return profile_ ? &*profile_ : nullptr; }
   NetworkModel model() const { return model_; }
-  const NcclModel* nccl() const { return nccl_ ? &*nccl_ : nullptr; }
+  // What prices what the profile lacks (network_model.h).
+  const NetworkCostModel& network_model() const { return *network_model_; }
   // "NCCL 2.21.5 model (Ring/Tree x LL/LL128/Simple)" or "alpha-beta hierarchical ring".
-  std::string model_description() const;
+  std::string model_description() const { return network_model_->description(); }
 
  private:
   double time_s(CollKind op, double bytes, Mesh mesh, const Topology& topo, Pricing pricing, bool* fell_back) const;
   AlphaBeta net_;
   NetworkModel model_ = NetworkModel::alpha_beta;
-  std::optional<NcclModel> nccl_;
+  std::shared_ptr<const NetworkCostModel> network_model_;  // shared: a CostModel is copied freely
   std::optional<BandwidthProfile> profile_;
 };
 
