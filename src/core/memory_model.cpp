@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/plan.h"
+#include "core/purposes.h"
 #include "core/timeline.h"
 
 namespace lins {
@@ -84,54 +85,45 @@ double closed_form_buffer_bytes(const Schedule& s, const ModelSpec& model, const
   if (s.plan.g.total() > s.plan.p.total()) out += double(L.local_elems) * b.g;  // the transient gradient
   if (p_sharded && s.plan.hpz_intra > 1)  // a secondary copy of P inside the node (ZeRO++, FSDP2's K)
     for (const auto& ms : L.modules) out += double(ms.padded_elems) / s.plan.hpz_intra * b.p;
-  for (const auto& op : s.ops)  // broadcast payloads to pack: all in flight as the next step starts
-    if (op.purpose == Purpose::update_broadcast && !op.in_place) out += double(op.bytes());
+  const PurposeContext ctx = purpose_context(s);
+  for (const auto& op : s.ops) {  // broadcast payloads to pack: all in flight as the next step starts
+    const PurposeRule r = purpose_rule(op.purpose, ctx);
+    if (r.held == HeldBuffer::payload) out += double(op_hold(op, r, 0).elems) * dtype_bytes(op.dtype);
+  }
   return out;
 }
 
 // The walk: the buffers the executor allocates, in the order of the step's program. Parameters gathered (from their
 // gather's issue until the task that releases them), whole-module gradients (from their backward until the last op
-// reading them is waited for), packed send buffers and payloads (issue to wait), secondary copies of P (kept after a
-// task, freed after the optimizer), the transient gradient and persistent modules (always), and the working copies of
-// the module computing. The peak over the program is the buffer bytes.
+// reading them is waited for), what each op holds by its purpose's rules (core/purposes.h: packed send buffers and
+// payloads, issue to wait), secondary copies of P (kept after a task, freed after the optimizer), the transient
+// gradient and persistent modules (always), and the working copies of the module computing. The peak over the program
+// is the buffer bytes.
 double walk_buffer_bytes(const Schedule& s, const ModelSpec& model, const StateBytes& b) {
   (void)model;
   const ShardLayout& L = s.layout;
-  const int n = s.shape.modules, M = s.shape.micro_batches;
+  const int n = s.shape.modules;
   auto padded = [&](int m) { return double(L.modules[static_cast<std::size_t>(m)].padded_elems); };
-  const bool g_owned = s.plan.g.total() > s.plan.p.total();
-  // Ops that read a module's whole gradient, per micro-batch and module, and the modules each op reads.
-  std::vector<std::vector<int>> readers(static_cast<std::size_t>(M), std::vector<int>(static_cast<std::size_t>(n), 0));
-  std::vector<std::vector<int>> op_modules(s.ops.size());
-  auto range_of = [&](const CommOp& op) -> std::pair<int64_t, int64_t> {
-    if (op.module >= 0) {
-      const auto& ms = L.modules[static_cast<std::size_t>(op.module)];
-      return {ms.local_offset, ms.local_offset + ms.shard_elems};
-    }
-    const int64_t len = op.kind == CollKind::reduce_scatter ? op.elems / op.group.size() : op.elems;
-    return {op.local_offset, op.local_offset + len};
-  };
+  const PurposeContext ctx = purpose_context(s);
+  const GradientReaders reads = gradient_readers(s, ctx);
+  std::vector<double> held(s.ops.size(), 0.0);  // what each op holds from its issue, in bytes
+  std::vector<bool> until_task(s.ops.size(), false);
   for (std::size_t i = 0; i < s.ops.size(); ++i) {
-    const CommOp& op = s.ops[i];
-    if (!(op.purpose == Purpose::grad_reduce_scatter || (op.purpose == Purpose::zero_grad_reduce && g_owned))) continue;
-    const auto [lo, hi] = range_of(op);
-    for (const auto& ms : L.modules)
-      if (ms.local_offset < hi && lo < ms.local_offset + ms.shard_elems) {
-        op_modules[i].push_back(ms.module);
-        ++readers[static_cast<std::size_t>(op.micro_batch)][static_cast<std::size_t>(ms.module)];
-      }
+    const OpHold h = op_hold(s.ops[i], purpose_rule(s.ops[i].purpose, ctx), reads.op_modules[i].size());
+    held[i] = double(h.elems) * (h.state == HeldState::p ? b.p : b.g);
+    until_task[i] = h.until_task;
   }
   double live = 0, peak = 0;
   for (int m : s.persistent_modules) live += padded(m) * b.p;
   if (s.transient_grads) live += double(L.local_elems) * b.g;
-  std::vector<double> op_live(s.ops.size(), 0.0);  // what each op in flight holds (a packed buffer, a payload)
+  std::vector<double> op_live(s.ops.size(), 0.0);  // what each op in flight holds until its wait
   std::vector<int> left(static_cast<std::size_t>(n), 0);
   std::vector<double> hpz(static_cast<std::size_t>(n), 0.0);
   const double copy_bytes = b.activation != b.p ? b.activation : 0.0;
   const double scratch_bytes = b.weight_grad != b.g ? b.weight_grad : 0.0;
-  // The previous step's broadcasts still hold their payloads when this step starts.
+  // The previous step's ops waited for in this one (the Lins broadcasts) still hold theirs when this step starts.
   for (std::size_t i = 0; i < s.ops.size(); ++i)
-    if (s.ops[i].wait.next_step && !s.ops[i].in_place) live += double(s.ops[i].elems) * b.p;
+    if (s.ops[i].wait.next_step) live += held[i];
   peak = live;
   for (const Action& a : step_program(s)) {
     switch (a.kind) {
@@ -147,7 +139,7 @@ double walk_buffer_bytes(const Schedule& s, const ModelSpec& model, const StateB
                                        : padded(t.module);
         double working = param_elems * copy_bytes;
         if (t.kind == TaskKind::backward) {
-          const int r = readers[static_cast<std::size_t>(t.micro_batch)][static_cast<std::size_t>(t.module)];
+          const int r = reads.per_module[static_cast<std::size_t>(t.micro_batch)][static_cast<std::size_t>(t.module)];
           const double grad_elems = r > 0 ? padded(t.module) : param_elems;
           if (r > 0) live += padded(t.module) * b.g, left[static_cast<std::size_t>(t.module)] = r;
           working += grad_elems * scratch_bytes;
@@ -158,38 +150,34 @@ double walk_buffer_bytes(const Schedule& s, const ModelSpec& model, const StateB
           hpz[static_cast<std::size_t>(t.module)] = part;
           live += part;
         }
-        if (tp.source == TaskParams::Source::gathered && tp.release) live -= padded(t.module) * b.p;
+        if (tp.source == TaskParams::Source::gathered && tp.release)
+          live -= held[static_cast<std::size_t>(tp.gather_op)];  // the gathered module, held until this task
         if (tp.drop_hpz_part)
           live -= hpz[static_cast<std::size_t>(t.module)], hpz[static_cast<std::size_t>(t.module)] = 0;
         break;
       }
       case Action::Kind::issue: {
-        const CommOp& op = s.ops[static_cast<std::size_t>(a.index)];
-        double held = 0;
-        if (is_gather(op.purpose)) {
-          live += double(op.elems) * b.p;  // released by the task that reads it
-        } else if (op.purpose == Purpose::grad_reduce_scatter &&
-                   op_modules[static_cast<std::size_t>(a.index)].size() > 1) {
-          held = double(op.elems) * b.g;
-        } else if (op.purpose == Purpose::zero_grad_reduce && g_owned) {
-          held = double(op.elems) * b.g;
-        } else if (op.purpose == Purpose::update_broadcast && !op.wait.next_step && !op.in_place) {
-          held = double(op.elems) * b.p;
+        const std::size_t i = static_cast<std::size_t>(a.index);
+        // A gather's buffer is released by the task that reads it; a next-step wait's hold is counted from the
+        // step's start.
+        if (until_task[i]) {
+          live += held[i];
+        } else if (!s.ops[i].wait.next_step) {
+          op_live[i] = held[i];
+          live += held[i];
         }
-        op_live[static_cast<std::size_t>(a.index)] = held;
-        live += held;
         peak = std::max(peak, live);
         break;
       }
       case Action::Kind::wait: {
-        const CommOp& op = s.ops[static_cast<std::size_t>(a.index)];
+        const std::size_t i = static_cast<std::size_t>(a.index);
         if (a.carried) {
-          if (!op.in_place) live -= double(op.elems) * b.p;
+          live -= held[i];
           break;
         }
-        live -= op_live[static_cast<std::size_t>(a.index)];
-        op_live[static_cast<std::size_t>(a.index)] = 0;
-        for (int m : op_modules[static_cast<std::size_t>(a.index)])
+        live -= op_live[i];
+        op_live[i] = 0;
+        for (int m : reads.op_modules[i])
           if (--left[static_cast<std::size_t>(m)] == 0) live -= padded(m) * b.g;
         break;
       }

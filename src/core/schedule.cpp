@@ -6,6 +6,7 @@
 #include <charconv>
 
 #include "core/engines.h"
+#include "core/purposes.h"
 
 namespace lins {
 
@@ -15,21 +16,8 @@ const char* purpose_name(Purpose p) { return kPurposeNames.name(p); }
 
 
 bool is_gather(Purpose p) {
-  switch (p) {
-    case Purpose::forward_gather:
-    case Purpose::backward_gather:
-    case Purpose::hpz_gather:
-      return true;
-    case Purpose::grad_reduce_scatter:
-    case Purpose::zero_grad_reduce:
-    case Purpose::grad_bucket_all_reduce:
-    case Purpose::sync_bucket_all_reduce:
-    case Purpose::replica_all_reduce:
-    case Purpose::update_gather:
-    case Purpose::update_broadcast:
-      return false;
-  }
-  return false;
+  // A gather's output is what compute reads: the full-module buffer the tasks release (core/purposes.h).
+  return purpose_rule(p, PurposeContext{}).held == HeldBuffer::module_params;
 }
 
 ComputeTask StepShape::task(int index) const {

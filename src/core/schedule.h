@@ -50,8 +50,9 @@ inline constexpr NameTable<Term, kTermCount> kTermNames{"term",
                                                         }}};
 static_assert(kTermNames.complete(Term::os_bcast));
 
-// What an op is for. The executor's handling of an op (its buffers, what happens when it lands) is chosen by purpose
-// alone; the engine decides which purposes a strategy uses and when.
+// What an op is for. What an op does with the step's buffers (what it reads and holds, what happens when it is issued
+// and when it lands) is chosen by purpose alone: its rules, core/purposes.h, read by the executor and the memory model.
+// The engine decides which purposes a strategy uses and when.
 enum class Purpose {
   forward_gather,          // all-gather of a module's P shards before its forward (P shard group)
   backward_gather,         // all-gather of a module's P shards before its backward (P shard group)

@@ -1,6 +1,6 @@
 // The executor's set-up (communicators per group role and stream, the states of the plan's layout, initial weights)
-// and its step: the program of core/timeline.h performed action by action. What each op purpose does lives in
-// executor_ops.cpp; see executor.h.
+// and its step: the program of core/timeline.h performed action by action. Each op purpose's rules live in
+// core/purposes.h, their buffer mechanics in executor_ops.cpp; see executor.h.
 #include "train/executor.h"
 
 #include <algorithm>
@@ -25,16 +25,6 @@ void Executor::Impl::record_action(int position, double t0, double t1) {
   if (!opt.trace) return;
   actions->push_back(ActionRecord{step_index, position, program[static_cast<std::size_t>(position)], t0 - step_origin_s,
                                   t1 - step_origin_s, false, 0, 0});
-}
-
-ElemRange Executor::Impl::local_range(const CommOp& op) const {
-  if (op.module >= 0) {
-    const ModuleShard& msh = shard_of(op.module);
-    return ElemRange{msh.local_offset, msh.shard_elems};
-  }
-  if (op.purpose == Purpose::update_gather) return ElemRange{0, sched->layout.local_elems};
-  if (op.kind == CollKind::reduce_scatter) return ElemRange{op.local_offset, op.elems / op.group.size()};
-  return ElemRange{op.local_offset, op.elems};
 }
 
 // ---- set-up --------------------------------------------------------------------------------------------------------
@@ -74,7 +64,7 @@ Status Executor::Impl::init(Communicator* world) {
     return make_error("executor: owned slices add up to " + std::to_string(owned_elems) + " elements, layout says " +
                       std::to_string(L.owned_elems()));
   if (auto s = make_communicators(world); !s) return s;
-  if (auto s = index_gradient_readers(); !s) return s;
+  if (auto s = index_ops(); !s) return s;
   if (auto s = allocate_states(); !s) return s;
   flights.resize(sched->ops.size());
   carried.resize(sched->ops.size());
@@ -128,24 +118,30 @@ Status Executor::Impl::make_communicators(Communicator* world) {
   return {};
 }
 
-Status Executor::Impl::index_gradient_readers() {
+// Each op's rules (core/purposes.h), the whole-module gradients it reads and the buffer it holds from its issue.
+Status Executor::Impl::index_ops() {
   const int M = opt.micro_batches;
-  grad_readers.assign(static_cast<std::size_t>(M), std::vector<int>(static_cast<std::size_t>(n_mod), 0));
-  op_grad_modules.assign(sched->ops.size(), {});
-  for (std::size_t i = 0; i < sched->ops.size(); ++i) {
-    const CommOp& op = sched->ops[i];
+  if (sched->shape.micro_batches != M || sched->shape.modules != n_mod)
+    return make_error("executor: the schedule's step shape differs from the model and its micro-batches");
+  purposes = PurposeContext{g_owned, sched->transient_grads};
+  op_rules.clear();
+  for (const CommOp& op : sched->ops) {
     if (op.repeat != 1 || op.micro_batch < 0 || op.micro_batch >= M)
       return make_error("executor: the schedule must be expanded per micro-batch");
-    const bool reads_module_grads =
-        op.purpose == Purpose::grad_reduce_scatter || (op.purpose == Purpose::zero_grad_reduce && g_owned);
-    if (!reads_module_grads) continue;
-    const ElemRange r = local_range(op);
-    for (const auto& msh : sched->layout.modules) {
-      if (msh.local_offset >= r.end() || msh.local_offset + msh.shard_elems <= r.offset) continue;
-      op_grad_modules[i].push_back(msh.module);
-      ++grad_readers[static_cast<std::size_t>(op.micro_batch)][static_cast<std::size_t>(msh.module)];
-    }
+    const PurposeRule r = purpose_rule(op.purpose, purposes);
+    if (op.kind != r.kind)
+      return make_error(std::string("executor: ") + op.label + " is a " + coll_kind_name(op.kind) + ", but a " +
+                        purpose_name(op.purpose) + " is a " + coll_kind_name(r.kind));
+    if (op.module < 0 && r.bucket_range == BucketRange::none)
+      return make_error(std::string("executor: ") + op.label + ": a " + purpose_name(op.purpose) + " names no module");
+    op_rules.push_back(r);
   }
+  GradientReaders reads = gradient_readers(*sched, purposes);
+  grad_readers = std::move(reads.per_module);
+  op_grad_modules = std::move(reads.op_modules);
+  op_holds.clear();
+  for (std::size_t i = 0; i < sched->ops.size(); ++i)
+    op_holds.push_back(op_hold(sched->ops[i], op_rules[i], op_grad_modules[i].size()));
   return {};
 }
 

@@ -3,15 +3,18 @@
 // on its communication stream, wait for one. Where each op is issued and waited for comes from the engine that built
 // the schedule (core/engines.h), never from the executor: the simulator and the trace replay time the same program.
 //
-// What the executor decides is only how each op purpose moves data (executor_ops.cpp, one block per purpose): which
-// buffer a gather fills, where a reduce-scatter's slice lands, what its stream does after an all-reduce (select &
-// drop, accumulate into G), how a broadcast is packed and unpacked. Work around a collective runs on the collective's
-// own stream (Communicator::then); an op that reads another stream's result makes its stream wait for it
+// What each op purpose does with the step's buffers is its rules (core/purposes.h, shared with the memory model): what
+// it reads, what it holds from its issue, what happens at its issue and its completion. The executor supplies only
+// the buffer mechanics of those rules (executor_ops.cpp, one block per kind of issue): which buffer a gather fills,
+// where a reduce-scatter's slice lands, what its stream does after an all-reduce (select & drop, accumulate into G),
+// how a broadcast is packed and unpacked. Work around a collective runs on the collective's own stream
+// (Communicator::then); an op that reads another stream's result makes its stream wait for it
 // (Communicator::stream_wait); compute waits only at the schedule's wait points.
 //
-// To support a new op purpose: add it to Purpose (core/schedule.h), give it an issue branch in Impl::issue and, if it
-// holds buffers, a release in Impl::complete (executor_ops.cpp); the step equivalence test (tests/mpi/train) then
-// holds every engine that uses it to one-rank DDP.
+// To support a new op purpose: add it to Purpose (core/schedule.h) and give it a case in purpose_rule
+// (core/purposes.cpp); only if its rules name an issue or a completion no purpose had, add that block here
+// (Impl::issue, Impl::land in executor_ops.cpp). The step equivalence test (tests/mpi/train) then holds every engine
+// that uses it to one-rank DDP, and its buffers to the memory model.
 #pragma once
 
 #include <array>

@@ -1,12 +1,13 @@
 // The executor's private state, shared by executor.cpp (set-up, the step loop over the program, statistics) and
-// executor_ops.cpp (what each op purpose does: its buffers, its issue, the work its stream does after it, what its
-// wait releases). Nothing outside src/train/executor*.cpp includes this.
+// executor_ops.cpp (the buffer mechanics of each op purpose's rules, core/purposes.h: its buffers, its issue, the work
+// its stream does after it, what its wait releases). Nothing outside src/train/executor*.cpp includes this.
 #pragma once
 
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "core/purposes.h"
 #include "core/timeline.h"
 #include "train/executor.h"
 
@@ -20,10 +21,7 @@ struct OwnedRange {
   bool decay = false;
 };
 
-struct ElemRange {
-  int64_t offset = 0, elems = 0;
-  int64_t end() const { return offset + elems; }
-};
+using ElemRange = LocalRange;
 
 struct Executor::Impl {
   // ---- inputs -----------------------------------------------------------------------------------------------------
@@ -54,9 +52,13 @@ struct Executor::Impl {
   std::vector<OwnedRange> owned;  // this rank's owned ranges, local order
   std::vector<std::vector<ElemRange>> owner_ranges;  // per owner index: its slices, local order
   int64_t owned_elems = 0;
+  // Per op: its purpose's rules under this schedule (core/purposes.h) and what it holds from its issue.
+  PurposeContext purposes;
+  std::vector<PurposeRule> op_rules;
+  std::vector<OpHold> op_holds;
   // Where a module's backward writes its gradient in micro-batch mb: a whole-module buffer some op reads (a
   // reduce-scatter, ZeRO-2's bucket all-reduce) when grad_readers[mb][m] > 0; else the transient buffer
-  // (Schedule::transient_grads), else G itself (accumulated).
+  // (Schedule::transient_grads), else G itself (accumulated). From gradient_readers (core/purposes.h).
   std::vector<std::vector<int>> grad_readers;
   std::vector<std::vector<int>> op_grad_modules;  // per op: the modules whose whole-module gradient it reads
 
@@ -123,14 +125,21 @@ struct Executor::Impl {
   void* at(const DeviceBuffer& b, int64_t i) const { return static_cast<char*>(b.data()) + i * esize; }
   void* local(int64_t offset) const { return at(p_local, offset); }
   const ModuleShard& shard_of(int m) const { return sched->layout.modules[static_cast<std::size_t>(m)]; }
-  // The range of the local buffer an op reduces or spreads (a module's shard, or a bucket).
-  ElemRange local_range(const CommOp& op) const;
+  // The range of the local buffer op i reduces or spreads (a module's shard, or a bucket).
+  ElemRange local_range(int i) const {
+    return op_local_range(sched->ops[static_cast<std::size_t>(i)], sched->layout,
+                          op_rules[static_cast<std::size_t>(i)]);
+  }
+  // Where element `a` of the local buffer, inside owned range `ow`, lies in G (owned-only or the whole local buffer).
+  void* g_at_owned(const OwnedRange& ow, int64_t a) const {
+    return at(g_acc, (g_owned ? ow.owned_offset : ow.local_offset) + (a - ow.local_offset));
+  }
 
   // ---- set-up (executor.cpp)
   // --------------------------------------------------------------------------------------------
   Status init(Communicator* world);
   Status make_communicators(Communicator* world);
-  Status index_gradient_readers();
+  Status index_ops();
   Status allocate_states();
 
   // ---- the step (executor.cpp)
@@ -150,14 +159,19 @@ struct Executor::Impl {
   bool exec_interval(const Flight& f, double* start, double* end) const;
   Status finish();
 
-  // ---- ops by purpose (executor_ops.cpp)
-  // ------------------------------------------------------------------------------------
+  // ---- the buffer mechanics of the purposes' rules (executor_ops.cpp)
+  // ---------------------------------------------------------------------
   Status issue(int i);
-  Status complete(int i, Flight& f);  // on the compute side, after the wait: release what the op held
+  Status complete(int i, Flight& f);       // on the compute side, after the wait: release what the op held
+  Status allocate_held(int i, Flight& f);  // the buffer op i holds from its issue (op_holds), into f.buf
+  // The work op i's stream does once the collective is in (its rule's AtCompletion); `result`: where the collective
+  // left the op's range r (or this rank's slice of it).
+  Request land(int i, Communicator* c, ElemRange r, void* result);
   Status issue_gather(int i, Flight& f);
   Status issue_reduce_scatter(int i, Flight& f);
-  Status issue_zero_reduce(int i, Flight& f);
-  Status issue_all_reduce(int i, Flight& f);
+  Status issue_all_reduce_g(int i, Flight& f);
+  Status issue_packed_all_reduce(int i, Flight& f);
+  Status issue_transient_all_reduce(int i, Flight& f);
   Status issue_update_gather(int i, Flight& f);
   Status issue_broadcast(int i, Flight& f);
   int64_t pack_owner(int owner, const ModuleShard& msh, void* payload, bool to_payload, void* stream);

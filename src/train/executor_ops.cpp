@@ -1,5 +1,7 @@
-// What each op purpose does in the executor: its buffers, the collective, the work its stream does before and after
-// it (Communicator::then), and what its wait releases. One block per purpose; the schedule says when (executor.h).
+// The buffer mechanics of the op purposes' rules (core/purposes.h): the buffers each rule names, the collective, the
+// work its stream does before and after it (Communicator::then), and what its wait releases. One block per kind of
+// issue (AtIssue), one for the completions (AtCompletion); the purposes' rules say which, the schedule says when
+// (executor.h).
 #include <algorithm>
 
 #include "train/executor_impl.h"
@@ -24,27 +26,28 @@ Status Executor::Impl::issue(int i) {
     op_comm[static_cast<std::size_t>(i)]->stream_wait(dep.done);
   }
   Status s;
-  switch (op.purpose) {
-    case Purpose::forward_gather:
-    case Purpose::backward_gather:
-    case Purpose::hpz_gather:
+  switch (op_rules[static_cast<std::size_t>(i)].at_issue) {
+    case AtIssue::gather_shard:
+    case AtIssue::gather_hpz_part:
       s = issue_gather(i, f);
       break;
-    case Purpose::grad_reduce_scatter:
+    case AtIssue::reduce_scatter_grads:
       s = issue_reduce_scatter(i, f);
       break;
-    case Purpose::zero_grad_reduce:
-      s = issue_zero_reduce(i, f);
+    case AtIssue::all_reduce_g:
+      s = issue_all_reduce_g(i, f);
       break;
-    case Purpose::grad_bucket_all_reduce:
-    case Purpose::sync_bucket_all_reduce:
-    case Purpose::replica_all_reduce:
-      s = issue_all_reduce(i, f);
+    case AtIssue::all_reduce_packed_grads:
+      s = issue_packed_all_reduce(i, f);
       break;
-    case Purpose::update_gather:
+    case AtIssue::all_reduce_transient:
+    case AtIssue::all_reduce_transient_with_g:
+      s = issue_transient_all_reduce(i, f);
+      break;
+    case AtIssue::gather_update:
       s = issue_update_gather(i, f);
       break;
-    case Purpose::update_broadcast:
+    case AtIssue::broadcast_update:
       s = issue_broadcast(i, f);
       break;
   }
@@ -53,6 +56,53 @@ Status Executor::Impl::issue(int i) {
   f.issued = true;
   issued->push_back(i);
   comm_events->push_back(Action{Action::Kind::issue, i, false});
+  return {};
+}
+
+// ---- what an op holds, and what its stream does once the collective is in -------------------------------------------
+// The buffer of op_holds[i] (nothing for an op in place), in the storage dtype; the op writes all of it.
+Status Executor::Impl::allocate_held(int i, Flight& f) {
+  const OpHold& h = op_holds[static_cast<std::size_t>(i)];
+  if (h.in_place()) return {};
+  auto buf = alloc_state(h.elems, MemCategory::buffer, /*zero=*/false);
+  if (!buf) return make_error(buf.error());
+  f.buf = std::move(*buf);
+  return {};
+}
+
+Request Executor::Impl::land(int i, Communicator* c, ElemRange r, void* result) {
+  const CommOp& op = sched->ops[static_cast<std::size_t>(i)];
+  switch (op_rules[static_cast<std::size_t>(i)].at_completion) {
+    case AtCompletion::nothing:
+      return {};
+    case AtCompletion::slice_into_g:
+      return c->then([this, r, result](void* stream) { accumulate_on(stream, at(g_acc, r.offset), result, r.elems); });
+    case AtCompletion::slice_into_transient:
+      return c->then([this, r, result](void* stream) { copy_on(stream, at(g_mb, r.offset), result, r.elems); });
+    case AtCompletion::owned_added_into_g:
+    case AtCompletion::owned_copied_into_g: {
+      // Each rank keeps the part it owns (select & drop).
+      const bool copy = op_rules[static_cast<std::size_t>(i)].at_completion == AtCompletion::owned_copied_into_g;
+      return c->then([this, r, result, copy](void* stream) {
+        for (const auto& ow : owned) {
+          const int64_t a = std::max(r.offset, ow.local_offset), z = std::min(r.end(), ow.local_offset + ow.elems);
+          if (a >= z) continue;
+          const void* src = static_cast<const char*>(result) + (a - r.offset) * esize;
+          if (copy)
+            copy_on(stream, g_at_owned(ow, a), src, z - a);
+          else
+            accumulate_on(stream, g_at_owned(ow, a), src, z - a);
+        }
+      });
+    }
+    case AtCompletion::unpack_payload: {
+      if (op_holds[static_cast<std::size_t>(i)].in_place() || c->rank() == op.root) return {};
+      // The lambda keeps the payload's address: the buffer itself may move into the next step's carried ops.
+      const int owner = op.root;
+      const ModuleShard* m = &shard_of(op.module);
+      return c->then([this, owner, m, result](void* stream) { pack_owner(owner, *m, result, false, stream); });
+    }
+  }
   return {};
 }
 
@@ -68,7 +118,7 @@ Status Executor::Impl::issue_gather(int i, Flight& f) {
     return make_error("executor: gather of " + op.label + " does not match the layout");
   const int64_t count = op.elems / c->size();
   const void* send = nullptr;
-  if (op.purpose == Purpose::hpz_gather) {
+  if (op_rules[static_cast<std::size_t>(i)].at_issue == AtIssue::gather_hpz_part) {
     if (hpz_part[static_cast<std::size_t>(m)].empty())
       return make_error("executor: " + op.label + " gathers from a secondary copy that was never kept");
     send = hpz_part[static_cast<std::size_t>(m)].data();
@@ -77,21 +127,20 @@ Status Executor::Impl::issue_gather(int i, Flight& f) {
       return make_error("executor: gather of " + op.label + " over a group that is not the P shard group");
     send = local(msh.local_offset);
   }
-  auto buf = alloc_state(op.elems, MemCategory::buffer, /*zero=*/false);  // the gather writes all of it
-  if (!buf) return make_error(buf.error());
-  f.buf = std::move(*buf);
+  if (auto s = allocate_held(i, f); !s) return s;
+  if (f.buf.empty()) return make_error("executor: gather of " + op.label + " holds no buffer");
   f.collective = c->all_gather(send, f.buf.data(), count, sd);
   return {};
 }
 
 // ---- gradient reduce-scatter over the P shard group -----------------------------------------------------------------
 // The input is the whole-module gradient the backward wrote (grad_full); a bucket of several modules is first packed on
-// the stream so that rank r's part is its shards of those modules, in local order (DeepSpeed's interleaving
-// concatenation). This rank's slice then lands in the transient buffer or is added into G.
+// the stream into the op's send buffer so that rank r's part is its shards of those modules, in local order
+// (DeepSpeed's interleaving concatenation). This rank's slice then lands in the transient buffer or is added into G.
 Status Executor::Impl::issue_reduce_scatter(int i, Flight& f) {
   const CommOp& op = sched->ops[static_cast<std::size_t>(i)];
   Communicator* c = op_comm[static_cast<std::size_t>(i)];
-  const ElemRange r = local_range(op);
+  const ElemRange r = local_range(i);
   const auto& modules = op_grad_modules[static_cast<std::size_t>(i)];
   const int64_t n = c->size();
   for (int m : modules) {
@@ -104,13 +153,15 @@ Status Executor::Impl::issue_reduce_scatter(int i, Flight& f) {
   }
   if (g_owned && !sched->transient_grads)
     return make_error("executor: a reduce-scatter into an owned-only G is not supported");
+  if (auto s = allocate_held(i, f); !s) return s;
   void* base = nullptr;
-  if (modules.size() == 1 && shard_of(modules[0]).shard_elems == r.elems) {
+  if (f.buf.empty()) {  // one module: its whole gradient is the input
+    if (modules.size() != 1 || shard_of(modules[0]).shard_elems != r.elems)
+      return make_error("executor: reduce-scatter of " + op.label + " is not one module's gradient");
     base = grad_full[static_cast<std::size_t>(modules[0])].data();
   } else {
-    auto buf = alloc_state(r.elems * n, MemCategory::buffer, /*zero=*/false);
-    if (!buf) return make_error(buf.error());
-    f.buf = std::move(*buf);
+    if (r.elems * n != op_holds[static_cast<std::size_t>(i)].elems)
+      return make_error("executor: reduce-scatter of " + op.label + " does not split evenly over its group");
     base = f.buf.data();
     struct Part {
       int64_t offset, shard;
@@ -129,30 +180,30 @@ Status Executor::Impl::issue_reduce_scatter(int i, Flight& f) {
   }
   void* mine = static_cast<char*>(base) + int64_t(c->rank()) * r.elems * esize;
   f.collective = c->reduce_scatter(base, mine, r.elems, sd);
-  const bool transient = sched->transient_grads;
-  f.done = c->then([this, mine, r, transient](void* stream) {
-    if (transient)
-      copy_on(stream, at(g_mb, r.offset), mine, r.elems);
-    else
-      accumulate_on(stream, at(g_acc, r.offset), mine, r.elems);
-  });
+  f.done = land(i, c, r, mine);
   return {};
 }
 
-// ---- DeepSpeed ZeRO-1/2: all-reduce of a gradient bucket over the optimizer-state group -----------------------------
-// ZeRO-1 keeps the whole G and all-reduces a range of it in place. ZeRO-2 keeps only its partition of G: the bucket is
-// packed from the modules' gradients, all-reduced, and each rank adds the part it owns into G.
-Status Executor::Impl::issue_zero_reduce(int i, Flight& f) {
+// ---- gradient all-reduces in place in G: DDP and MiCS buckets, ZeRO-1's reductions, replica all-reduces ------------
+// Accumulated gradients (DDP, MiCS, ZeRO-1, the Lins engine when s_g == s_p) are all-reduced in place in G.
+Status Executor::Impl::issue_all_reduce_g(int i, Flight& f) {
+  Communicator* c = op_comm[static_cast<std::size_t>(i)];
+  const ElemRange r = local_range(i);
+  f.collective = c->all_reduce(at(g_acc, r.offset), at(g_acc, r.offset), r.elems, sd);
+  f.done = land(i, c, r, at(g_acc, r.offset));
+  return {};
+}
+
+// ---- DeepSpeed ZeRO-2: all-reduce of a packed gradient bucket over the optimizer-state group ------------------------
+// ZeRO-2 keeps only its partition of G: the bucket is packed from the modules' gradients into the op's send buffer,
+// all-reduced there, and each rank adds the part it owns into G.
+Status Executor::Impl::issue_packed_all_reduce(int i, Flight& f) {
   const CommOp& op = sched->ops[static_cast<std::size_t>(i)];
   Communicator* c = op_comm[static_cast<std::size_t>(i)];
-  const ElemRange r = local_range(op);
-  if (!g_owned) {
-    f.collective = c->all_reduce(at(g_acc, r.offset), at(g_acc, r.offset), r.elems, sd);
-    return {};
-  }
-  auto buf = alloc_state(r.elems, MemCategory::buffer, /*zero=*/false);
-  if (!buf) return make_error(buf.error());
-  f.buf = std::move(*buf);
+  const ElemRange r = local_range(i);
+  if (auto s = allocate_held(i, f); !s) return s;
+  if (f.buf.empty() || op_holds[static_cast<std::size_t>(i)].elems != r.elems)
+    return make_error("executor: reduction of " + op.label + " holds no send buffer of its size");
   void* base = f.buf.data();
   struct Part {
     int64_t from, to;  // the local range of the module inside the bucket
@@ -174,52 +225,26 @@ Status Executor::Impl::issue_zero_reduce(int i, Flight& f) {
       copy_on(stream, static_cast<char*>(base) + (p.from - r.offset) * esize, p.grad, p.to - p.from);
   });
   f.collective = c->all_reduce(base, base, r.elems, sd);
-  f.done = c->then([this, base, r](void* stream) {
-    for (const auto& ow : owned) {
-      const int64_t a = std::max(r.offset, ow.local_offset), z = std::min(r.end(), ow.local_offset + ow.elems);
-      if (a < z)
-        accumulate_on(stream, at(g_acc, ow.owned_offset + (a - ow.local_offset)),
-                      static_cast<char*>(base) + (a - r.offset) * esize, z - a);
-    }
-  });
+  f.done = land(i, c, r, base);
   return {};
 }
 
-// ---- gradient all-reduces: Lins buckets (T_g, the OS sync), DDP buckets, replica all-reduces ------------------------
-// Accumulated gradients (DDP, MiCS, the Lins engine when s_g == s_p) are all-reduced in place in G. Transient ones
-// (Schedule::transient_grads) are all-reduced in the transient buffer, after which each rank keeps the part it owns
-// (select & drop): added into G, or in the last micro-batch of the Lins engine, whose owned parts of G joined the
-// buffer before the sync, copied into G.
-Status Executor::Impl::issue_all_reduce(int i, Flight& f) {
-  const CommOp& op = sched->ops[static_cast<std::size_t>(i)];
+// ---- gradient all-reduces of the transient buffer: Lins buckets (T_g, the OS sync), HSDP replica all-reduces -------
+// Transient gradients (Schedule::transient_grads) are all-reduced in the transient buffer, after which each rank
+// keeps the part it owns (select & drop): added into G, or in the last micro-batch of the Lins engine, whose owned
+// parts of G joined the buffer before the sync, copied into G.
+Status Executor::Impl::issue_transient_all_reduce(int i, Flight& f) {
   Communicator* c = op_comm[static_cast<std::size_t>(i)];
-  const ElemRange r = local_range(op);
-  if (!sched->transient_grads) {
-    f.collective = c->all_reduce(at(g_acc, r.offset), at(g_acc, r.offset), r.elems, sd);
-    return {};
-  }
-  const bool sync = op.purpose == Purpose::sync_bucket_all_reduce;
-  auto g_at = [this](const OwnedRange& ow, int64_t a) {
-    return at(g_acc, (g_owned ? ow.owned_offset : ow.local_offset) + (a - ow.local_offset));
-  };
-  if (sync)
-    f.first = c->then([this, r, g_at](void* stream) {
+  const ElemRange r = local_range(i);
+  if (op_rules[static_cast<std::size_t>(i)].at_issue == AtIssue::all_reduce_transient_with_g)
+    f.first = c->then([this, r](void* stream) {
       for (const auto& ow : owned) {
         const int64_t a = std::max(r.offset, ow.local_offset), z = std::min(r.end(), ow.local_offset + ow.elems);
-        if (a < z) accumulate_on(stream, at(g_mb, a), g_at(ow, a), z - a);
+        if (a < z) accumulate_on(stream, at(g_mb, a), g_at_owned(ow, a), z - a);
       }
     });
   f.collective = c->all_reduce(at(g_mb, r.offset), at(g_mb, r.offset), r.elems, sd);
-  f.done = c->then([this, r, g_at, sync](void* stream) {
-    for (const auto& ow : owned) {
-      const int64_t a = std::max(r.offset, ow.local_offset), z = std::min(r.end(), ow.local_offset + ow.elems);
-      if (a >= z) continue;
-      if (sync)
-        copy_on(stream, g_at(ow, a), at(g_mb, a), z - a);
-      else
-        accumulate_on(stream, g_at(ow, a), at(g_mb, a), z - a);
-    }
-  });
+  f.done = land(i, c, r, at(g_mb, r.offset));
   return {};
 }
 
@@ -276,46 +301,26 @@ Status Executor::Impl::issue_broadcast(int i, Flight& f) {
     f.collective = c->broadcast(local(op.local_offset), op.elems, sd, op.root);
     return {};
   }
-  auto buf = alloc_state(op.elems, MemCategory::buffer, /*zero=*/false);  // packed or received whole
-  if (!buf) return make_error(buf.error());
-  f.buf = std::move(*buf);
+  if (auto s = allocate_held(i, f); !s) return s;  // the payload, packed or received whole
+  if (f.buf.empty()) return make_error("executor: broadcast of " + op.label + " holds no payload");
   // The lambdas keep the payload's address: the buffer itself may move into the next step's carried ops.
-  const bool root = c->rank() == op.root;
   const int owner = op.root;
   void* payload = f.buf.data();
   const ModuleShard* m = &msh;
-  if (root)
+  if (c->rank() == op.root)
     f.first = c->then([this, owner, m, payload](void* stream) { pack_owner(owner, *m, payload, true, stream); });
   f.collective = c->broadcast(payload, op.elems, sd, op.root);
-  if (!root)
-    f.done = c->then([this, owner, m, payload](void* stream) { pack_owner(owner, *m, payload, false, stream); });
+  f.done = land(i, c, local_range(i), payload);
   return {};
 }
 
 // ---- after a wait ---------------------------------------------------------------------------------------------------
-// What the compute side releases once an op is in: packed send buffers and payloads, and the whole-module gradients no
-// later op of the micro-batch reads. Gathered parameters stay until their tasks release them.
+// What the compute side releases once an op is in: what it held (packed send buffers and payloads; gathered parameters
+// stay until their tasks release them), and the whole-module gradients no later op of the micro-batch reads.
 Status Executor::Impl::complete(int i, Flight& f) {
-  const CommOp& op = sched->ops[static_cast<std::size_t>(i)];
-  switch (op.purpose) {
-    case Purpose::forward_gather:
-    case Purpose::backward_gather:
-    case Purpose::hpz_gather:
-    case Purpose::update_gather:
-      return {};
-    case Purpose::grad_reduce_scatter:
-    case Purpose::zero_grad_reduce:
-      f.buf.reset();
-      for (int m : op_grad_modules[static_cast<std::size_t>(i)])
-        if (--grad_full_left[static_cast<std::size_t>(m)] == 0) grad_full[static_cast<std::size_t>(m)].reset();
-      return {};
-    case Purpose::grad_bucket_all_reduce:
-    case Purpose::sync_bucket_all_reduce:
-    case Purpose::replica_all_reduce:
-    case Purpose::update_broadcast:
-      f.buf.reset();
-      return {};
-  }
+  if (!op_holds[static_cast<std::size_t>(i)].until_task) f.buf.reset();
+  for (int m : op_grad_modules[static_cast<std::size_t>(i)])
+    if (--grad_full_left[static_cast<std::size_t>(m)] == 0) grad_full[static_cast<std::size_t>(m)].reset();
   return {};
 }
 
