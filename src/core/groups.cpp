@@ -6,25 +6,7 @@
 
 namespace lins {
 
-const char* group_role_name(GroupRole role) {
-  switch (role) {
-    case GroupRole::world:
-      return "world";
-    case GroupRole::p_shard:
-      return "p_shard";
-    case GroupRole::os_shard:
-      return "os_shard";
-    case GroupRole::p_replica:
-      return "p_replica";
-    case GroupRole::g_replica:
-      return "g_replica";
-    case GroupRole::os_replica:
-      return "os_replica";
-    case GroupRole::hpz:
-      return "hpz";
-  }
-  return "?";
-}
+const char* group_role_name(GroupRole role) { return kGroupRoleNames.name(role); }
 
 GroupSpec group_spec(GroupRole role, const Plan& plan, const Topology& topo) {
   const int world = topo.world(), sp = plan.p.total();

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/names.h"
 #include "core/plan.h"
 #include "core/topology.h"
 
@@ -37,6 +38,18 @@ enum class GroupRole {
   hpz,         // ZeRO++ secondary partition inside the node
 };
 constexpr int kGroupRoleCount = 7;
+inline constexpr NameTable<GroupRole, kGroupRoleCount> kGroupRoleNames{
+    "group role",
+    {{
+        {GroupRole::world, "world", "", "every rank"},
+        {GroupRole::p_shard, "p_shard", "", "the ranks that together hold one copy of P"},
+        {GroupRole::os_shard, "os_shard", "", "the ranks sharing one copy of the optimizer states"},
+        {GroupRole::p_replica, "p_replica", "", "the ranks holding the same P shard across the world"},
+        {GroupRole::g_replica, "g_replica", "", "the ranks holding the same P shard inside one G block"},
+        {GroupRole::os_replica, "os_replica", "", "the ranks holding the same P shard inside one OS block"},
+        {GroupRole::hpz, "hpz", "", "ZeRO++'s secondary partition inside the node"},
+    }}};
+static_assert(kGroupRoleNames.complete(GroupRole::hpz));
 
 const char* group_role_name(GroupRole role);
 GroupSpec group_spec(GroupRole role, const Plan& plan, const Topology& topo);

@@ -17,7 +17,11 @@ namespace lins {
 
 // The tables:
 //   core/vocabulary.h       kCollKindNames, kDTypeNames, kAxisNames
-//   core/schedule.h         kPhaseNames, kTermNames, kPurposeNames
+//   core/schedule.h         kPhaseNames, kTermNames, kPurposeNames, kTaskKindNames
+//   core/groups.h           kGroupRoleNames
+//   core/network_spec.h     kNicPathNames
+//   core/nccl_model.h       kNcclAlgoNames, kNcclProtoNames
+//   core/timeline.h         kActionKindNames
 //   core/overlap.h          kOverlapNames
 //   core/plan.h             kEngineNames, kOsLayoutNames
 //   core/cost_model.h       kPricingNames, kNetworkModelNames

@@ -53,10 +53,8 @@ int cc_index(int cc) { return cc >= 90 ? 2 : cc >= 80 ? 1 : 0; }  // HOPPER/AMPE
 
 }  // namespace
 
-const char* nccl_algo_name(NcclAlgo a) { return a == NcclAlgo::tree ? "Tree" : "Ring"; }
-const char* nccl_proto_name(NcclProto p) {
-  return p == NcclProto::ll ? "LL" : p == NcclProto::ll128 ? "LL128" : "Simple";
-}
+const char* nccl_algo_name(NcclAlgo a) { return kNcclAlgoNames.name(a); }
+const char* nccl_proto_name(NcclProto p) { return kNcclProtoNames.name(p); }
 
 Result<NcclModel> NcclModel::make(const NetworkSpec& net) {
   const std::string where = "network " + net.name + " (" + net.source + ")";

@@ -18,7 +18,20 @@ namespace lins {
 inline constexpr const char* kNcclModelVersion = "2.21.5";
 
 enum class NcclAlgo { tree, ring };
+inline constexpr NameTable<NcclAlgo, 2> kNcclAlgoNames{"NCCL algorithm",
+                                                      {{
+                                                          {NcclAlgo::tree, "Tree", "tree"},
+                                                          {NcclAlgo::ring, "Ring", "ring"},
+                                                      }}};
+static_assert(kNcclAlgoNames.complete(NcclAlgo::ring));
 enum class NcclProto { ll, ll128, simple };
+inline constexpr NameTable<NcclProto, 3> kNcclProtoNames{"NCCL protocol",
+                                                        {{
+                                                            {NcclProto::ll, "LL", "ll"},
+                                                            {NcclProto::ll128, "LL128", "ll128"},
+                                                            {NcclProto::simple, "Simple", "simple"},
+                                                        }}};
+static_assert(kNcclProtoNames.complete(NcclProto::simple));
 const char* nccl_algo_name(NcclAlgo a);
 const char* nccl_proto_name(NcclProto p);
 

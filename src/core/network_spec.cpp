@@ -117,17 +117,9 @@ const std::vector<Key>& keys() {
        number_in(0, 10000, true, [](NetworkSpec& s, double v) { s.nic_gbit_per_s = v; })},
       {"nic_path", "pix, pxb, phb or sys",
        [](const std::string& v, NetworkSpec& s) {
-         if (v == "pix")
-           s.nic_path = NicPath::pix;
-         else if (v == "pxb")
-           s.nic_path = NicPath::pxb;
-         else if (v == "phb")
-           s.nic_path = NicPath::phb;
-         else if (v == "sys")
-           s.nic_path = NicPath::sys;
-         else
-           return false;
-         return true;
+         auto p = kNicPathNames.parse(v);
+         if (p) s.nic_path = *p;
+         return p.ok();
        }},
       {"cpu_vendor", "intel or amd",
        [](const std::string& v, NetworkSpec& s) {
@@ -200,19 +192,7 @@ Status finish(NetworkSpec& s, const std::map<std::string, int>& seen, const std:
 
 }  // namespace
 
-const char* nic_path_name(NicPath p) {
-  switch (p) {
-    case NicPath::pix:
-      return "pix";
-    case NicPath::pxb:
-      return "pxb";
-    case NicPath::phb:
-      return "phb";
-    case NicPath::sys:
-      return "sys";
-  }
-  return "?";
-}
+const char* nic_path_name(NicPath p) { return kNicPathNames.name(p); }
 
 double NetworkSpec::pcie_gbps() const {
   // src/graph/topo.cc (ncclTopoAddPci): bw = width x speed / 80 with speed per lane in 100 Mb/s units, 60 for

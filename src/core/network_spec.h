@@ -7,12 +7,22 @@
 #include <string_view>
 #include <vector>
 
+#include "core/names.h"
 #include "core/result.h"
 
 namespace lins {
 
 // The PCIe path between a GPU and its nearest NIC, as `nvidia-smi topo -m` names it (NCCL's PATH_* types).
 enum class NicPath { pix, pxb, phb, sys };
+inline constexpr NameTable<NicPath, 4> kNicPathNames{
+    "nic path",
+    {{
+        {NicPath::pix, "pix", "", "NIC and GPU behind one PCIe switch"},
+        {NicPath::pxb, "pxb", "", "several PCIe switches between them"},
+        {NicPath::phb, "phb", "", "through the CPU's PCIe host bridge"},
+        {NicPath::sys, "sys", "", "across the CPU sockets' interconnect"},
+    }}};
+static_assert(kNicPathNames.complete(NicPath::sys));
 const char* nic_path_name(NicPath p);
 
 struct NetworkSpec {

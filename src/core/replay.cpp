@@ -29,9 +29,8 @@ std::string action_log_csv(const Schedule& s, const ModelSpec& model, const std:
       stream = std::to_string(c.stream), after = std::to_string(c.after), next = c.wait.next_step ? "1" : "0";
     } else {
       const ComputeTask t = s.shape.task(r.action.index);
-      label = t.kind == TaskKind::optimizer ? "optimizer"
-                                            : std::string(t.kind == TaskKind::forward ? "forward " : "backward ") +
-                                                  model.modules[static_cast<std::size_t>(t.module)].name;
+      label = kTaskKindNames.name(t.kind);
+      if (t.kind != TaskKind::optimizer) label += " " + model.modules[static_cast<std::size_t>(t.module)].name;
     }
     if (r.exec_timed)
       std::snprintf(nums, sizeof nums, "%.9f,%.9f,%.9f,%.9f", r.start_s, r.end_s, r.exec_start_s, r.exec_end_s);
@@ -90,16 +89,13 @@ Result<ActionLog> parse_action_log(std::string_view text, const std::string& whe
                                {"exec_end_s", &row.rec.exec_end_s}})
         LINS_TRY(number(name, out));
     const std::string action = f[static_cast<std::size_t>(col("action"))];
-    if (action == "compute") {
-      row.rec.action.kind = Action::Kind::compute;
-    } else if (action == "issue" || action == "wait") {
-      row.rec.action.kind = action == "issue" ? Action::Kind::issue : Action::Kind::wait;
+    auto kind = kActionKindNames.parse(action);
+    if (!kind) return make_error(at + ": " + kind.error());
+    row.rec.action.kind = *kind;
+    if (*kind != Action::Kind::compute)
       for (auto [name, out] :
            {std::pair<const char*, double*>{"stream", &stream}, {"after", &after}, {"next_step", &next}})
         LINS_TRY(number(name, out));
-    } else {
-      return make_error(at + ": action '" + action + "' is not one of compute, issue, wait");
-    }
     for (double v : {step, pos, index, after, stream})
       if (v != std::floor(v))
         return make_error(at + ": step, position, index, stream and after are whole numbers, not " + std::to_string(v));

@@ -96,6 +96,13 @@ bool is_gather(Purpose p);
 // The compute tasks of one step, in the order they run: for each micro-batch every module's forward (forward
 // order), then every module's backward (reverse order); after the last micro-batch, the optimizer.
 enum class TaskKind { forward, backward, optimizer };
+inline constexpr NameTable<TaskKind, 3> kTaskKindNames{"task",
+                                                      {{
+                                                          {TaskKind::forward, "forward"},
+                                                          {TaskKind::backward, "backward"},
+                                                          {TaskKind::optimizer, "optimizer"},
+                                                      }}};
+static_assert(kTaskKindNames.complete(TaskKind::optimizer));
 struct ComputeTask {
   TaskKind kind = TaskKind::forward;
   int micro_batch = 0;

@@ -45,10 +45,8 @@ std::vector<TraceEvent> timeline_trace(const Schedule& s, const ModelSpec& model
     if (a.kind == Action::Kind::compute) {
       const ComputeTask t = s.shape.task(a.index);
       const double d = task_s[static_cast<std::size_t>(a.index)];
-      const std::string name = t.kind == TaskKind::optimizer
-                                   ? "optimizer"
-                                   : (t.kind == TaskKind::forward ? "forward " : "backward ") +
-                                         model.modules[static_cast<std::size_t>(t.module)].name;
+      std::string name = kTaskKindNames.name(t.kind);
+      if (t.kind != TaskKind::optimizer) name += " " + model.modules[static_cast<std::size_t>(t.module)].name;
       out.push_back(TraceEvent{name, "compute", end - d, d, 0});
     } else if (a.kind == Action::Kind::wait && end > before) {
       const CommOp& op = s.ops[static_cast<std::size_t>(a.index)];

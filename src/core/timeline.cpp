@@ -6,17 +6,7 @@
 
 namespace lins {
 
-const char* action_kind_name(Action::Kind k) {
-  switch (k) {
-    case Action::Kind::compute:
-      return "compute";
-    case Action::Kind::issue:
-      return "issue";
-    case Action::Kind::wait:
-      return "wait";
-  }
-  return "?";
-}
+const char* action_kind_name(Action::Kind k) { return kActionKindNames.name(k); }
 
 namespace {
 

@@ -23,6 +23,14 @@ struct Action {
   bool carried = false;  // a wait for an op the previous step issued (its next-step wait)
   bool operator==(const Action&) const = default;
 };
+inline constexpr NameTable<Action::Kind, 3> kActionKindNames{
+    "action",
+    {{
+        {Action::Kind::compute, "compute", "", "a compute task of the step"},
+        {Action::Kind::issue, "issue", "", "a collective issued"},
+        {Action::Kind::wait, "wait", "", "compute waits for a collective"},
+    }}};
+static_assert(kActionKindNames.complete(Action::Kind::wait));
 const char* action_kind_name(Action::Kind k);
 
 // The actions of one step of an expanded schedule, in the order they happen.

@@ -100,7 +100,7 @@ Result<Schedule> build_case(const Case& c, Overlap overlap, std::string* engine 
   return build_schedule(make_model_preset("tiny").value(), *plan, kTopo, o);
 }
 
-// TaskKind has no name table (core/names.h): the golden files' letters for it are written here.
+// The golden files write a task as a letter (F, B, A, ...), not as kTaskKindNames' words: the letters are written here.
 const char* task_letter(TaskKind k, bool before, bool first_module) {
   switch (k) {
     case TaskKind::forward:

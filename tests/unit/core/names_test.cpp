@@ -8,7 +8,10 @@
 #include "core/overlap.h"
 #include "core/plan.h"
 #include "core/planner.h"
+#include "core/nccl_model.h"
+#include "core/network_spec.h"
 #include "core/schedule.h"
+#include "core/timeline.h"
 #include "names_check.h"
 
 namespace lins {
@@ -21,6 +24,12 @@ TEST(Names, EveryTableRoundTrips) {
   expect_table_round_trips(kPurposeNames, purpose_name);
   expect_table_round_trips(kDTypeNames, dtype_name);
   expect_table_round_trips(kAxisNames, axis_name);
+  expect_table_round_trips(kGroupRoleNames, group_role_name);
+  expect_table_round_trips(kNicPathNames, nic_path_name);
+  expect_table_round_trips(kNcclAlgoNames, nccl_algo_name);
+  expect_table_round_trips(kNcclProtoNames, nccl_proto_name);
+  expect_table_round_trips(kActionKindNames, action_kind_name);
+  expect_table_round_trips(kTaskKindNames, [](TaskKind k) { return kTaskKindNames.name(k); });
   expect_table_round_trips(kOverlapNames, overlap_name);
   expect_table_round_trips(kEngineNames, engine_name);
   expect_table_round_trips(kOsLayoutNames, os_layout_name);
