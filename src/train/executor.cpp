@@ -375,7 +375,7 @@ Status Executor::Impl::wait_op(int i) {
   if (!f.issued)
     return make_error("executor: waited for op " + std::to_string(i) + " (" + op.label + ") before it was issued");
   if (f.waited) return {};
-  comm_events->push_back(Action{Action::Kind::wait, i, false});
+  comm_events->push_back(Action{.kind = Action::Kind::wait, .index = i});
   const double t1 = timed_wait(f.done, std::string("wait ") + purpose_name(op.purpose) + " " + op.label);
   f.collective.wait();  // settles its counters
   double a = 0, z = 0;
@@ -394,7 +394,7 @@ Status Executor::Impl::wait_carried(int i, bool* timed, double* exec_start, doub
   Flight& f = carried[static_cast<std::size_t>(i)];
   if (!f.issued || f.waited) return {};
   const CommOp& op = sched->ops[static_cast<std::size_t>(i)];
-  if (comm_events) comm_events->push_back(Action{Action::Kind::wait, i, true});
+  if (comm_events) comm_events->push_back(Action{.kind = Action::Kind::wait, .index = i, .carried = true});
   timed_wait(f.done, std::string("wait ") + purpose_name(op.purpose) + " " + op.label + " (previous step)");
   f.collective.wait();
   f.waited = true;

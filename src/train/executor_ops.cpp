@@ -55,7 +55,7 @@ Status Executor::Impl::issue(int i) {
   if (!f.done.impl()) std::swap(f.done, f.collective);  // no work after the collective: waiting for it is enough
   f.issued = true;
   issued->push_back(i);
-  comm_events->push_back(Action{Action::Kind::issue, i, false});
+  comm_events->push_back(Action{.kind = Action::Kind::issue, .index = i});
   return {};
 }
 

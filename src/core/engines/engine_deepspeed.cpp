@@ -176,7 +176,7 @@ Status build_deepspeed_zero3_ops(EngineBuilder& b) {
       const bool persists = persistent[static_cast<std::size_t>(m)];
       const Point here = point_of(u);
       if (persists) {
-        if (b.expanded()) b.params_of(task_of(u)) = {TaskParams::Source::persistent, -1, false, false, false};
+        if (b.expanded()) b.params_of(task_of(u)) = {.source = TaskParams::Source::persistent, .release = false};
       } else if (!available[static_cast<std::size_t>(m)] && inflight[static_cast<std::size_t>(m)] < 0) {
         gather(u, here);
       }
@@ -198,7 +198,11 @@ Status build_deepspeed_zero3_ops(EngineBuilder& b) {
       // Release after the use, unless forward keeps it for its backward.
       const bool keep = u.forward && kept[static_cast<std::size_t>(m)];
       const bool make_secondary = hpz && !has_secondary[static_cast<std::size_t>(m)] && !keep;
-      if (b.expanded()) b.params_of(task_of(u)) = {TaskParams::Source::gathered, source, !keep, make_secondary, false};
+      if (b.expanded())
+        b.params_of(task_of(u)) = {.source = TaskParams::Source::gathered,
+                                   .gather_op = source,
+                                   .release = !keep,
+                                   .keep_hpz_part = make_secondary};
       if (make_secondary) has_secondary[static_cast<std::size_t>(m)] = true;
       available[static_cast<std::size_t>(m)] = keep;
       inflight[static_cast<std::size_t>(m)] = keep ? source : -1;

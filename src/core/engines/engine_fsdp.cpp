@@ -45,9 +45,10 @@ Status build_fsdp_ops(EngineBuilder& b) {
         fwd[static_cast<std::size_t>(m)] = b.add(c, Phase::forward, op);
         kept[static_cast<std::size_t>(m)] = plan.keep_after_forward || kept_after_forward(m);
         if (b.expanded())
-          b.params_of(shape.forward_task(mb, m)) = {TaskParams::Source::gathered, fwd[static_cast<std::size_t>(m)],
-                                                    !kept[static_cast<std::size_t>(m)],
-                                                    partial && !kept[static_cast<std::size_t>(m)], false};
+          b.params_of(shape.forward_task(mb, m)) = {.source = TaskParams::Source::gathered,
+                                                    .gather_op = fwd[static_cast<std::size_t>(m)],
+                                                    .release = !kept[static_cast<std::size_t>(m)],
+                                                    .keep_hpz_part = partial && !kept[static_cast<std::size_t>(m)]};
       }
     }
     int previous_rs = -1;
@@ -66,13 +67,15 @@ Status build_fsdp_ops(EngineBuilder& b) {
           op.wait = shape.before_backward(mb, module);
           const int i = b.add(c, Phase::backward, op);
           if (b.expanded())
-            b.params_of(shape.backward_task(mb, module)) = {TaskParams::Source::gathered, i, true, false, partial};
+            b.params_of(shape.backward_task(mb, module)) = {
+                .source = TaskParams::Source::gathered, .gather_op = i, .release = true, .drop_hpz_part = partial};
         };
         if (m == n - 1) gather(m, shape.before_backward(mb, m));
         if (m > 0) gather(m - 1, shape.before_backward(mb, m));  // one unit ahead
         if (kept[static_cast<std::size_t>(m)] && b.expanded())
-          b.params_of(shape.backward_task(mb, m)) = {TaskParams::Source::gathered, fwd[static_cast<std::size_t>(m)],
-                                                     true, false, false};
+          b.params_of(shape.backward_task(mb, m)) = {.source = TaskParams::Source::gathered,
+                                                     .gather_op = fwd[static_cast<std::size_t>(m)],
+                                                     .release = true};
       }
       // The compute stream waits for the previous unit's reduce-scatter before this unit's is issued.
       if (previous_rs >= 0) b.op(previous_rs).wait = shape.after_backward(mb, m);

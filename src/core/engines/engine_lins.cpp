@@ -55,8 +55,9 @@ Status build_lins_ops(EngineBuilder& b) {
         op.wait = shape.before_forward(mb, m);
         fwd[static_cast<std::size_t>(m)] = b.add(c, Phase::forward, op);
         if (b.expanded())
-          b.params_of(shape.forward_task(mb, m)) = {TaskParams::Source::gathered, fwd[static_cast<std::size_t>(m)],
-                                                    true, false, false};
+          b.params_of(shape.forward_task(mb, m)) = {.source = TaskParams::Source::gathered,
+                                                    .gather_op = fwd[static_cast<std::size_t>(m)],
+                                                    .release = true};
       }
       if (mb == 0) forward_gather_issue = fwd;
     }
@@ -77,7 +78,8 @@ Status build_lins_ops(EngineBuilder& b) {
           op.wait = shape.before_backward(mb, module);
           const int i = b.add(c, Phase::backward, op);
           if (b.expanded())
-            b.params_of(shape.backward_task(mb, module)) = {TaskParams::Source::gathered, i, true, false, false};
+            b.params_of(shape.backward_task(mb, module)) = {
+                .source = TaskParams::Source::gathered, .gather_op = i, .release = true};
         };
         if (m == n - 1) gather(m, shape.before_backward(mb, m));
         if (m > 0) gather(m - 1, shape.before_backward(mb, m));  // one module ahead
