@@ -17,6 +17,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/bf16.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/ops_cuda.h"
 #include "kernels/ops.h"
@@ -27,20 +28,9 @@ namespace gpu = lins::kernels::cuda;
 namespace cpu = lins::kernels::cpu;
 using gpu::bf16;
 
-// Host bf16 conversions (round to nearest even), independent of the device library.
-uint16_t bf16_bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;  // NaN
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
-}
-float bf16_value(uint16_t b) {
-  const uint32_t u = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
+// Host bf16 conversions (round to nearest even), independent of the device library: core/bf16.h's.
+uint16_t bf16_bits(float f) { return lins::float_to_bf16(f); }
+float bf16_value(uint16_t b) { return lins::bf16_to_float(b); }
 
 std::vector<float> random_vec(size_t n, float lo, float hi, uint32_t seed) {
   std::mt19937 gen(seed);

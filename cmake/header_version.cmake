@@ -1,0 +1,21 @@
+# lins_header_version(<out> <header> <major> <minor> <patch>): "<major>.<minor>.<patch>" from the `#define <macro> N`
+# lines of <header> (NCCL's nccl.h, cuDNN's cudnn_version.h, the cuDNN frontend's version header); "" when the file
+# or its major or minor macro is missing.
+function(lins_header_version out header major minor patch)
+  set(${out} "" PARENT_SCOPE)
+  if(NOT EXISTS "${header}")
+    return()
+  endif()
+  file(STRINGS "${header}" _defines REGEX "^#define (${major}|${minor}|${patch}) +[0-9]+")
+  foreach(_macro ${major} ${minor} ${patch})
+    set(_v_${_macro} "")
+    foreach(_line IN LISTS _defines)
+      if(_line MATCHES "^#define ${_macro} +([0-9]+)")
+        set(_v_${_macro} ${CMAKE_MATCH_1})
+      endif()
+    endforeach()
+  endforeach()
+  if(NOT _v_${major} STREQUAL "" AND NOT _v_${minor} STREQUAL "")
+    set(${out} "${_v_${major}}.${_v_${minor}}.${_v_${patch}}" PARENT_SCOPE)
+  endif()
+endfunction()
