@@ -67,37 +67,36 @@ JsonObject Calibration::to_json() const {
 }
 
 Result<Calibration> calibrate_from_step_text(std::string_view text, const std::string& where) {
-  auto records = parse_csv(text, where);
-  if (!records) return make_error(records.error());
-  if (records->empty()) return make_error(where + ": empty file (expected a `lins step` CSV)");
-  const auto& head = records->front().fields;
-  auto col = [&](const char* name) -> int {
-    for (std::size_t i = 0; i < head.size(); ++i)
-      if (head[i] == name) return static_cast<int>(i);
-    return -1;
-  };
-  const char* needed[] = {"source",      "engine",         "model",        "seq",        "tokens",
-                          "world_size",  "recompute",      "forward_s",    "backward_s", "optimizer_s",
-                          "step_time_s", "exposed_comm_s", "micro_batches"};
-  for (const char* n : needed)
-    if (col(n) < 0) return make_error(where + ": no column '" + n + "' (expected a `lins step` CSV)");
+  auto table = CsvTable::parse(text, where, "a `lins step` CSV");
+  if (!table) return make_error(table.error());
+  const CsvTable& t = *table;
+  LINS_TRY(t.require({"source", "engine", "model", "seq", "tokens", "world_size", "recompute", "forward_s",
+                      "backward_s", "optimizer_s", "step_time_s", "exposed_comm_s", "micro_batches"}));
   std::map<std::string, std::vector<Sample>> by_engine;
   std::vector<Sample> every;
-  for (std::size_t r = 1; r < records->size(); ++r) {
-    const auto& f = (*records)[r].fields;
-    if (f.size() != head.size() || f[static_cast<std::size_t>(col("source"))] != "measured") continue;
-    auto model = make_model_preset(f[static_cast<std::size_t>(col("model"))]);
+  for (std::size_t r = 0; r < t.rows(); ++r) {
+    if (!t.check_width(r) || t.text(r, "source") != "measured") continue;
+    auto model = make_model_preset(t.text(r, "model"));
     if (!model) continue;  // custom shapes carry no dimensions in the CSV
-    auto num = [&](const char* name) { return std::atof(f[static_cast<std::size_t>(col(name))].c_str()); };
+    // An empty field is a figure the run did not measure (0, as the fit has always read it); anything else must be
+    // a number, or the file:line and column are named.
+    Status bad;
+    auto num = [&](const char* name) {
+      if (t.text(r, name).empty()) return 0.0;
+      auto v = t.number(r, name);
+      if (!v && bad) bad = make_error(v.error());
+      return v ? *v : 0.0;
+    };
     const double world = num("world_size");
     Sample s;
     s.M = num("micro_batches");
     s.compute_s = num("forward_s") + num("backward_s");
-    if (world < 1 || s.compute_s <= 0) continue;
-    const double extra = f[static_cast<std::size_t>(col("recompute"))] == "1" ? 4.0 / 3.0 : 1.0;
-    s.flops = model->flops_per_token(static_cast<int>(num("seq"))) * num("tokens") / world * extra;
+    const double extra = t.text(r, "recompute") == "1" ? 4.0 / 3.0 : 1.0;
+    s.flops = model->flops_per_token(static_cast<int>(num("seq"))) * num("tokens") / std::max(world, 1.0) * extra;
     s.other_s = num("step_time_s") - s.compute_s - num("optimizer_s") - num("exposed_comm_s");
-    by_engine[f[static_cast<std::size_t>(col("engine"))]].push_back(s);
+    if (!bad) return make_error(bad.error() + " (expected a `lins step` CSV)");
+    if (world < 1 || s.compute_s <= 0) continue;
+    by_engine[t.text(r, "engine")].push_back(s);
     every.push_back(s);
   }
   if (every.empty()) return make_error(where + ": no measured row of a preset model with compute time");

@@ -15,10 +15,8 @@ namespace {
 
 // A positive finite number written plainly ("1048576", "1.5e9"); rejects "nan", "inf", "-1", "0", "12abc".
 std::optional<double> parse_positive(const std::string& s) {
-  if (s.empty()) return std::nullopt;
-  char* end = nullptr;
-  const double v = std::strtod(s.c_str(), &end);
-  if (end != s.c_str() + s.size() || !std::isfinite(v) || v <= 0) return std::nullopt;
+  const auto v = parse_finite(s);
+  if (!v || *v <= 0) return std::nullopt;
   return v;
 }
 

@@ -5,7 +5,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
+
+#include "core/text.h"
 
 namespace lins {
 namespace {
@@ -255,6 +258,52 @@ Result<std::set<std::string>> CsvWriter::existing_keys(const std::vector<std::st
 bool CsvWriter::has_row(const std::vector<std::string>& key_columns, const std::vector<std::string>& key_values) const {
   auto keys = existing_keys(key_columns);
   return keys && keys->count(csv_key(key_values)) > 0;
+}
+
+Result<CsvTable> CsvTable::parse(std::string_view text, const std::string& where, std::string expected) {
+  auto records = parse_csv(text, where);
+  if (!records) return make_error(records.error());
+  if (records->empty()) return make_error(where + ": empty (expected " + expected + ")");
+  CsvTable t;
+  t.where_ = where;
+  t.expected_ = std::move(expected);
+  t.header_ = std::move(records->front().fields);
+  t.rows_.assign(std::make_move_iterator(records->begin() + 1), std::make_move_iterator(records->end()));
+  return t;
+}
+
+Status CsvTable::require(const std::vector<const char*>& names) const {
+  for (const char* n : names)
+    if (column(n) < 0) return make_error(where_ + ": no column '" + n + "' (expected " + expected_ + ")");
+  return Status::ok_status();
+}
+
+int CsvTable::column(std::string_view name) const {
+  for (std::size_t i = 0; i < header_.size(); ++i)
+    if (header_[i] == name) return static_cast<int>(i);
+  return -1;
+}
+
+std::string CsvTable::at(std::size_t r) const { return where_ + ":" + std::to_string(rows_[r].line); }
+
+Status CsvTable::check_width(std::size_t r) const {
+  const std::size_t n = rows_[r].fields.size();
+  if (n != header_.size())
+    return make_error(at(r) + ": " + std::to_string(n) + " fields, the header has " + std::to_string(header_.size()));
+  return Status::ok_status();
+}
+
+const std::string& CsvTable::text(std::size_t r, std::string_view name) const {
+  static const std::string empty;
+  const int c = column(name);
+  const auto& f = rows_[r].fields;
+  return c >= 0 && static_cast<std::size_t>(c) < f.size() ? f[static_cast<std::size_t>(c)] : empty;
+}
+
+Result<double> CsvTable::number(std::size_t r, std::string_view name) const {
+  const std::string& v = text(r, name);
+  if (auto x = parse_finite(v)) return *x;
+  return make_error(at(r) + ": column '" + std::string(name) + "': '" + v + "' is not a finite number");
 }
 
 }  // namespace lins

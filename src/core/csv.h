@@ -34,6 +34,31 @@ Result<std::vector<CsvRecord>> read_csv_file(const std::string& path);
 // The whole file as text; the error names the file and the system's reason.
 Result<std::string> read_text_file(const std::string& path);
 
+// A CSV file read by its header: columns found by name, each row's fields read as text or as numbers, and every
+// error naming "file:line" and the column. The readers of step CSVs (calibration) and action logs (replay) use it.
+class CsvTable {
+ public:
+  // The first record is the header. `expected` says what the file should be, for errors ("a `lins step` CSV").
+  static Result<CsvTable> parse(std::string_view text, const std::string& where, std::string expected);
+  // An error naming the first of `names` the header lacks.
+  Status require(const std::vector<const char*>& names) const;
+  int column(std::string_view name) const;  // -1 when the header lacks it
+  std::size_t rows() const { return rows_.size(); }
+  // "file:line" of row r (0 = the first row after the header).
+  std::string at(std::size_t r) const;
+  // An error unless row r has as many fields as the header.
+  Status check_width(std::size_t r) const;
+  // The field of row r under `name` (which require() has checked); "" for a short row.
+  const std::string& text(std::size_t r, std::string_view name) const;
+  // The same as a finite number; the error says "file:line: column 'name': 'v' is not a finite number".
+  Result<double> number(std::size_t r, std::string_view name) const;
+
+ private:
+  std::string where_, expected_;
+  std::vector<std::string> header_;
+  std::vector<CsvRecord> rows_;
+};
+
 // Joins key values with a separator that cannot appear in ordinary fields (unit separator, 0x1f).
 std::string csv_key(const std::vector<std::string>& values);
 

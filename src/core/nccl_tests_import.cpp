@@ -14,13 +14,7 @@
 namespace lins {
 namespace {
 
-std::optional<double> number(const std::string& s) {
-  if (s.empty()) return std::nullopt;
-  char* end = nullptr;
-  const double v = std::strtod(s.c_str(), &end);
-  if (end != s.c_str() + s.size() || !std::isfinite(v)) return std::nullopt;
-  return v;
-}
+std::optional<double> number(const std::string& s) { return parse_finite(s); }
 
 std::string lower(std::string_view s) {
   std::string out(s);

@@ -24,13 +24,7 @@ struct PresetText {
 };
 #include "network_presets.inc"
 
-std::optional<double> parse_number(const std::string& s) {
-  if (s.empty()) return std::nullopt;
-  char* end = nullptr;
-  const double v = std::strtod(s.c_str(), &end);
-  if (end != s.c_str() + s.size() || !std::isfinite(v)) return std::nullopt;
-  return v;
-}
+std::optional<double> parse_number(const std::string& s) { return parse_finite(s); }
 
 std::optional<bool> parse_yes_no(const std::string& s) {
   if (s == "yes" || s == "true" || s == "on") return true;

@@ -44,34 +44,19 @@ std::string action_log_csv(const Schedule& s, const ModelSpec& model, const std:
 }
 
 Result<ActionLog> parse_action_log(std::string_view text, const std::string& where) {
-  auto records = parse_csv(text, where);
-  if (!records) return make_error(records.error());
-  if (records->empty()) return make_error(where + ": empty (expected the action log of `lins step --trace`)");
-  const auto& head = records->front().fields;
-  auto col = [&](const char* name) -> int {
-    for (std::size_t i = 0; i < head.size(); ++i)
-      if (head[i] == name) return static_cast<int>(i);
-    return -1;
-  };
-  const char* needed[] = {"step",      "position", "action",  "index", "carried",      "stream",    "after",
-                          "next_step", "label",    "start_s", "end_s", "exec_start_s", "exec_end_s"};
-  for (const char* n : needed)
-    if (col(n) < 0)
-      return make_error(where + ": no column '" + n + "' (expected the action log of `lins step --trace`)");
+  auto table = CsvTable::parse(text, where, "the action log of `lins step --trace`");
+  if (!table) return make_error(table.error());
+  const CsvTable& t = *table;
+  LINS_TRY(t.require({"step", "position", "action", "index", "carried", "stream", "after", "next_step", "label",
+                      "start_s", "end_s", "exec_start_s", "exec_end_s"}));
   ActionLog log;
-  for (std::size_t r = 1; r < records->size(); ++r) {
-    const auto& rec = (*records)[r];
-    const auto& f = rec.fields;
-    const std::string at = where + ":" + std::to_string(rec.line);
-    if (f.size() != head.size())
-      return make_error(at + ": " + std::to_string(f.size()) + " fields, the header has " +
-                        std::to_string(head.size()));
+  for (std::size_t r = 0; r < t.rows(); ++r) {
+    const std::string at = t.at(r);
+    LINS_TRY(t.check_width(r));
     auto number = [&](const char* name, double* out) -> Status {
-      const std::string& v = f[static_cast<std::size_t>(col(name))];
-      char* end = nullptr;
-      *out = std::strtod(v.c_str(), &end);
-      if (v.empty() || end != v.c_str() + v.size() || !std::isfinite(*out))
-        return make_error(at + ": " + name + " '" + v + "' is not a finite number");
+      auto v = t.number(r, name);
+      if (!v) return make_error(v.error());
+      *out = *v;
       return {};
     };
     ActionLog::Row row;
@@ -83,12 +68,12 @@ Result<ActionLog> parse_action_log(std::string_view text, const std::string& whe
                              {"start_s", &row.rec.start_s},
                              {"end_s", &row.rec.end_s}})
       LINS_TRY(number(name, out));
-    row.rec.exec_timed = !f[static_cast<std::size_t>(col("exec_start_s"))].empty();
+    row.rec.exec_timed = !t.text(r, "exec_start_s").empty();
     if (row.rec.exec_timed)
       for (auto [name, out] : {std::pair<const char*, double*>{"exec_start_s", &row.rec.exec_start_s},
                                {"exec_end_s", &row.rec.exec_end_s}})
         LINS_TRY(number(name, out));
-    const std::string action = f[static_cast<std::size_t>(col("action"))];
+    const std::string& action = t.text(r, "action");
     auto kind = kActionKindNames.parse(action);
     if (!kind) return make_error(at + ": " + kind.error());
     row.rec.action.kind = *kind;
@@ -117,8 +102,8 @@ Result<ActionLog> parse_action_log(std::string_view text, const std::string& whe
     row.stream = static_cast<int>(stream);
     row.after = static_cast<int>(after);
     row.next_step = next != 0;
-    row.label = f[static_cast<std::size_t>(col("label"))];
-    if (const int p = col("purpose"); p >= 0) row.purpose = f[static_cast<std::size_t>(p)];
+    row.label = t.text(r, "label");
+    row.purpose = t.text(r, "purpose");  // "" in logs written before the column existed
     if (!log.rows.empty() && row.rec.step != log.step)
       return make_error(at + ": step " + std::to_string(row.rec.step) + " in a log of step " +
                         std::to_string(log.step));

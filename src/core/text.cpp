@@ -2,6 +2,8 @@
 #include "core/text.h"
 
 #include <cctype>
+#include <cmath>
+#include <cstdlib>
 
 namespace lins {
 
@@ -42,6 +44,15 @@ bool has_control_chars(std::string_view line) {
   for (char c : line)
     if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\r') return true;
   return false;
+}
+
+std::optional<double> parse_finite(std::string_view s) {
+  if (s.empty()) return std::nullopt;
+  const std::string text(s);  // strtod needs the terminating NUL
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (end != text.c_str() + text.size() || !std::isfinite(v)) return std::nullopt;
+  return v;
 }
 
 }  // namespace lins

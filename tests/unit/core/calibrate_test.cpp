@@ -62,6 +62,14 @@ TEST(Calibrate, BadInputIsNamed) {
   ASSERT_FALSE(projected_only);
   EXPECT_NE(projected_only.error().find("no measured row"), std::string::npos);
   EXPECT_FALSE(calibrate_from_step_csv("/no/such/step.csv"));
+  // A figure that is not a number is named with its file, line and column (it was once read as 0).
+  std::string garbled = rows({{"zero", 2, 2e9, 0.003}});
+  garbled.replace(garbled.find(",0.001,"), 7, ",1.0e-3x,");
+  auto bad = calibrate_from_step_text(garbled, "garbled.csv");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().find("garbled.csv:2: column 'optimizer_s': '1.0e-3x' is not a finite number"),
+            std::string::npos)
+      << bad.error();
 }
 
 }  // namespace

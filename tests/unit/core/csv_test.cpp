@@ -7,6 +7,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/text.h"
+
 namespace lins {
 namespace {
 
@@ -155,6 +157,32 @@ TEST_F(CsvTest, ResumeWithNothingThereStartsFresh) {
   ASSERT_TRUE(w) << w.error();
   EXPECT_EQ(w->row_count(), 0u);
   EXPECT_EQ(slurp(path("new.csv.partial")), "a\n");
+}
+
+// The table reader every header-based reader uses: columns by name, widths and numbers checked with file:line.
+TEST(CsvTable, NamesFileLineAndColumnInEveryError) {
+  auto t = CsvTable::parse("a,b,c\n1,2.5,x\n4,5\n\n7,nan,9\n", "t.csv", "a test table");
+  ASSERT_TRUE(t.ok()) << t.error();
+  EXPECT_EQ(t->rows(), 3u);
+  EXPECT_EQ(t->column("b"), 1);
+  EXPECT_EQ(t->column("z"), -1);
+  EXPECT_TRUE(t->require({"a", "c"}).ok());
+  const Status missing = t->require({"a", "z"});
+  EXPECT_EQ(missing.error(), "t.csv: no column 'z' (expected a test table)");
+  EXPECT_EQ(*t->number(0, "b"), 2.5);
+  EXPECT_EQ(t->number(0, "c").error(), "t.csv:2: column 'c': 'x' is not a finite number");
+  EXPECT_EQ(t->check_width(1).error(), "t.csv:3: 2 fields, the header has 3");
+  EXPECT_EQ(t->text(1, "c"), "");  // a short row reads as empty, not out of bounds
+  EXPECT_EQ(t->at(2), "t.csv:5");  // the empty line is skipped, the line numbers stay the file's
+  EXPECT_FALSE(t->number(2, "b").ok());
+  EXPECT_EQ(CsvTable::parse("", "e.csv", "a test table").error(), "e.csv: empty (expected a test table)");
+}
+
+TEST(ParseFinite, TheWholeTextIsOneFiniteNumber) {
+  EXPECT_EQ(*parse_finite("1048576"), 1048576.0);
+  EXPECT_EQ(*parse_finite("-2.5e3"), -2500.0);
+  for (const char* bad : {"", "nan", "inf", "-inf", "12abc", "1 ", "0x", "1e999"})
+    EXPECT_FALSE(parse_finite(bad)) << bad;
 }
 
 }  // namespace
