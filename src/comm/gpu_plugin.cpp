@@ -110,10 +110,12 @@ Result<const GpuPlugin*> gpu_plugin() {
 
 const GpuPlugin* loaded_gpu_plugin() { return g_plugin.load(); }
 
-std::string gpu_plugin_path() {
-  if (lins_gpu_plugin_v1) return "(linked in)";
-  for (const std::string& p : candidate_paths())
-    if (file_exists(p)) return p;
+std::string gpu_plugin_location() {
+  if (lins_gpu_plugin_v1) return "linked in";
+  const std::vector<std::string> paths = candidate_paths();
+  const char* env = std::getenv("LINS_GPU_PLUGIN");
+  for (size_t i = 0; i < paths.size(); ++i)
+    if (file_exists(paths[i])) return env && *env ? "LINS_GPU_PLUGIN" : i == 0 ? "beside lins" : "../lib beside lins";
   return "";
 }
 

@@ -103,8 +103,9 @@ std::string gpu_plugin_build_id();
 Result<const GpuPlugin*> gpu_plugin();
 // The module when an earlier gpu_plugin() loaded it, else nullptr; never loads (provenance of a CPU run).
 const GpuPlugin* loaded_gpu_plugin();
-// The module file that gpu_plugin() would load first, or "" when none exists (no load attempted).
-std::string gpu_plugin_path();
+// Where the module that gpu_plugin() would load first is, without a machine's paths (for provenance): "linked in",
+// "LINS_GPU_PLUGIN", "beside lins" or "../lib beside lins"; "" when none exists (no load attempted).
+std::string gpu_plugin_location();
 
 }  // namespace lins
 

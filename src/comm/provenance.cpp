@@ -123,9 +123,9 @@ JsonObject gather_provenance(MPI_Comm comm, const std::vector<std::string>& argv
   o.set("mpi_thread_multiple", thread_level >= MPI_THREAD_MULTIPLE);
   // The GPU plugin is read only where the run loaded it (it used the GPU): a CPU run neither loads CUDA for its
   // provenance nor fails to write it where the GPU is broken.
-  const std::string plugin_path = gpu_plugin_path();
-  o.set("built_with_cuda", !plugin_path.empty());
-  o.set("gpu_plugin", plugin_path.empty() ? JsonValue(nullptr) : JsonValue(plugin_path));
+  const std::string plugin = gpu_plugin_location();
+  o.set("built_with_cuda", !plugin.empty());
+  o.set("gpu_plugin", plugin.empty() ? JsonValue(nullptr) : JsonValue(plugin));
   if (const GpuPlugin* gpu = loaded_gpu_plugin()) {
     o.set("nccl_version", gpu->nccl_version());
     o.set("cuda_version", gpu->cuda_version());
