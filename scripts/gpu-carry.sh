@@ -100,7 +100,8 @@ if [ "$total" -ge "$LIMIT" ]; then
     [ -e "$e" ] && printf '  %12s  %s\n' "$(mib "$(size_of "$e")")" "${e#"$DIR"/}" >&2
   done
   echo "  the largest files:" >&2
-  find "$DIR" -type f -printf '%s %P\n' | sort -rn | head -10 |
+  # awk, not head: head would end the pipe early, and under pipefail sort's SIGPIPE would end the script with 141.
+  find "$DIR" -type f -printf '%s %P\n' | sort -rn | awk 'NR <= 10' |
     while read -r b f; do printf '  %12s  %s\n' "$(mib "$b")" "$f" >&2; done
   exit 1
 fi

@@ -162,7 +162,7 @@ lins_gpu_deps_use() {
   local so found exposed=""
   for so in $LINS_GPU_DEPS_FALLBACK_LIBS; do
     lins_gpu_deps_system_has "$so" && continue
-    found=$(find "$fallback/root" -name "$so" 2>/dev/null | head -1)
+    found=$(find "$fallback/root" -name "$so" 2>/dev/null | awk 'NR == 1')
     if [ -n "$found" ]; then
       ln -sf "$found" "$fallback/lib/$so"
       exposed+=" $so"
