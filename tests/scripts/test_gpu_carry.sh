@@ -13,17 +13,8 @@ if ! command -v git >/dev/null 2>&1 || [ "$(git rev-parse --show-toplevel 2>/dev
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-status=0
-check() { # $1: what, then the command
-  local what=$1
-  shift
-  if "$@"; then
-    echo "ok   $what"
-  else
-    echo "FAIL $what"
-    status=1
-  fi
-}
+# shellcheck source=tests/scripts/check.sh
+source "$ROOT/tests/scripts/check.sh"
 export GPU_CARRY_FETCH=0
 out=$(scripts/gpu-carry.sh "$tmp/carry" 2>&1)
 rc=$?

@@ -7,17 +7,8 @@
 set -uo pipefail
 ROOT=${1:?usage: test_gpu_check_scripts.sh SOURCE_DIR}
 cd "$ROOT" || exit 1
-status=0
-check() { # $1: what, then the command
-  local what=$1
-  shift
-  if "$@"; then
-    echo "ok   $what"
-  else
-    echo "FAIL $what"
-    status=1
-  fi
-}
+# shellcheck source=tests/scripts/check.sh
+source "$ROOT/tests/scripts/check.sh"
 for f in scripts/gpu-check.sh scripts/gpu-carry.sh scripts/gpu-deps.sh; do
   check "bash -n $f" bash -n "$f"
   if command -v shellcheck >/dev/null 2>&1; then

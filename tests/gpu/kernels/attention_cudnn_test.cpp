@@ -17,7 +17,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "core/bf16.h"
+#include "host_check.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/ops_cuda.h"
 #include "kernels/ops.h"
@@ -27,18 +27,11 @@ namespace {
 namespace gpu = lins::kernels::cuda;
 namespace cpu = lins::kernels::cpu;
 using gpu::bf16;
-
-// Host bf16 conversions (round to nearest even), independent of the device library: core/bf16.h's.
-uint16_t bf16_bits(float f) { return lins::float_to_bf16(f); }
-float bf16_value(uint16_t b) { return lins::bf16_to_float(b); }
-
-std::vector<float> random_vec(size_t n, float lo, float hi, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(n);
-  for (auto& x : v) x = bf16_value(bf16_bits(dist(gen)));  // representable in bf16: both sides see the same inputs
-  return v;
-}
+using lins::kernel_test::bf16_bits;
+using lins::kernel_test::bf16_value;
+using lins::kernel_test::close;
+using lins::kernel_test::max_abs;
+using lins::kernel_test::random_vec;
 
 // Device buffer of exactly n elements of T, with host transfers in fp32 terms.
 template <class T>
@@ -75,37 +68,6 @@ class DeviceBuffer {
   T* p_ = nullptr;
   size_t n_;
 };
-
-double max_abs(const std::vector<float>& v) {
-  double m = 0;
-  for (float x : v) m = std::max(m, static_cast<double>(std::fabs(x)));
-  return m;
-}
-
-// Prints the worst element and returns whether every element is within atol + rtol * |ref|.
-bool close(const std::string& what, const std::vector<float>& got, const std::vector<float>& ref, double atol,
-           double rtol) {
-  if (got.size() != ref.size()) {
-    printf("  FAIL %-40s size %zu != %zu\n", what.c_str(), got.size(), ref.size());
-    return false;
-  }
-  size_t bad = 0, worst = 0;
-  double worst_excess = -1e300, max_err = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double err = std::fabs(static_cast<double>(got[i]) - ref[i]);
-    const double allowed = atol + rtol * std::fabs(ref[i]);
-    if (!(err <= allowed)) ++bad;  // NaN counts as bad
-    if (err - allowed > worst_excess || std::isnan(err)) {
-      worst_excess = std::isnan(err) ? 1e300 : err - allowed;
-      worst = i;
-    }
-    if (err > max_err || std::isnan(err)) max_err = err;
-  }
-  printf("  %s %-40s n=%zu max_err=%.3g (atol %.3g, rtol %.3g) worst[%zu]: got %.6g ref %.6g, %zu out of tolerance\n",
-         bad ? "FAIL" : "ok  ", what.c_str(), got.size(), max_err, atol, rtol, worst, got.empty() ? 0.0 : got[worst],
-         ref.empty() ? 0.0 : ref[worst], bad);
-  return bad == 0;
-}
 
 // A cuDNN attention call's status, with cuDNN's own text when it failed.
 bool cudnn_ok(cudaError_t e, const char* what) {

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "host_check.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/ops_cuda.h"
 #include "kernels/ops.h"
@@ -26,30 +27,12 @@ namespace {
 namespace gpu = lins::kernels::cuda;
 namespace cpu = lins::kernels::cpu;
 using gpu::bf16;
-
-// Host bf16 conversions (round to nearest even), independent of the device library.
-uint16_t bf16_bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;  // NaN
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
-}
-float bf16_value(uint16_t b) {
-  const uint32_t u = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-float round_bf16(float f) { return bf16_value(bf16_bits(f)); }
-
-std::vector<float> random_vec(size_t n, float lo, float hi, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(n);
-  for (auto& x : v) x = round_bf16(dist(gen));  // representable in bf16, so both sides see the same inputs
-  return v;
-}
+using lins::kernel_test::bf16_bits;
+using lins::kernel_test::bf16_value;
+using lins::kernel_test::close;
+using lins::kernel_test::max_abs;
+using lins::kernel_test::random_vec;
+using lins::kernel_test::round_bf16;
 
 // --- device memory with guards -------------------------------------------------------------------------------
 // Every test allocation is framed by kGuardBytes of a known pattern before and after its elements (no slack: the tail
@@ -221,36 +204,6 @@ class DeviceBuffer {
   size_t n_;
   GuardedAlloc mem_;
 };
-
-double max_abs(const std::vector<float>& v) {
-  double m = 0;
-  for (float x : v) m = std::max(m, static_cast<double>(std::fabs(x)));
-  return m;
-}
-
-// Prints the worst element and returns whether every element is within atol + rtol * |ref|.
-bool close(const char* what, const std::vector<float>& got, const std::vector<float>& ref, double atol, double rtol) {
-  if (got.size() != ref.size()) {
-    printf("  FAIL %-28s size %zu != %zu\n", what, got.size(), ref.size());
-    return false;
-  }
-  size_t bad = 0, worst = 0;
-  double worst_excess = -1e300, max_err = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double err = std::fabs(static_cast<double>(got[i]) - ref[i]);
-    const double allowed = atol + rtol * std::fabs(ref[i]);
-    if (!(err <= allowed)) ++bad;  // NaN counts as bad
-    if (err - allowed > worst_excess || std::isnan(err)) {
-      worst_excess = std::isnan(err) ? 1e300 : err - allowed;
-      worst = i;
-    }
-    if (err > max_err || std::isnan(err)) max_err = err;
-  }
-  printf("  %s %-28s n=%zu max_err=%.3g (atol %.3g, rtol %.3g) worst[%zu]: got %.6g ref %.6g, %zu out of tolerance\n",
-         bad ? "FAIL" : "ok  ", what, got.size(), max_err, atol, rtol, worst, got.empty() ? 0.0 : got[worst],
-         ref.empty() ? 0.0 : ref[worst], bad);
-  return bad == 0;
-}
 
 const cudaStream_t kStream = nullptr;  // legacy default stream: the checks synchronise through cudaMemcpy
 
