@@ -17,9 +17,9 @@
 #include "core/cost_model.h"
 #include "core/cost_options.h"
 #include "core/csv.h"
-#include "core/results_schema.h"
 #include "core/memory_model.h"
 #include "core/planner.h"
+#include "core/results_schema.h"
 #include "core/units.h"
 #include "core/workload.h"
 
@@ -295,7 +295,7 @@ void print_explain(const Schedule& s, const CostModel& cost, const View& v) {
     r.max_bytes = std::max(r.max_bytes, op.bytes());
     r.paper_s += cost.op_time_s(op, s.topo, Pricing::paper_isolated) * op.repeat;
     r.shared_s += cost.op_time_s(op, s.topo, Pricing::shared_links) * op.repeat;
-    if (largest && !(cost.profile() && cost.profile()->has(op.kind, op.mesh)))
+    if (cost.network_model().makes_choices() && largest && !(cost.profile() && cost.profile()->has(op.kind, op.mesh)))
       r.choice = cost.network_model().choice(op.kind, double(op.bytes()), op.mesh, 1);
     axis_bytes[int(op.phase)][int(op.axis())] += double(op.bytes()) * op.repeat;
   }
@@ -308,7 +308,7 @@ void print_explain(const Schedule& s, const CostModel& cost, const View& v) {
   if (v.paper) std::printf(" %10s", "paper");
   if (v.shared) std::printf(" %10s", "shared");
   // The network model's choice for the largest op of each row, where it makes one (NCCL's algorithm and protocol).
-  const bool choices = !cost.network_model().choice(CollKind::all_reduce, 1 << 20, Mesh{2, 1}, 1).empty();
+  const bool choices = cost.network_model().makes_choices();
   if (choices) std::printf("  %s", "model's choice (largest)");
   std::printf("\n");
   for (const auto& [k, r] : rows) {
@@ -331,7 +331,6 @@ void print_explain(const Schedule& s, const CostModel& cost, const View& v) {
       std::printf("    %-12s intra %-12s inter %s\n", phase_name(Phase(p)), format_bytes(axis_bytes[p][0]).c_str(),
                   format_bytes(axis_bytes[p][1]).c_str());
 }
-
 
 std::string num(double v) {
   char buf[64];

@@ -316,11 +316,12 @@ Result<BackendFactory> backend_factory(const StepOptions& o) {
       else if (*devices == 0)
         seen = make_error("no CUDA device is visible to this rank");
       if (auto s = agree_any(seen); !s) return make_error("--backend gpu: " + s.error() + " (or use --backend cpu)");
-      if (auto s = check_one_rank_per_gpu(MPI_COMM_WORLD, *devices); !s)
+      const NodePlace here = node_place(MPI_COMM_WORLD);
+      if (auto s = check_one_rank_per_gpu(MPI_COMM_WORLD, here, *devices); !s)
         return make_error("--backend gpu: " + s.error() + " (the cpu backend runs any number)");
       const GpuPlugin* gpu = *plugin;
       GpuBackendOptions go;
-      go.device = node_local_rank(MPI_COMM_WORLD) % *devices;
+      go.device = here.local_rank % *devices;
       go.compute = compute;
       // cuDNN's fused attention runs on bf16 activations; fp32 compute keeps the flash kernels' fp32 path.
       const bool cudnn_default = gpu->cudnn_attention_built() && compute == DType::bf16;

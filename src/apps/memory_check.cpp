@@ -33,7 +33,7 @@ Result<MPI_Comm> memory_domain(bool device, int* device_index) {
   // has already refused such a machine with the probe's message.
   auto probed = cuda_device_count_probed();
   const int devices = probed ? *probed : 0;
-  if (devices > 0) *device_index = node_local_rank(MPI_COMM_WORLD) % devices;
+  if (devices > 0) *device_index = node_place(MPI_COMM_WORLD).local_rank % devices;
   MPI_Comm by_device;
   MPI_Comm_split(host, *device_index < 0 ? 0 : *device_index, 0, &by_device);
   MPI_Comm_free(&host);

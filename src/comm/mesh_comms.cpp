@@ -15,12 +15,10 @@ namespace lins {
 
 const char* backend_name(Backend b) { return kBackendNames.name(b); }
 
-namespace {
-
-// The ranks of `comm` on this rank's node: MPI's shared-memory split, then split again by NCCL_HOSTID where it is set,
-// as NCCL tells hosts apart by it (two ranks on one GPU, each with its own NCCL_HOSTID, are two nodes to NCCL).
-// Every rank calls the second split, with or without the variable, so it stays collective.
-MPI_Comm node_comm(MPI_Comm comm) {
+// MPI's shared-memory split, then a split by NCCL_HOSTID where it is set, as NCCL tells hosts apart by it (two ranks
+// on one GPU, each with its own NCCL_HOSTID, are two nodes to NCCL). Every rank makes the second split, with or
+// without the variable, so it stays collective.
+NodePlace node_place(MPI_Comm comm) {
   int rank = 0;
   MPI_CHECK(MPI_Comm_rank(comm, &rank));
   MPI_Comm shared, node;
@@ -29,29 +27,15 @@ MPI_Comm node_comm(MPI_Comm comm) {
   const int color = int(std::hash<std::string>{}(id ? id : "") & 0x7fffffff);
   MPI_CHECK(MPI_Comm_split(shared, color, rank, &node));
   MPI_CHECK(MPI_Comm_free(&shared));
-  return node;
-}
-
-}  // namespace
-
-int node_local_rank(MPI_Comm comm) {
-  MPI_Comm node = node_comm(comm);
-  int local_rank = 0;
-  MPI_CHECK(MPI_Comm_rank(node, &local_rank));
+  NodePlace p;
+  MPI_CHECK(MPI_Comm_rank(node, &p.local_rank));
+  MPI_CHECK(MPI_Comm_size(node, &p.ranks));
   MPI_CHECK(MPI_Comm_free(&node));
-  return local_rank;
+  return p;
 }
 
-int node_rank_count(MPI_Comm comm) {
-  MPI_Comm node = node_comm(comm);
-  int n = 1;
-  MPI_CHECK(MPI_Comm_size(node, &n));
-  MPI_CHECK(MPI_Comm_free(&node));
-  return n;
-}
-
-Status check_one_rank_per_gpu(MPI_Comm comm, int devices) {
-  const int ranks_here = node_rank_count(comm);
+Status check_one_rank_per_gpu(MPI_Comm comm, const NodePlace& here, int devices) {
+  const int ranks_here = here.ranks;
   int rank = 0;
   MPI_CHECK(MPI_Comm_rank(comm, &rank));
   struct {
@@ -64,8 +48,8 @@ Status check_one_rank_per_gpu(MPI_Comm comm, int devices) {
   return make_error("a host runs " + std::to_string(figures[0]) + " ranks but has " + std::to_string(figures[1]) +
                     " CUDA device(s) (the host of rank " + std::to_string(worst.rank) +
                     "): NCCL runs one rank per GPU and refuses two on one device; start at most " +
-                    std::to_string(figures[1]) + " ranks per host (mpirun --map-by ppr:" +
-                    std::to_string(std::max(1, figures[1])) + ":node)");
+                    std::to_string(figures[1]) +
+                    " ranks per host (mpirun --map-by ppr:" + std::to_string(std::max(1, figures[1])) + ":node)");
 }
 
 bool nccl_available() { return gpu_plugin().ok(); }
@@ -81,7 +65,7 @@ Result<int> cuda_device_count_probed() {
 Result<Backend> default_backend(MPI_Comm comm) {
   auto devices = cuda_device_count_probed();
   if (!devices) return make_error(devices.error());
-  const int ranks_here = node_rank_count(comm);
+  const int ranks_here = node_place(comm).ranks;
   // Every rank must take the same backend: nccl only where every host has a device for each of its ranks.
   int mine[2] = {*devices > 0, *devices >= ranks_here}, all[2] = {0, 0};
   MPI_CHECK(MPI_Allreduce(mine, all, 2, MPI_INT, MPI_LAND, comm));
@@ -90,9 +74,10 @@ Result<Backend> default_backend(MPI_Comm comm) {
   MPI_CHECK(MPI_Comm_rank(comm, &rank));
   MPI_CHECK(MPI_Allreduce(&mine[0], &any_gpu, 1, MPI_INT, MPI_LOR, comm));
   if (any_gpu && rank == 0)
-    std::printf("# --backend auto: mpi, not nccl: NCCL runs one rank per GPU and a host runs more ranks than it has "
-                "GPUs (this host: %d ranks, %d GPUs)\n",
-                ranks_here, *devices);
+    std::printf(
+        "# --backend auto: mpi, not nccl: NCCL runs one rank per GPU and a host runs more ranks than it has "
+        "GPUs (this host: %d ranks, %d GPUs)\n",
+        ranks_here, *devices);
   return Backend::mpi;
 }
 

@@ -41,14 +41,18 @@ Result<int> cuda_device_count_probed();
 // rank per GPU), else mpi, with one line on rank 0 when GPUs exist but are too few.
 Result<Backend> default_backend(MPI_Comm comm);
 
-// This rank's index among the ranks of `comm` on its node, and how many ranks of `comm` that node runs. A node is a
-// host (MPI_COMM_TYPE_SHARED), split further by NCCL_HOSTID where that is set (NCCL's own notion of a host). The index
-// modulo the node's device count is the device NcclCommunicator selects, and so the device every other GPU user of
-// the rank (compute backend, tests) must use. Collective over `comm`.
-int node_local_rank(MPI_Comm comm);
-int node_rank_count(MPI_Comm comm);
-// Collective: an error naming the counts, the host and what to do when any node runs more ranks than its `devices`.
-Status check_one_rank_per_gpu(MPI_Comm comm, int devices);
+// This rank's place on its node: its index among the ranks of `comm` there, and how many ranks of `comm` the node
+// runs. A node is a host (MPI_COMM_TYPE_SHARED), split further by NCCL_HOSTID where that is set (NCCL's own notion of
+// a host). The index modulo the node's device count is the device NcclCommunicator selects, and so the device every
+// other GPU user of the rank (compute backend, tests) must use. Collective over `comm`.
+struct NodePlace {
+  int local_rank = 0;
+  int ranks = 1;
+};
+NodePlace node_place(MPI_Comm comm);
+// Collective: an error naming the counts, the host and what to do when any node runs more ranks than its `devices`
+// (`here`: this rank's node_place(comm)).
+Status check_one_rank_per_gpu(MPI_Comm comm, const NodePlace& here, int devices);
 
 struct CommOptions {
   MpiCommOptions mpi;              // MPI backend: how asynchronous collectives progress

@@ -8,10 +8,10 @@
 #include <mutex>
 
 #include "comm/check.h"
-#include "comm/mesh_comms.h"  // node_local_rank
 #include "comm/cuda_check.h"
 #include "comm/cuda_devices.h"
 #include "comm/event_timings.h"
+#include "comm/mesh_comms.h"  // node_place
 #include "comm/watchdog.h"
 
 namespace lins {
@@ -164,7 +164,7 @@ Result<std::unique_ptr<NcclCommunicator>> NcclCommunicator::create(MPI_Comm comm
   int rank = 0, size = 1;
   MPI_CHECK(MPI_Comm_rank(comm, &rank));
   MPI_CHECK(MPI_Comm_size(comm, &size));
-  const int local_rank = node_local_rank(comm);  // picks the device
+  const NodePlace here = node_place(comm);  // its local rank picks the device
   const int devices = cuda_device_count();
   // Every rank must agree before anyone enters ncclCommInitRank, or the others would wait there forever.
   int have = devices > 0, all_have = 0;
@@ -174,11 +174,12 @@ Result<std::unique_ptr<NcclCommunicator>> NcclCommunicator::create(MPI_Comm comm
         "the nccl backend needs a CUDA device on every rank, and at least one rank has none "
         "(no driver or no visible device); use --backend mpi on machines without GPUs");
   // Before ncclCommInitRank, which would stop at "Duplicate GPU detected" with two ranks on one device.
-  if (auto s = check_one_rank_per_gpu(comm, devices); !s) return make_error("the nccl backend: " + s.error() + "; or use --backend mpi");
+  if (auto s = check_one_rank_per_gpu(comm, here, devices); !s)
+    return make_error("the nccl backend: " + s.error() + "; or use --backend mpi");
   std::unique_ptr<NcclCommunicator> c(new NcclCommunicator());
   c->rank_ = rank;
   c->size_ = size;
-  c->device_ = local_rank % devices;
+  c->device_ = here.local_rank % devices;
   c->name_ = std::move(name);
   c->axis_ = axis;
   c->compute_ = compute_stream;
@@ -256,7 +257,8 @@ Request NcclCommunicator::finish(CollKind kind, double message_bytes, CUevent_st
   return Request(std::move(req));
 }
 
-// Adds the elapsed time of finished collectives to counters_, in stream order (all of them, waiting, when block is set).
+// Adds the elapsed time of finished collectives to counters_, in stream order (all of them, waiting, when block is
+// set).
 void NcclCommunicator::settle_timings(bool block) { events_->timings.settle(block, counters_.seconds); }
 
 Request NcclCommunicator::all_gather(const void* send, void* recv, int64_t send_count, DType dtype) {

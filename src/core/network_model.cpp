@@ -28,6 +28,7 @@ class NcclNetworkModel final : public NetworkCostModel {
   std::string description() const override {
     return std::string("NCCL ") + kNcclModelVersion + " model (Ring/Tree x LL/LL128/Simple, as NCCL picks them)";
   }
+  bool makes_choices() const override { return true; }
   std::string choice(CollKind op, double bytes, Mesh mesh, int concurrent) const override {
     const NcclChoice c = model_.choose(op, bytes, mesh, concurrent);
     return std::string(nccl_algo_name(c.algo)) + "/" + nccl_proto_name(c.proto);

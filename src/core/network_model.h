@@ -27,6 +27,8 @@ class NetworkCostModel {
   virtual double time_s(CollKind op, double message_bytes, Mesh mesh, int concurrent) const = 0;
   // One line: what prices the collectives ("alpha-beta hierarchical ring").
   virtual std::string description() const = 0;
+  // Whether choice() says anything: the model picks among ways to run a collective (NCCL's algorithms and protocols).
+  virtual bool makes_choices() const { return false; }
   // How the model priced one collective, for a schedule's table ("ring/simple"); "" where it has no choice to show.
   virtual std::string choice(CollKind op, double message_bytes, Mesh mesh, int concurrent) const {
     (void)op, (void)message_bytes, (void)mesh, (void)concurrent;

@@ -225,7 +225,7 @@ int main(int argc, char** argv) {
     return 77;
   }
   // The device NcclCommunicator picks, selected before any test creates a stream on it.
-  cudaSetDevice(lins::node_local_rank(MPI_COMM_WORLD) % lins::cuda_device_count());
+  cudaSetDevice(lins::node_place(MPI_COMM_WORLD).local_rank % lins::cuda_device_count());
   testing::InitGoogleTest(&argc, argv);
   int rc = RUN_ALL_TESTS(), worst = 0;
   MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);

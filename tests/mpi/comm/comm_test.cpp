@@ -322,10 +322,11 @@ TEST(NodePlacement, OneRankPerGpuIsCheckedOnEveryRankAlike) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   unsetenv("NCCL_HOSTID");
-  EXPECT_EQ(node_rank_count(MPI_COMM_WORLD), size);
-  EXPECT_EQ(node_local_rank(MPI_COMM_WORLD), rank);
-  EXPECT_TRUE(check_one_rank_per_gpu(MPI_COMM_WORLD, size).ok());
-  const Status one = check_one_rank_per_gpu(MPI_COMM_WORLD, 1);
+  const NodePlace shared = node_place(MPI_COMM_WORLD);
+  EXPECT_EQ(shared.ranks, size);
+  EXPECT_EQ(shared.local_rank, rank);
+  EXPECT_TRUE(check_one_rank_per_gpu(MPI_COMM_WORLD, shared, size).ok());
+  const Status one = check_one_rank_per_gpu(MPI_COMM_WORLD, shared, 1);
   EXPECT_EQ(one.ok(), size == 1);
   if (size > 1) {
     EXPECT_NE(one.error().find("a host runs " + std::to_string(size) + " ranks but has 1 CUDA device"),
@@ -336,9 +337,10 @@ TEST(NodePlacement, OneRankPerGpuIsCheckedOnEveryRankAlike) {
   // Each rank its own NCCL host: one device each is enough, and every rank is local rank 0 of its node.
   const std::string id = "lins-test-host-" + std::to_string(rank);
   setenv("NCCL_HOSTID", id.c_str(), 1);
-  EXPECT_EQ(node_rank_count(MPI_COMM_WORLD), 1);
-  EXPECT_EQ(node_local_rank(MPI_COMM_WORLD), 0);
-  EXPECT_TRUE(check_one_rank_per_gpu(MPI_COMM_WORLD, 1).ok());
+  const NodePlace own = node_place(MPI_COMM_WORLD);
+  EXPECT_EQ(own.ranks, 1);
+  EXPECT_EQ(own.local_rank, 0);
+  EXPECT_TRUE(check_one_rank_per_gpu(MPI_COMM_WORLD, own, 1).ok());
   unsetenv("NCCL_HOSTID");
 }
 

@@ -32,8 +32,10 @@ TEST(NetworkModel, BothModelsPriceThroughTheInterface) {
     EXPECT_EQ(cost->model_description(), nm.description());
   }
   auto nccl = make_network_model(NetworkModel::nccl, *net);
+  EXPECT_TRUE((**nccl).makes_choices());
   EXPECT_NE((**nccl).choice(CollKind::all_reduce, 1 << 24, Mesh{8, 2}, 1).find('/'), std::string::npos);
   auto ab = make_network_model(NetworkModel::alpha_beta, *net);
+  EXPECT_FALSE((**ab).makes_choices());
   EXPECT_EQ((**ab).choice(CollKind::all_reduce, 1 << 24, Mesh{8, 2}, 1), "");
 }
 
