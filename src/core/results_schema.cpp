@@ -59,12 +59,6 @@ std::vector<std::string> StepRow::header() {
   return out;
 }
 
-const std::vector<std::string>& step_text_columns() {
-  static const std::vector<std::string> cols = {"source",    "strategy", "engine",  "plan",   "os_layout",  "model",
-                                                "backend",   "precision", "compute", "overlap", "fabric", "peak_source"};
-  return cols;
-}
-
 std::vector<std::string> plan_csv_columns() {
   return {"model",
           "params",
@@ -183,7 +177,6 @@ std::string output_schemas_json() {
     profile.emplace_back(rest.substr(0, comma));
     rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
   }
-  const std::vector<std::string>& text = step_text_columns();
   auto column = [&](const std::string& name, const char* help, bool is_text) {
     JsonObject o;
     o.set("name", name).set("unit", column_unit(name)).set("type", is_text ? "text" : "number");
@@ -191,8 +184,7 @@ std::string output_schemas_json() {
     return o;
   };
   JsonArray step;
-  for (const Column& c : step_csv_columns())
-    step.push(column(c.name, c.help, std::find(text.begin(), text.end(), c.name) != text.end()));
+  for (const Column& c : step_csv_columns()) step.push(column(c.name, c.help, c.text));
   auto plain = [&](const std::vector<std::string>& names, const std::vector<std::string>& texts) {
     JsonArray a;
     for (const std::string& n : names)
@@ -201,18 +193,17 @@ std::string output_schemas_json() {
   };
   JsonObject all;
   all.set("lins_schema_version", 1);
-  all.set("step", JsonObject().set("writer", "lins step --out DIR (step.csv); lins simulate --out FILE").set("columns", step));
+  all.set("step",
+          JsonObject().set("writer", "lins step --out DIR (step.csv); lins simulate --out FILE").set("columns", step));
   all.set("plan", JsonObject()
                       .set("writer", "lins plan --csv FILE")
-                      .set("columns", plain(plan_csv_columns(), {"model", "network", "profile", "name", "plan", "engine",
-                                                                  "baseline", "os_layout", "ranked_by", "why",
-                                                                  "network_model", "objective"})));
+                      .set("columns", plain(plan_csv_columns(),
+                                            {"model", "network", "profile", "name", "plan", "engine", "baseline",
+                                             "os_layout", "ranked_by", "why", "network_model", "objective"})));
   all.set("comm", JsonObject()
                       .set("writer", "lins comm --csv FILE")
                       .set("columns", plain(comm_csv_columns(), {"op", "backend", "dtype", "group"})));
-  all.set("profile", JsonObject()
-                         .set("writer", "lins comm --profile FILE")
-                         .set("columns", plain(profile, {"op"})));
+  all.set("profile", JsonObject().set("writer", "lins comm --profile FILE").set("columns", plain(profile, {"op"})));
   return all.dump(2) + "\n";
 }
 

@@ -14,27 +14,29 @@ namespace lins {
 struct Column {
   const char* name;  // units in the name: _s, _bytes, _gbps, _tflops
   const char* help;
+  bool text = false;  // read as text; every other column is a number
 };
 
 // Column order of a step CSV row.
 inline const std::vector<Column>& step_csv_columns() {
   static const std::vector<Column> cols = {
-      {"source", "measured or projected"},
-      {"strategy", "name given on the command line (a preset such as ddp, zero3, mics, fsdp, hsdp; lins; a 6-tuple)"},
-      {"engine", "the engine that scheduled it: lins, ddp, zero, mics, zeropp, fsdp (docs/engines.md)"},
-      {"plan", "the plan as text p=AxB,g=CxD,os=ExF[,hpz=K]"},
+      {"source", "measured or projected", true},
+      {"strategy", "name given on the command line (a preset such as ddp, zero3, mics, fsdp, hsdp; lins; a 6-tuple)",
+       true},
+      {"engine", "the engine that scheduled it: lins, ddp, zero, mics, zeropp, fsdp (docs/engines.md)", true},
+      {"plan", "the plan as text p=AxB,g=CxD,os=ExF[,hpz=K]", true},
       {"s0_p", "P sharding inside a node"},
       {"s1_p", "P sharding across nodes"},
       {"s0_g", "G sharding inside a node"},
       {"s1_g", "G sharding across nodes"},
       {"s0_os", "OS sharding inside a node"},
       {"s1_os", "OS sharding across nodes"},
-      {"os_layout", "inter_tensor or intra_tensor"},
-      {"model", "model preset or custom"},
+      {"os_layout", "inter_tensor or intra_tensor", true},
+      {"model", "model preset or custom", true},
       {"params", "parameter count Phi"},
-      {"backend", "cpu (host compute, MPI collectives) or gpu (CUDA compute, NCCL collectives)"},
-      {"precision", "storage of P and G (and every collective): fp32, or bf16 = mixed precision with fp32 OS"},
-      {"compute", "dtype of activations and kernel inputs: fp32 or bf16 (weight gradients are fp32)"},
+      {"backend", "cpu (host compute, MPI collectives) or gpu (CUDA compute, NCCL collectives)", true},
+      {"precision", "storage of P and G (and every collective): fp32, or bf16 = mixed precision with fp32 OS", true},
+      {"compute", "dtype of activations and kernel inputs: fp32 or bf16 (weight gradients are fp32)", true},
       {"world_size", "ranks"},
       {"gpus_per_node", "R"},
       {"nodes", "N"},
@@ -43,7 +45,7 @@ inline const std::vector<Column>& step_csv_columns() {
       {"micro_batches", "M, gradient accumulation steps"},
       {"tokens", "tokens per step over all ranks"},
       {"recompute", "1 with activation recomputation"},
-      {"overlap", "all, no_bcast, no_allreduce or none (Table V)"},
+      {"overlap", "all, no_bcast, no_allreduce or none (Table V)", true},
       {"step", "timed step index (warm-up steps are not written)"},
       {"step_time_s", "step wall time, max over ranks"},
       {"step_time_min_s", "step wall time, min over ranks"},
@@ -82,13 +84,15 @@ inline const std::vector<Column>& step_csv_columns() {
       {"feasible", "1 when the plan fits in memory; projected rows may be 0 (drawn as oom)"},
       {"fabric",
        "what carried the collectives: shared-memory (every rank on one host), emulated:NxR:RATE,DELAY,LOSS (the "
-       "namespace cluster of scripts/cluster.sh), hosts:N (real hosts); projected rows: the network model"},
+       "namespace cluster of scripts/cluster.sh), hosts:N (real hosts); projected rows: the network model",
+       true},
       {"mfu_causal",
        "MFU with causal attention's FLOPs (half the score and value products: 72 L h^2 (1 + s/(12h) + V/(12 L h))), "
        "against peak_tflops"},
       {"peak_source",
        "where peak_tflops comes from: given (--peak-tflops), datasheet (the GPU's dense bf16 peak) or gemm (the "
-       "GEMM rate measured by this run)"},
+       "GEMM rate measured by this run)",
+       true},
       {"gemm_tflops",
        "the backend's GEMM rate on the step's largest GEMM, measured by this run on every rank (mean); empty in "
        "projected rows"},
@@ -96,8 +100,6 @@ inline const std::vector<Column>& step_csv_columns() {
   return cols;
 }
 
-// The step columns read as text (every other step column is a number).
-const std::vector<std::string>& step_text_columns();
 // `lins plan --csv` and `lins comm --csv`, in column order.
 std::vector<std::string> plan_csv_columns();
 std::vector<std::string> comm_csv_columns();
