@@ -91,8 +91,9 @@ CommandSpec step_spec() {
                " (step: the baselines' presets too; compute at --compute-efficiency x the MFU peak unless "
                "--sustained-tflops or --calibrate)"},
           {"peak-tflops", 0, "RATE", "",
-           "peak TFLOP/s per rank for MFU (default: sgemm measured on every rank at "
-           "start-up, all ranks at once)"},
+           "peak TFLOP/s per rank for MFU (default: with --backend gpu the device's dense bf16 datasheet rate where "
+           "lins knows the device, else the backend's GEMM rate measured on every rank at start-up, all ranks at "
+           "once; that measured rate is reported beside it as gemm_tflops either way)"},
           {"mpi-progress", 0, "MODE", "thread", "how MPI collectives progress: " + kMpiProgressNames.described()},
           {"timeout", 0, "SECONDS", "600",
            "watchdog: a rank waiting on one collective this long names itself and the operation and ends the job "
