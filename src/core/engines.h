@@ -68,6 +68,7 @@ class EngineBuilder {
     int stream = 0;
     Point issue, wait;
     int after = -1;
+    bool host_wait = false;  // CommOp::host_wait
     std::string_view label;  // default: the module's name
     int label_number = -1;   // appended to the label when not negative ("bucket 5")
   };

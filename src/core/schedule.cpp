@@ -140,6 +140,7 @@ int EngineBuilder::add(const MicroBatchCopy& c, Phase phase, const OpSpec& spec)
   op.issue = spec.issue;
   op.wait = spec.wait;
   op.after = spec.after;
+  op.host_wait = spec.host_wait;
   return static_cast<int>(s_.ops.size()) - 1;
 }
 

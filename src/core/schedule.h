@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -173,6 +174,10 @@ struct CommOp {
   int stream = 0;
   Point issue, wait;
   int after = -1;
+  // The wait blocks the host, not only the compute stream: the framework synchronises on the op's event or stream
+  // there (DeepSpeed's reduce events and its end-of-backward stream synchronize). Read by the host model of the
+  // timeline (core/host_model.h); on the CPU backend host and compute are one.
+  bool host_wait = false;
 
   int64_t bytes() const { return elems * dtype_bytes(dtype); }                   // message bytes v
   double bus_bytes() const { return bytes() * bus_factor(kind, group.size()); }  // nccl-tests bus bytes per rank
@@ -202,7 +207,10 @@ struct EngineOptions {
   int64_t ds_prefetch_bucket_elems = 50'000'000;           // stage3_prefetch_bucket_size
   int64_t ds_max_reuse_distance_elems = 1'000'000'000;     // stage3_max_reuse_distance
   int64_t ds_param_persistence_threshold_elems = 100'000;  // stage3_param_persistence_threshold
-  bool ds_overlap_comm = false;  // ZeRO-1/2 overlap_comm (DeepSpeed's default is off below stage 3)
+  // overlap_comm; unset: DeepSpeed's default for the stage (off for stages 1 and 2, on for stage 3: its config
+  // validator turns it on when the stage is 3). Off, the reductions run on the compute stream, waited where issued.
+  std::optional<bool> ds_overlap_comm;
+  bool ds_overlap_comm_at(int stage) const { return ds_overlap_comm.value_or(stage == 3); }
   // PyTorch FSDP2 prefetches one unit ahead in both directions, as its defaults do (engine_fsdp.cpp); it has no
   // setting here.
 };

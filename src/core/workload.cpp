@@ -52,8 +52,9 @@ std::vector<OptionSpec> engine_options() {
        "zero3, mics, zeropp: a module used again within this many elements stays gathered (stage3_max_reuse_distance)"},
       {"ds-persistence-threshold", 0, "ELEMS", std::to_string(d.ds_param_persistence_threshold_elems),
        "zero3, mics, zeropp: modules this small are never gathered in the step (stage3_param_persistence_threshold)"},
-      {"ds-overlap-comm", 0, "", "",
-       "zero1/2: reduce on a communication stream (DeepSpeed overlap_comm, off by default)"},
+      {"ds-overlap-comm", 0, "on|off", "",
+       "zero1/2/3, mics, zeropp: reduce gradients on a communication stream (on) or on the compute stream, waited "
+       "where issued (off); DeepSpeed overlap_comm, whose default is off for zero1/2 and on for stage 3"},
   };
 }
 
@@ -75,7 +76,12 @@ Result<EngineOptions> parse_engine_options(const ParsedArgs& args) {
     if (f.positive && *v == 0) return make_error(std::string("--") + f.name + " must be at least 1");
     *f.value = static_cast<int64_t>(*v);
   }
-  e.ds_overlap_comm = args.flag("ds-overlap-comm");
+  if (const std::string v = args.get("ds-overlap-comm"); !v.empty()) {
+    if (v != "on" && v != "off")
+      return make_error("--ds-overlap-comm " + v + ": valid values are on and off (absent: DeepSpeed's default, off "
+                        "for zero1/2 and on for zero3, mics and zeropp)");
+    e.ds_overlap_comm = v == "on";
+  }
   return e;
 }
 

@@ -12,7 +12,8 @@
 // most stage3_param_persistence_threshold elements are never gathered in the step and are re-gathered after it.
 // Gradients fill buckets (reduce_bucket_size) reduce-scattered on the reduce stream, which shares the process group
 // (one NCCL communicator, so one stream) with the all-gathers; before a new bucket the host waits for the bucket three
-// back (max_param_reduce_events = 2), and at the end of every micro-batch's backward for all of them.
+// back (max_param_reduce_events = 2), and at the end of every micro-batch's backward for all of them. With
+// overlap_comm off (on by default in stage 3) the reduce stream is the compute stream: each bucket waited where issued.
 // MiCS (mics.py): ZeRO-3 inside the shard group; in the last micro-batch each bucket's accumulated shard is
 // all-reduced across the replica group right after its reduce-scatter, ordered on the same reduce stream.
 // ZeRO++ hpZ: after the first gather of a module its rank's part of a secondary copy inside the node is kept until the
@@ -35,10 +36,11 @@ Status build_deepspeed_zero12_ops(EngineBuilder& b) {
   const EngineOptions& e = b.engine();
   const StepShape& shape = b.shape();
   const int stage = zero_stage(b.plan());
+  const bool overlap_comm = e.ds_overlap_comm_at(stage);
   BucketRule rule;
   rule.cap_elems = e.ds_reduce_bucket_elems;
   rule.whole_tensors = true;
-  rule.from_start = stage == 1 && !e.ds_overlap_comm;  // reduce_gradients walks the parameters in forward order
+  rule.from_start = stage == 1 && !overlap_comm;  // reduce_gradients walks the parameters in forward order
   rule.option = "--ds-reduce-bucket";
   auto buckets = cut_buckets(b.model(), b.layout(), rule);
   if (!buckets) return make_error(buckets.error());
@@ -57,7 +59,7 @@ Status build_deepspeed_zero12_ops(EngineBuilder& b) {
       op.local_offset = k.offset;
       op.label = "bucket ";
       op.label_number = static_cast<int>(i);
-      if (stage == 1 && !e.ds_overlap_comm) {
+      if (stage == 1 && !overlap_comm) {
         op.issue = shape.end_of_backward(c.mb);
       } else {
         const int flush = flush_module(b, k);
@@ -65,9 +67,10 @@ Status build_deepspeed_zero12_ops(EngineBuilder& b) {
       }
       // Without overlap_comm the all-reduce runs on the compute stream; with it, compute waits for a bucket when
       // the next one is flushed, and the host for the last at the end of backward.
-      op.wait = e.ds_overlap_comm ? shape.end_of_backward(c.mb) : op.issue;
+      op.wait = overlap_comm ? shape.end_of_backward(c.mb) : op.issue;
+      op.host_wait = overlap_comm;  // the host synchronises on the reduction stream (or the bucket's event)
       const int idx = b.add(c, Phase::backward, op);
-      if (e.ds_overlap_comm && previous >= 0 && idx >= 0) b.op(previous).wait = op.issue;
+      if (overlap_comm && previous >= 0 && idx >= 0) b.op(previous).wait = op.issue;
       if (idx >= 0) previous = idx;
     }
   }
@@ -105,6 +108,11 @@ Status build_deepspeed_zero3_ops(EngineBuilder& b) {
   // A shard group of one rank (MiCS on one GPU per group) gathers and reduce-scatters nothing; the replica
   // all-reduce still runs.
   const bool sharded = L.shard_count > 1;
+  // overlap_comm (on by default in stage 3): the reduce-scatters (and MiCS's replica all-reduces, issued inside the
+  // same stream context by partition_grads) run on reduce_and_partition_stream; off, that stream is the default
+  // stream, so compute waits for each where it is issued (stage3.py: `Stream() if overlap_comm else
+  // default_stream()`).
+  const bool overlap_comm = e.ds_overlap_comm_at(3);
 
   std::vector<int64_t> numel(static_cast<std::size_t>(n));  // full (gathered) elements of each module
   std::vector<bool> persistent(static_cast<std::size_t>(n));
@@ -220,7 +228,8 @@ Status build_deepspeed_zero3_ops(EngineBuilder& b) {
       const int flush = flush_module(b, k);
       const Point issue = flush >= 0 ? shape.after_backward(mb, flush) : shape.end_of_backward(mb);
       // The host waits for the bucket three back before issuing this one (more than two reduce events in flight).
-      if (i >= 3)
+      // Without overlap_comm every reduction is waited where it is issued, so none is ever in flight.
+      if (overlap_comm && i >= 3)
         for (int old : {bucket_ops[i - 3].reduce_scatter, bucket_ops[i - 3].all_reduce})
           if (old >= 0) b.op(old).wait = issue;
       EngineBuilder::OpSpec rs;
@@ -231,7 +240,10 @@ Status build_deepspeed_zero3_ops(EngineBuilder& b) {
       rs.local_offset = k.offset;
       rs.stream = kDp;
       rs.issue = issue;
-      rs.wait = shape.end_of_backward(mb);
+      rs.wait = overlap_comm ? shape.end_of_backward(mb) : issue;
+      // Waited by the host: the bucket three back by its event's synchronize(), the rest by the end-of-backward
+      // reduce_and_partition_stream.synchronize() (independent_gradient_partition_epilogue).
+      rs.host_wait = overlap_comm;
       rs.after = previous_replica;  // the reduce stream is ordered after the previous bucket's all-reduce
       rs.label = "bucket ";
       rs.label_number = static_cast<int>(i);
@@ -247,7 +259,8 @@ Status build_deepspeed_zero3_ops(EngineBuilder& b) {
         ar.local_offset = k.offset;
         ar.stream = kSecond;
         ar.issue = issue;
-        ar.wait = shape.end_of_backward(mb);
+        ar.wait = overlap_comm ? shape.end_of_backward(mb) : issue;
+        ar.host_wait = overlap_comm;
         ar.after = ops.reduce_scatter;
         ar.label = "bucket ";
         ar.label_number = static_cast<int>(i);

@@ -283,6 +283,11 @@ TEST(StepEquivalence, EngineSettingsMatchOneRankDdp) {
     }
     for (const char* p : {"zero1", "zero2"})
       run_and_check(tiny(), topo, p, kMicroBatches, false, Overlap::all, DType::fp32, DType::fp32, overlap);
+    // Stage 3 with overlap_comm off: every reduce-scatter (and MiCS replica all-reduce) waited where issued.
+    EngineOptions no_overlap = every;
+    no_overlap.ds_overlap_comm = false;
+    for (const char* p : {"zero3", "mics"})
+      run_and_check(tiny(), topo, p, kMicroBatches, false, Overlap::all, DType::fp32, DType::fp32, no_overlap);
     std::vector<std::string> fsdp = {"fsdp", "fsdp:noreshard"};
     if (R % 2 == 0) fsdp.push_back("fsdp:2");
     for (const auto& p : fsdp) run_and_check(tiny(), topo, p, kMicroBatches);

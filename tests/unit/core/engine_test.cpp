@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -55,12 +56,15 @@ EngineOptions golden_engine_options() {
 // One program of the golden files: a plan as parse_plan reads it, optionally with DeepSpeed's overlap_comm.
 struct Case {
   std::string plan;
-  bool overlap_comm = false;
-  std::string title() const { return overlap_comm ? plan + " --ds-overlap-comm" : plan; }
+  std::optional<bool> overlap_comm;  // unset: DeepSpeed's default for the stage
+  std::string title() const {
+    return overlap_comm ? plan + " --ds-overlap-comm " + (*overlap_comm ? "on" : "off") : plan;
+  }
 };
 
 // The plans to render: every preset of plan_presets() ("mics[:S]" gives mics and mics:2, "fsdp[:noreshard|:K]"
-// gives fsdp, fsdp:noreshard and fsdp:2), ZeRO-1/2 also with overlap_comm, and the Lins engine on a few 6-tuples.
+// gives fsdp, fsdp:noreshard and fsdp:2), ZeRO-1/2 also with overlap_comm on and ZeRO-3, MiCS and ZeRO++ with it off
+// (the stages' defaults are the other way round), and the Lins engine on a few 6-tuples.
 // "lins" (the planner's choice, not a plan) and the 6-tuple syntax are not presets.
 std::vector<Case> golden_cases() {
   std::vector<Case> out;
@@ -79,6 +83,7 @@ std::vector<Case> golden_cases() {
       }
     }
     if (base == "zero1" || base == "zero2") out.push_back({base, true});
+    if (base == "zero3" || base == "mics" || base == "zeropp") out.push_back({base, false});
   }
   for (const char* tuple :
        {"p=2x1,g=2x1,os=4x1", "p=4x1,g=4x1,os=4x1", "p=2x1,g=4x2,os=4x2", "p=1x1,g=1x1,os=4x2", "p=4x2,g=4x2,os=4x2"})
@@ -246,8 +251,12 @@ const std::map<std::string, std::set<Purpose>>& overlapping_purposes() {
       {"zero1", {}},
       {"zero2", {}},
       // With overlap_comm a bucket is waited when the next one is flushed, the last at E.
-      {"zero1 --ds-overlap-comm", {P::zero_grad_reduce}},
-      {"zero2 --ds-overlap-comm", {P::zero_grad_reduce}},
+      {"zero1 --ds-overlap-comm on", {P::zero_grad_reduce}},
+      {"zero2 --ds-overlap-comm on", {P::zero_grad_reduce}},
+      // Stage 3 with overlap_comm off: the gathers still prefetch, every reduction is waited where issued.
+      {"zero3 --ds-overlap-comm off", {P::forward_gather, P::backward_gather}},
+      {"mics --ds-overlap-comm off", {P::forward_gather, P::backward_gather}},
+      {"zeropp --ds-overlap-comm off", {P::forward_gather, P::hpz_gather}},
       // ZeRO-3: gathers prefetched after the previous use, reduce-scatters at A(m) waited later.
       {"zero3", {P::forward_gather, P::backward_gather, P::grad_reduce_scatter}},
       // MiCS: ZeRO-3 in the shard group, and the replica all-reduces waited with their bucket.
