@@ -174,7 +174,7 @@ def load(paths):
 # A configuration: everything that defines a run except the step index and the measured numbers.
 CONFIG_KEYS = ["source", "model", "strategy", "engine", "plan"] + schema.PLAN_FACTORS + [
     "os_layout", "backend", "precision", "compute", "world_size", "gpus_per_node", "nodes", "seq", "micro_batch_size", "micro_batches",
-    "tokens", "recompute", "overlap"]
+    "tokens", "recompute", "overlap", "host_model", "label"]
 
 
 def summarise_steps(steps):

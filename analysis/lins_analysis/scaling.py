@@ -29,7 +29,7 @@ def scaling_rows(data):
     if s.empty:
         raise NoData("no rows of the paper's series (zero1, zero3, zeropp, mics, lins on their own engines)")
     s = s.sort_values("tokens", ascending=False)
-    s = s.drop_duplicates(["source", "backend", "model", "strategy", "world_size"])
+    s = s.drop_duplicates(["source", "backend", "label", "model", "strategy", "world_size"])
     return s.sort_values(["model", "strategy", "world_size"])
 
 
@@ -40,16 +40,21 @@ def draw_metric(data, out_dir, name, value_of, ylabel, title, formats=("png", "p
     fig, axes = style.panel_grid(len(models))
     # a backend suffix only where one source mixes backends (measured on CPU and on GPU, say)
     mixed_backends = rows.groupby("source")["backend"].nunique().max() > 1
+    # which projection the projected rows are (lins simulate's label): in the title when there is one, else per series
+    labels = sorted(set(rows.loc[rows["source"] == "projected", "label"]) - {""})
+    if len(labels) == 1:
+        title += f" (projection: {labels[0]})"
     for ax, model in zip(axes, models):
         m = rows[rows["model"] == model]
         for strategy in style.sort_strategies(m["strategy"]):
             colour, marker = style.strategy_style(strategy)
-            for (source, backend), series in m[m["strategy"] == strategy].groupby(["source", "backend"]):
+            for (source, backend, projection), series in m[m["strategy"] == strategy].groupby(
+                    ["source", "backend", "label"]):
                 label = style.strategy_label(strategy)
                 if mixed_backends:
                     label += f" [{backend}]"
                 if source == "projected":
-                    label += " (proj.)"
+                    label += f" (proj. {projection})" if len(labels) > 1 and projection else " (proj.)"
                 style.plot_scaling_series(ax, series, value_of, label, colour, marker, source,
                                           peer=style.is_peer(strategy))
         style.gpu_axis(ax, m["world_size"])

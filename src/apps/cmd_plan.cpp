@@ -15,6 +15,7 @@
 #include "core/cli.h"
 #include "core/compute_model.h"
 #include "core/cost_model.h"
+#include "core/host_model.h"
 #include "core/cost_options.h"
 #include "core/csv.h"
 #include "core/memory_model.h"
@@ -41,6 +42,7 @@ CommandSpec plan_spec() {
   spec.options = concat_options(spec.options, cost_options("paper-a800", "both", /*allow_both=*/true));
   spec.options = concat_options(spec.options, memory_reserve_options());
   spec.options = concat_options(spec.options, engine_options());
+  spec.options = concat_options(spec.options, host_options());
   spec.options = concat_options(spec.options, compute_options());
   spec.options = concat_options(
       spec.options,
@@ -415,6 +417,9 @@ Result<PlanOptions> read_plan_options(const ParsedArgs& args) {
   o.planner.overlap = *overlap;
   o.planner.compute = std::move(*compute);
   o.planner.engine = *engine;
+  auto host = parse_host_model(args);
+  if (!host) return make_error(host.error());
+  o.planner.host = *host;
   o.planner.gpu_mem_bytes = double(*mem);
   o.planner.bucket_bytes = static_cast<int64_t>(*bucket);
   o.planner.rank_by = o.view.rank_by;

@@ -22,6 +22,7 @@
 #include "core/results_schema.h"
 #include "core/simulator.h"
 #include "core/step_columns.h"
+#include "core/host_model.h"
 #include "core/units.h"
 #include "core/workload.h"
 #include "lins_git_commit.h"  // generated at build time
@@ -45,6 +46,9 @@ CommandSpec simulate_spec() {
        "recompute activations for llama-30b only, as the paper does (also with "
        "--recompute: every model)"},
       {"out", 'o', "FILE", "results/simulate/projection.csv", "CSV to write (a .json provenance file beside it)"},
+      {"label", 0, "TEXT", "",
+       "the label column of every row, which the figures show (default: the host model and --ds-overlap-comm, "
+       "e.g. 'device', 'host=paper overlap_comm=off')"},
       {"trace", 0, "DIR", "",
        "write the projected step of every row as a Chrome trace (compute, waits, each stream's collectives) into DIR"},
   };
@@ -52,6 +56,7 @@ CommandSpec simulate_spec() {
   opts = concat_options(opts, workload_options("4096", "1", "4M"));
   opts = concat_options(opts, cost_options("paper-a800", "paper"));
   opts = concat_options(opts, engine_options());
+  opts = concat_options(opts, host_options());
   opts = concat_options(opts, memory_reserve_options());
   opts = concat_options(opts, compute_options());
   opts = concat_options(opts, own);
@@ -106,7 +111,9 @@ struct SimulateOptions {
   ComputeModel compute;  // forward/backward rate (per engine when calibrated) and the optimizer's memory rate
   Objective objective = Objective::step;  // how the planner ranks plans for "lins"
   EngineOptions engine;
+  std::optional<HostModel> host;  // --host-model
   std::string out_path, trace_dir;
+  std::string label;  // --label, or made from the host model and overlap_comm
 };
 
 // --model: one (custom shapes allowed) or a list of presets.
@@ -191,9 +198,17 @@ Result<SimulateOptions> read_simulate_options(const ParsedArgs& args) {
   auto engine = parse_engine_options(args);
   if (!engine) return make_error(engine.error());
   o.engine = *engine;
+  auto host = parse_host_model(args);
+  if (!host) return make_error(host.error());
+  o.host = *host;
   auto objective = args.get_enum("objective", kObjectiveNames);
   if (!objective) return make_error(objective.error());
   o.objective = *objective;
+  o.label = args.get("label");
+  if (o.label.empty()) {
+    o.label = o.host ? std::string("host=") + kHostEraNames.name(o.host->era) : "device";
+    if (o.engine.ds_overlap_comm) o.label += std::string(" overlap_comm=") + (*o.engine.ds_overlap_comm ? "on" : "off");
+  }
   o.out_path = args.get("out");
   o.trace_dir = args.get("trace");
   return o;
@@ -216,6 +231,7 @@ ProjectionSetup projection_setup(const SimulateOptions& o) {
   setup.engine = o.engine;
   setup.bucket_bytes = static_cast<int64_t>(o.bucket);
   setup.reserve = o.reserve;
+  setup.host = o.host ? &*o.host : nullptr;
   return setup;
 }
 
@@ -287,6 +303,8 @@ Status project_row(const SimulateOptions& o, const Workload& workload, const Top
   row.set("tgs", tgs).set("mfu", mfu).set("peak_tflops", o.peak_tflops).set("feasible", feasible ? 1 : 0);
   row.set("fabric", o.cost->model_description());
   row.set("mfu_causal", mfu_causal).set("peak_source", o.peak_given ? "given" : "datasheet");
+  row.set("host_model", host_model_name(setup.host)).set("label", o.label);
+  if (setup.host) row.set("host_work_s", proj.host_work_s).set("host_stall_s", proj.host_stall_s);
   if (auto s = writer.write_row(row.ordered()); !s) return s;
   ++tally.rows;
   tally.infeasible += feasible ? 0 : 1;
@@ -324,6 +342,7 @@ Result<SweepTally> project_all(const SimulateOptions& o, const ParsedArgs& args,
       popt.objective = o.objective;
       popt.compute = o.compute;
       popt.engine = o.engine;
+      popt.host = o.host;
       for (const auto& strategy : o.strategies) {
         auto plan = resolve_strategy(o, strategy, *workload, topo, popt);
         if (!plan) return make_error(plan.error());
@@ -382,6 +401,23 @@ Status write_simulate_provenance(const SimulateOptions& o, const ParsedArgs& arg
              "module FLOPs (2 per weight per token, attention 4*seq*h per token, backward 2x forward, "
              "recomputation +1 forward) at the sustained rate");
   assume.set("memory_limit_bytes", double(o.gpu_mem));
+  if (o.host) {
+    const HostCosts& c = o.host->costs;
+    assume.set("host_model",
+               std::string(kHostEraNames.name(o.host->era)) + ": " + kHostEraNames.help(o.host->era) +
+                   "; the host runs ahead of the GPU, its work per collective (docs/engines.md, \"The host side\")");
+    assume.set("host_costs_s",
+               JsonObject()
+                   .set("collective_issue", c.collective_issue_s)
+                   .set("ds_gather_issue", JsonObject().set("a", c.ds_gather_issue.a_s).set("b_per_rank", c.ds_gather_issue.b_s))
+                   .set("ds_gather_wait", JsonObject().set("a", c.ds_gather_wait.a_s).set("b_per_rank", c.ds_gather_wait.b_s))
+                   .set("ds_reduce_scatter",
+                        JsonObject().set("a", c.ds_reduce_scatter.a_s).set("b_per_rank", c.ds_reduce_scatter.b_s)));
+    assume.set("host_costs_from", args.get("host-costs").empty() ? "built-in (data/host/host_costs.csv)"
+                                                                  : args.get("host-costs"));
+  } else {
+    assume.set("host_model", "off: the device schedule only (no host work, no host synchronisation)");
+  }
   assume.set("mfu_formula", "72*L*h^2*(1 + s/(6h) + V/(12*L*h)) per token (Megatron-LM), no recomputation credit");
   prov.set("assumptions", assume);
   return write_file_atomic(o.out_path + ".json", prov.dump() + "\n");

@@ -141,6 +141,7 @@ Result<PlanEvaluation> evaluate_plan(const Workload& w, const Topology& topo, co
     setup.overlap = opt.overlap;
     setup.state_bytes = opt.state_bytes;
     setup.reserve = opt.reserve;
+    setup.host = opt.host ? &*opt.host : nullptr;
     auto p = project_plan(setup, w, topo, plan);
     if (p) {
       e.projected = true;

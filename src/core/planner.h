@@ -6,11 +6,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/compute_model.h"
 #include "core/cost_model.h"
+#include "core/host_model.h"
 #include "core/memory_model.h"
 #include "core/names.h"
 #include "core/overlap.h"
@@ -49,6 +51,7 @@ struct PlannerOptions {
   // The step objective's projection (projection.h): compute rates, the engines' settings, the overlap mode.
   ComputeModel compute;
   EngineOptions engine;
+  std::optional<HostModel> host;  // the real systems' host side (host_model.h); none: the device schedule only
   Overlap overlap = Overlap::all;
 };
 

@@ -36,7 +36,7 @@ Result<PlanProjection> project_plan(const ProjectionSetup& setup, const Workload
   add_memory_reserve(out.memory, *sched, setup.reserve);
   const std::vector<double> op_s = price_ops(*sched, *setup.cost, setup.pricing);
   out.step = project_step(*sched, w.model, w.seq, w.micro_batch_size, w.recompute, setup.compute.rates_for(plan.engine),
-                          op_s, trace);
+                          op_s, trace, setup.host);
   out.schedule = std::move(*sched);
   return out;
 }

@@ -31,6 +31,7 @@ struct ProjectionSetup {
   Overlap overlap = Overlap::all;
   StateBytes state_bytes;
   MemoryReserve reserve;
+  const HostModel* host = nullptr;  // the host side of the real systems (host_model.h); null: device schedule only
 };
 
 struct PlanProjection {

@@ -96,6 +96,19 @@ inline const std::vector<Column>& step_csv_columns() {
       {"gemm_tflops",
        "the backend's GEMM rate on the step's largest GEMM, measured by this run on every rank (mean); empty in "
        "projected rows"},
+      {"host_model",
+       "projected rows: the host side of the real systems, off (the device schedule only) or paper / today (their "
+       "Python work around each collective and host synchronisations, DeepSpeed 0.13 or 0.14 on; docs/engines.md); "
+       "empty in measured rows",
+       true},
+      {"label",
+       "projected rows: which projection made it (lins simulate --label; by default its host model and DeepSpeed's "
+       "overlap_comm when given: device, host=paper, host=paper overlap_comm=off); figures drawn from it say so; "
+       "empty in measured rows",
+       true},
+      {"host_work_s", "projected rows with a host model: the host's own work in the step (it runs ahead of the GPU)"},
+      {"host_stall_s",
+       "projected rows with a host model: time the GPU's compute stood idle for the host (included in step_time_s)"},
   };
   return cols;
 }

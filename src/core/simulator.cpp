@@ -36,7 +36,8 @@ std::vector<double> compute_task_seconds(const Schedule& s, const ModelSpec& mod
 }
 
 std::vector<TraceEvent> timeline_trace(const Schedule& s, const ModelSpec& model, const std::vector<Action>& program,
-                                       const TimelineResult& r, const std::vector<double>& task_s) {
+                                       const TimelineResult& r, const std::vector<double>& task_s,
+                                       const HostProgram* host) {
   std::vector<TraceEvent> out;
   double before = 0;  // the cursor before each action
   for (std::size_t pos = 0; pos < program.size(); ++pos) {
@@ -55,6 +56,19 @@ std::vector<TraceEvent> timeline_trace(const Schedule& s, const ModelSpec& model
     }
     before = end;
   }
+  if (host && r.host_end_s.size() == program.size()) {
+    for (std::size_t pos = 0; pos < program.size(); ++pos) {
+      const double w = host->ahead_s[pos];
+      if (w <= 0) continue;
+      const Action& a = program[pos];
+      std::string name = "host " + std::string(action_kind_name(a.kind));
+      if (a.kind != Action::Kind::compute) {
+        const CommOp& op = s.ops[static_cast<std::size_t>(a.index)];
+        name += std::string(" ") + purpose_name(op.purpose) + " " + op.label;
+      }
+      out.push_back(TraceEvent{name, "host", r.host_end_s[pos] - w, w, kHostLane});
+    }
+  }
   for (std::size_t i = 0; i < s.ops.size(); ++i) {
     const CommOp& op = s.ops[i];
     const OpTiming& t = r.ops[i];
@@ -66,22 +80,27 @@ std::vector<TraceEvent> timeline_trace(const Schedule& s, const ModelSpec& model
 
 StepProjection project_step(const Schedule& s, const ModelSpec& model, int seq, int micro_batch_size, bool recompute,
                             const ComputeRates& rates, const std::function<double(const CommOp&)>& op_seconds,
-                            std::vector<TraceEvent>* trace) {
+                            std::vector<TraceEvent>* trace, const HostModel* host) {
   std::vector<double> op_s(s.ops.size());
   for (std::size_t i = 0; i < s.ops.size(); ++i) op_s[i] = op_seconds(s.ops[i]);
-  return project_step(s, model, seq, micro_batch_size, recompute, rates, op_s, trace);
+  return project_step(s, model, seq, micro_batch_size, recompute, rates, op_s, trace, host);
 }
 
 StepProjection project_step(const Schedule& s, const ModelSpec& model, int seq, int micro_batch_size, bool recompute,
                             const ComputeRates& rates, const std::vector<double>& op_s,
-                            std::vector<TraceEvent>* trace) {
+                            std::vector<TraceEvent>* trace, const HostModel* host) {
   const std::vector<double> task_s = compute_task_seconds(s, model, seq, micro_batch_size, recompute, rates);
   TimelineCosts costs;
   costs.compute_s = [&](int t) { return task_s[static_cast<std::size_t>(t)]; };
   costs.op_s = [&](int i) { return op_s[static_cast<std::size_t>(i)]; };
   const std::vector<Action> program = step_program(s);
+  HostProgram hp;
+  if (host) {
+    hp = host_program(s, model, program, *host);
+    attach_host(costs, hp);
+  }
   const TimelineResult r = run_timeline(s, program, costs);
-  if (trace) *trace = timeline_trace(s, model, program, r, task_s);
+  if (trace) *trace = timeline_trace(s, model, program, r, task_s, host ? &hp : nullptr);
   StepProjection out;
   for (int t = 0; t < s.shape.task_count(); ++t) {
     const TaskKind kind = s.shape.task(t).kind;
@@ -92,6 +111,8 @@ StepProjection project_step(const Schedule& s, const ModelSpec& model, int seq, 
   out.fixed_s = rates.fixed_step_s;
   out.step_s = r.step_s + rates.fixed_step_s;
   out.exposed_comm_s = r.waited_s;
+  out.host_work_s = r.host_ahead_s;
+  out.host_stall_s = r.host_stall_s;
   for (std::size_t pos = 0; pos < program.size(); ++pos) {
     if (program[pos].kind != Action::Kind::wait) continue;
     const double stood = r.action_end_s[pos] - (pos > 0 ? r.action_end_s[pos - 1] : 0.0);

@@ -6,6 +6,7 @@
 #include <functional>
 #include <vector>
 
+#include "core/host_model.h"
 #include "core/model_spec.h"
 #include "core/schedule.h"
 #include "core/timeline.h"
@@ -26,6 +27,10 @@ struct StepProjection {
   double optimizer_s = 0;
   double fixed_s = 0;                 // ComputeRates::fixed_step_s, added to the step
   double exposed_comm_s = 0;          // time compute stood still waiting for collectives
+  // With a host model: the host's own work (core/host_model.h) and the time the device stood idle for the host
+  // (launches late because the host fell behind, or could not run ahead past a host synchronisation).
+  double host_work_s = 0;
+  double host_stall_s = 0;
   double comm_busy_s = 0;             // sum of collective durations
   std::vector<double> stream_busy_s;  // per stream of the schedule
   // exposed_comm_s split by the collective compute waited for: its kind or its purpose, and its axis.
@@ -49,14 +54,17 @@ std::vector<double> compute_task_seconds(const Schedule& s, const ModelSpec& mod
 StepProjection project_step(const Schedule& schedule, const ModelSpec& model, int seq, int micro_batch_size,
                             bool recompute, const ComputeRates& rates,
                             const std::function<double(const CommOp&)>& op_seconds,
-                            std::vector<TraceEvent>* trace = nullptr);
-// The same with every op's seconds given (op_s[i] for s.ops[i]).
+                            std::vector<TraceEvent>* trace = nullptr, const HostModel* host = nullptr);
+// The same with every op's seconds given (op_s[i] for s.ops[i]). `host`, when given, gives the step a host of its
+// own (host_model.h): its work runs ahead of the device, its synchronisations wait for it.
 StepProjection project_step(const Schedule& schedule, const ModelSpec& model, int seq, int micro_batch_size,
                             bool recompute, const ComputeRates& rates, const std::vector<double>& op_s,
-                            std::vector<TraceEvent>* trace = nullptr);
+                            std::vector<TraceEvent>* trace = nullptr, const HostModel* host = nullptr);
 
-// Trace events of a timed program: compute and waits from the cursor, collectives from their stream times.
+// Trace events of a timed program: compute and waits from the cursor, collectives from their stream times, and
+// with a host of its own (`host` given) its work on the host lane.
 std::vector<TraceEvent> timeline_trace(const Schedule& s, const ModelSpec& model, const std::vector<Action>& program,
-                                       const TimelineResult& r, const std::vector<double>& task_s);
+                                       const TimelineResult& r, const std::vector<double>& task_s,
+                                       const HostProgram* host = nullptr);
 
 }  // namespace lins

@@ -83,9 +83,24 @@ TimelineResult run_timeline(const Schedule& s, const std::vector<Action>& progra
     carried_end[i] = r.ops[i].end_s;
   }
   double t = 0;
+  // The host cursor (TimelineCosts::host_ahead_s); without a host of its own it stays at 0, never ahead of t.
+  const bool own_host = bool(costs.host_ahead_s) || bool(costs.host_sync) || bool(costs.host_wait_op);
+  double h = 0;
+  if (own_host) r.host_end_s.reserve(program.size());
   r.action_end_s.reserve(program.size());
   for (std::size_t pos = 0; pos < program.size(); ++pos) {
     const Action& a = program[pos];
+    if (own_host) {
+      if (costs.host_sync && costs.host_sync(static_cast<int>(pos))) h = std::max(h, t);
+      if (costs.host_wait_op)
+        if (const int op = costs.host_wait_op(static_cast<int>(pos)); op >= 0)
+          h = std::max(h, r.ops[static_cast<std::size_t>(op)].end_s);
+      if (costs.host_ahead_s) {
+        const double w = costs.host_ahead_s(static_cast<int>(pos));
+        h += w;
+        r.host_ahead_s += w;
+      }
+    }
     if (costs.host_s) {
       const double h = costs.host_s(static_cast<int>(pos));
       t += h;
@@ -94,6 +109,10 @@ TimelineResult run_timeline(const Schedule& s, const std::vector<Action>& progra
     switch (a.kind) {
       case Action::Kind::compute: {
         const double d = costs.compute_s(a.index);
+        if (h > t) {  // the device waits for the host to launch the task
+          r.host_stall_s += h - t;
+          t = h;
+        }
         t += d;
         r.compute_s += d;
         break;
@@ -103,12 +122,13 @@ TimelineResult run_timeline(const Schedule& s, const std::vector<Action>& progra
         const CommOp& op = s.ops[i];
         if (op.wait.next_step) break;  // timed as the next step's carried copy
         const double after_end = op.after >= 0 ? r.ops[static_cast<std::size_t>(op.after)].end_s : 0.0;
-        r.ops[i] = start_op(i, t, after_end);
+        r.ops[i] = start_op(i, std::max(t, h), after_end);
         break;
       }
       case Action::Kind::wait: {
         const double done =
             a.carried ? carried_end[static_cast<std::size_t>(a.index)] : r.ops[static_cast<std::size_t>(a.index)].end_s;
+        if (s.ops[static_cast<std::size_t>(a.index)].host_wait && own_host) h = std::max(h, done);
         if (done > t) {
           r.waited_s += done - t;
           t = done;
@@ -127,8 +147,9 @@ TimelineResult run_timeline(const Schedule& s, const std::vector<Action>& progra
       r.host_s += h;
     }
     r.action_end_s.push_back(t);
+    if (own_host) r.host_end_s.push_back(h);
   }
-  r.step_s = t;
+  r.step_s = std::max(t, h);
   return r;
 }
 

@@ -64,6 +64,18 @@ struct TimelineCosts {
   // When an op the previous step issued (a next-step wait) was issued, from this step's start (default 0, as the
   // previous step ended; the replay gives the measured time, which may be earlier); may be empty.
   std::function<double(int op)> carried_issue_s;
+
+  // The host as a thread of its own (core/host_model.h), for a device that runs compute and collectives
+  // asynchronously: the host cursor walks the program spending `host_ahead_s` before each action; a compute task
+  // starts on the device no earlier than the host reached it, an op no earlier than the host issued it; the host
+  // waits for the compute stream where `host_sync` says (a `.item()`), and for an op's end where its wait is a host
+  // wait (CommOp::host_wait). The step ends when both host and device are done. May be empty (no host of its own:
+  // the fields above, which add to the compute cursor, are all the host there is).
+  std::function<double(int position)> host_ahead_s;
+  std::function<bool(int position)> host_sync;
+  // Before the action at `position` the host waits for this op of the step (issued earlier) to end; -1: none
+  // (DeepSpeed's fetch waits for the event of the gather three parameters back). May be empty.
+  std::function<int(int position)> host_wait_op;
 };
 
 struct OpTiming {
@@ -78,6 +90,11 @@ struct TimelineResult {
   std::vector<OpTiming> ops;          // this step's ops; next-step waits' ops: the copy carried into this step
   std::vector<double> action_end_s;   // per program position
   std::vector<double> stream_busy_s;  // per stream: sum of op durations
+  // With a host of its own (TimelineCosts::host_ahead_s): its work, the time the device's compute stood idle for
+  // it, and where the host cursor stood after each action (empty without one).
+  double host_ahead_s = 0;
+  double host_stall_s = 0;
+  std::vector<double> host_end_s;
 };
 
 // Times one steady-state step: the ops this step carries from the previous one (next-step waits) start on their

@@ -13,6 +13,12 @@ std::string chrome_trace_json(const std::vector<TraceEvent>& events, int rank,
   std::vector<std::string> lanes = {"compute", "waits"};
   for (const auto& s : streams) lanes.push_back("stream " + s);
   if (streams.empty()) lanes.push_back("collectives");
+  const int host_tid = static_cast<int>(lanes.size());
+  for (const auto& e : events)
+    if (e.lane == kHostLane) {
+      lanes.push_back("host");
+      break;
+    }
   for (std::size_t l = 0; l < lanes.size(); ++l)
     o << "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" << rank << ",\"tid\":" << l << ",\"args\":{\"name\":\""
       << lanes[l] << "\"}},\n";
@@ -23,7 +29,7 @@ std::string chrome_trace_json(const std::vector<TraceEvent>& events, int rank,
     char buf[128];
     std::snprintf(buf, sizeof buf, "\"ts\":%.3f,\"dur\":%.3f", e.start_s * 1e6, e.dur_s * 1e6);
     o << "{\"name\":\"" << name << "\",\"cat\":\"" << e.cat << "\",\"ph\":\"X\",\"pid\":" << rank
-      << ",\"tid\":" << e.lane << "," << buf << "}" << (i + 1 < events.size() ? ",\n" : "\n");
+      << ",\"tid\":" << (e.lane == kHostLane ? host_tid : e.lane) << "," << buf << "}" << (i + 1 < events.size() ? ",\n" : "\n");
   }
   o << "]}\n";
   return o.str();

@@ -1,0 +1,94 @@
+// The host side of a real system's step, for projections: the Python work a framework does on the host around each
+// collective, and the points where its host waits for the device. On a GPU the host runs ahead of the device (it
+// only launches work), so host time is free while the host stays ahead; it adds to the step once the host falls
+// behind, and a host synchronisation (a `.item()`, a stream synchronize) throws its lead away. The timeline
+// (timeline.h, TimelineCosts::host_ahead_s and host_sync) walks the host as a thread of its own; this file says
+// what it spends where, per engine. docs/engines.md ("The host side") gives each cost's source function and how the
+// defaults were measured (python -m lins_peers.host_costs).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/cli.h"
+#include "core/names.h"
+#include "core/result.h"
+#include "core/schedule.h"
+#include "core/timeline.h"
+
+namespace lins {
+
+// Seconds a + b * group: host work that walks the ranks of the collective's group once.
+struct HostLine {
+  double a_s = 0, b_s = 0;
+  double at(int group) const { return a_s + b_s * group; }
+};
+
+// The measured host costs (defaults: default_host_costs()).
+struct HostCosts {
+  // Any collective issued through torch.distributed (c10d's dispatch of one asynchronous collective).
+  double collective_issue_s = 0;
+  // DeepSpeed ZeRO-3 (partition_parameters.py): issuing one coalesced all-gather (_all_gather_dtype: a flat buffer,
+  // one narrow per rank, the local shards copied in), per call.
+  HostLine ds_gather_issue;
+  // AllGatherCoalescedHandle.wait: per parameter, a narrow per rank, a torch.cat and the view (and on a GPU a
+  // record_stream per piece, which the CPU measurement cannot include).
+  HostLine ds_gather_wait;
+  // reduce_scatter_coalesced (runtime/comm/coalesced_collectives.py): per tensor, a slice per rank, the interleave
+  // over ranks x tensors into one torch.cat, and the narrow of the result.
+  HostLine ds_reduce_scatter;
+};
+// The defaults: measured on a two-core x86 host with PyTorch 2.15 (CPU dispatcher) and DeepSpeed 0.19.8; the
+// functions timed are the same in DeepSpeed 0.13.2 (docs/engines.md).
+HostCosts default_host_costs();
+
+// The host costs a `python -m lins_peers.host_costs` CSV holds (columns kind, a_s, b_s; kinds collective_issue,
+// ds_gather_issue, ds_gather_wait, ds_reduce_scatter); kinds the file lacks keep their defaults.
+Result<HostCosts> read_host_costs(const std::string& path);
+
+// Which host synchronisations DeepSpeed's step has (docs/engines.md).
+enum class HostEra {
+  paper,  // DeepSpeed 0.10.1 to 0.13.2 (the paper's, with PyTorch 2.1): engine.backward starts with
+          // loss.mean().item(), a host wait for the forward of every micro-batch
+  today,  // DeepSpeed 0.14 on (the .item() removed, its PR 5135)
+};
+inline constexpr NameTable<HostEra, 2> kHostEraNames{
+    "host era",
+    {{
+        {HostEra::paper, "paper", "", "DeepSpeed 0.10.1-0.13.2: a loss.item() before every backward"},
+        {HostEra::today, "today", "", "DeepSpeed 0.14 and later: no host wait before backward"},
+    }}};
+static_assert(kHostEraNames.complete(HostEra::today));
+
+struct HostModel {
+  HostCosts costs;
+  HostEra era = HostEra::paper;
+};
+
+// The host's program of one step: per program position, the host seconds spent before the action and whether the
+// host first waits for the compute stream or for an op. Every engine pays collective_issue_s per issue; DeepSpeed's
+// ZeRO-3 engines (zero3, mics, zeropp) add their per-rank costs per gather call, per gathered parameter at its wait
+// and per reduce-scattered tensor, and at a gather's wait the host waits for the gather waited before it
+// (fetch_sub_module synchronises on the event of the parameter three back, __max_ongoing_fetch_events = 2, which on
+// modules of three or more parameters lies in the previous module's gather); every DeepSpeed engine of the paper's
+// era waits for the loss before each backward.
+struct HostProgram {
+  std::vector<double> ahead_s;
+  std::vector<char> sync;
+  std::vector<int> wait_op;  // the op the host waits to end before the action (-1: none)
+  double ahead_total_s() const;
+};
+HostProgram host_program(const Schedule& s, const ModelSpec& model, const std::vector<Action>& program,
+                         const HostModel& host);
+
+// --host-model off|paper|today and --host-costs FILE (lins simulate, lins plan); off (the default): no host model.
+std::vector<OptionSpec> host_options();
+Result<std::optional<HostModel>> parse_host_model(const ParsedArgs& args);
+// The host_model column of a projected row: "off", "paper" or "today".
+std::string host_model_name(const HostModel* host);
+
+// Fills costs.host_ahead_s and costs.host_sync from `hp` (which must outlive `costs`).
+void attach_host(TimelineCosts& costs, const HostProgram& hp);
+
+}  // namespace lins

@@ -1,0 +1,213 @@
+// The host side of a projected step (core/host_model.h): a host that runs ahead of the device costs nothing while it
+// stays ahead, adds what it falls behind, loses its lead at a synchronisation; DeepSpeed's per-rank costs grow with
+// the group; the built-in costs are the measured file's; overlap_comm off waits for every reduction where issued.
+#include "core/host_model.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "core/simulator.h"
+
+namespace lins {
+namespace {
+
+// Two compute tasks and one op: the timeline with hand-made costs.
+Schedule two_tasks(bool host_wait) {
+  Schedule s;
+  s.shape = StepShape{1, 0};  // tasks: the optimizer only; compute tasks are given by the program below
+  s.streams = {"c"};
+  CommOp op;
+  op.issue = Point{1, false};
+  op.wait = Point{3, false};
+  op.host_wait = host_wait;
+  s.ops.push_back(op);
+  return s;
+}
+
+// issue op 0, compute task 0 (1 s), wait op 0, compute task 1 (1 s).
+std::vector<Action> program() {
+  return {{Action::Kind::issue, 0, false},
+          {Action::Kind::compute, 0, false},
+          {Action::Kind::wait, 0, false},
+          {Action::Kind::compute, 1, false}};
+}
+
+TimelineResult run(const Schedule& s, std::vector<double> ahead, std::vector<char> sync, double op_s = 0.5) {
+  TimelineCosts c;
+  c.compute_s = [](int) { return 1.0; };
+  c.op_s = [op_s](int) { return op_s; };
+  HostProgram hp{std::move(ahead), std::move(sync), std::vector<int>(4, -1)};
+  attach_host(c, hp);
+  return run_timeline(s, program(), c);
+}
+
+TEST(HostTimeline, NoHostWorkIsTheDeviceScheduleAlone) {
+  const Schedule s = two_tasks(false);
+  TimelineCosts c;
+  c.compute_s = [](int) { return 1.0; };
+  c.op_s = [](int) { return 0.5; };
+  const TimelineResult device = run_timeline(s, program(), c);
+  const TimelineResult hosted = run(s, {0, 0, 0, 0}, {0, 0, 0, 0});
+  EXPECT_DOUBLE_EQ(device.step_s, 2.0);
+  EXPECT_DOUBLE_EQ(hosted.step_s, device.step_s);
+  EXPECT_DOUBLE_EQ(hosted.host_stall_s, 0.0);
+}
+
+TEST(HostTimeline, HostWorkHidesWhileTheHostStaysAhead) {
+  // 0.8 s of host work before the second task: the host launched it while the first still ran.
+  const TimelineResult r = run(two_tasks(false), {0, 0, 0, 0.8}, {0, 0, 0, 0});
+  EXPECT_DOUBLE_EQ(r.step_s, 2.0);
+  EXPECT_DOUBLE_EQ(r.host_ahead_s, 0.8);
+  EXPECT_DOUBLE_EQ(r.host_stall_s, 0.0);
+}
+
+TEST(HostTimeline, HostWorkAddsOnceTheHostFallsBehind) {
+  // 1.5 s of host work before the second task: it starts 0.5 s late.
+  const TimelineResult r = run(two_tasks(false), {0, 0, 0, 1.5}, {0, 0, 0, 0});
+  EXPECT_DOUBLE_EQ(r.step_s, 2.5);
+  EXPECT_DOUBLE_EQ(r.host_stall_s, 0.5);
+}
+
+TEST(HostTimeline, ASynchronisationThrowsTheLeadAway) {
+  // The same 0.8 s, but the host first waits for the first task (a .item()): 1 + 0.8 before the second starts.
+  const TimelineResult r = run(two_tasks(false), {0, 0, 0, 0.8}, {0, 0, 0, 1});
+  EXPECT_DOUBLE_EQ(r.step_s, 2.8);
+  EXPECT_NEAR(r.host_stall_s, 0.8, 1e-12);
+}
+
+TEST(HostTimeline, AHostWaitBlocksTheHostUntilTheOpEnds) {
+  // The op runs 1.5 s from time 0. A stream wait lets the host run on; a host wait (an event synchronize) holds it
+  // until 1.5 s, so 0.3 s of host work after it delays the second task to 1.8 s.
+  const TimelineResult stream_wait = run(two_tasks(false), {0, 0, 0, 0.3}, {0, 0, 0, 0}, 1.5);
+  const TimelineResult host_wait = run(two_tasks(true), {0, 0, 0, 0.3}, {0, 0, 0, 0}, 1.5);
+  EXPECT_DOUBLE_EQ(stream_wait.step_s, 2.5);
+  EXPECT_DOUBLE_EQ(host_wait.step_s, 2.8);
+}
+
+TEST(HostTimeline, AnOpStartsNoEarlierThanTheHostIssuedIt) {
+  // 1.2 s of host work before the issue: the op starts at 1.2, ends at 1.7; the first task starts at 1.2 too.
+  const TimelineResult r = run(two_tasks(false), {1.2, 0, 0, 0}, {0, 0, 0, 0});
+  EXPECT_DOUBLE_EQ(r.ops[0].start_s, 1.2);
+  EXPECT_DOUBLE_EQ(r.step_s, 3.2);
+}
+
+struct Projected {
+  ModelSpec model = make_model_preset("small").value();
+  Schedule schedule(const std::string& plan, Topology topo, std::optional<bool> overlap_comm = {}) {
+    ScheduleOptions o;
+    o.micro_batches = 2;
+    o.expand_micro_batches = true;
+    o.engine.ds_reduce_bucket_elems = 100'000;
+    o.engine.ds_overlap_comm = overlap_comm;
+    return build_schedule(model, parse_plan(plan, topo).value(), topo, o).value();
+  }
+  StepProjection run(const Schedule& s, const HostModel* host) {
+    return project_step(s, model, 128, 2, false, ComputeRates{1e12, 1e12},
+                        [](const CommOp& op) { return 1e-6 + op.bytes() * 1e-10; }, nullptr, host);
+  }
+};
+
+TEST(HostModel, DeepSpeedStage3HostWorkGrowsWithTheGroup) {
+  Projected p;
+  HostModel host;
+  host.costs = default_host_costs();
+  double previous = 0;
+  for (int nodes : {1, 4, 16}) {
+    const Schedule s = p.schedule("zero3", Topology{8, nodes});
+    const HostProgram hp = host_program(s, p.model, step_program(s), host);
+    EXPECT_GT(hp.ahead_total_s(), previous) << nodes << " nodes";
+    previous = hp.ahead_total_s();
+  }
+  // MiCS's groups stay inside the node: its host work does not grow with the cluster.
+  const Schedule m4 = p.schedule("mics", Topology{8, 4}), m16 = p.schedule("mics", Topology{8, 16});
+  EXPECT_NEAR(host_program(m4, p.model, step_program(m4), host).ahead_total_s(),
+              host_program(m16, p.model, step_program(m16), host).ahead_total_s(), 1e-5);
+}
+
+TEST(HostModel, OnlyTheDeepSpeedEnginesWaitForTheLossInThePapersEra) {
+  Projected p;
+  HostModel paper, today;
+  paper.costs = today.costs = default_host_costs();
+  today.era = HostEra::today;
+  const Topology topo{8, 2};
+  auto syncs = [&](const std::string& plan, const HostModel& h) {
+    const Schedule s = p.schedule(plan, topo);
+    int n = 0;
+    for (char c : host_program(s, p.model, step_program(s), h).sync) n += c;
+    return n;
+  };
+  EXPECT_EQ(syncs("zero3", paper), 2);  // one per micro-batch
+  EXPECT_EQ(syncs("zero1", paper), 2);
+  EXPECT_EQ(syncs("zero3", today), 0);
+  EXPECT_EQ(syncs("fsdp", paper), 0);
+  EXPECT_EQ(syncs("p=8x1,g=8x2,os=8x2", paper), 0);
+}
+
+TEST(HostModel, AHostModelOnlyAddsTime) {
+  Projected p;
+  HostModel host;
+  host.costs = default_host_costs();
+  for (const char* plan : {"zero3", "mics", "zeropp", "zero1", "ddp", "fsdp", "p=8x1,g=8x2,os=8x2"}) {
+    const Schedule s = p.schedule(plan, Topology{8, 4});
+    const StepProjection device = p.run(s, nullptr), hosted = p.run(s, &host);
+    EXPECT_GE(hosted.step_s, device.step_s - 1e-12) << plan;
+    EXPECT_GT(hosted.host_work_s, 0) << plan;
+  }
+}
+
+TEST(HostModel, DefaultsAreTheMeasuredFile) {
+  auto measured = read_host_costs(LINS_HOST_DATA_DIR "/host_costs.csv");
+  ASSERT_TRUE(measured) << measured.error();
+  const HostCosts d = default_host_costs();
+  EXPECT_DOUBLE_EQ(measured->collective_issue_s, d.collective_issue_s);
+  for (auto [m, e] : {std::pair{measured->ds_gather_issue, d.ds_gather_issue},
+                      std::pair{measured->ds_gather_wait, d.ds_gather_wait},
+                      std::pair{measured->ds_reduce_scatter, d.ds_reduce_scatter}}) {
+    EXPECT_DOUBLE_EQ(m.a_s, e.a_s);
+    EXPECT_DOUBLE_EQ(m.b_s, e.b_s);
+  }
+}
+
+TEST(HostModel, ABadCostsFileIsRefusedWithItsLine) {
+  const std::string path = testing::TempDir() + "host_costs_bad.csv";
+  {
+    std::ofstream f(path);
+    f << "kind,a_s,b_s\nds_gather_wait,1e-5,2e-6\nds_gather_wiat,1e-5,2e-6\n";
+  }
+  auto r = read_host_costs(path);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().find(":3"), std::string::npos) << r.error();
+  EXPECT_NE(r.error().find("valid: collective_issue"), std::string::npos) << r.error();
+  std::remove(path.c_str());
+}
+
+TEST(OverlapComm, OffWaitsForEveryStage3ReductionWhereItIsIssued) {
+  Projected p;
+  const Topology topo{4, 2};
+  for (const char* plan : {"zero3", "mics", "zeropp"}) {
+    const Schedule on = p.schedule(plan, topo), off = p.schedule(plan, topo, false);
+    ASSERT_EQ(on.ops.size(), off.ops.size()) << plan;
+    int later_on = 0;
+    for (std::size_t i = 0; i < off.ops.size(); ++i) {
+      const CommOp& a = on.ops[i];
+      const CommOp& b = off.ops[i];
+      EXPECT_EQ(a.issue, b.issue) << plan << " op " << i;
+      const bool reduction = b.purpose == Purpose::grad_reduce_scatter || b.purpose == Purpose::replica_all_reduce;
+      if (reduction) {
+        EXPECT_EQ(b.wait, b.issue) << plan << " op " << i;
+        EXPECT_FALSE(b.host_wait) << plan << " op " << i;
+        later_on += a.wait.order() > a.issue.order();
+      } else {
+        EXPECT_EQ(a.wait, b.wait) << plan << " op " << i;
+      }
+    }
+    EXPECT_GT(later_on, 0) << plan << ": with overlap_comm on (the default) some reduction overlaps compute";
+    // Waiting where issued can only add time.
+    EXPECT_GE(p.run(off, nullptr).step_s, p.run(on, nullptr).step_s - 1e-12) << plan;
+  }
+}
+
+}  // namespace
+}  // namespace lins
