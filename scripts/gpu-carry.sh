@@ -13,9 +13,9 @@
 #     code_dirty=true|false (the same outside data/, as cmake/git_commit.cmake counts it), untracked=<count of the
 #     untracked files carried>, date_utc; gpu-check.sh's provenance and the binaries' git commit read it where there
 #     is no .git;
-#   - .deps/debs/: the Debian 12 packages of OpenMPI, OpenBLAS, GoogleTest and Google Benchmark (scripts/gpu-deps.sh
-#     fetch, run here first when .deps/debs/ holds none and apt-get exists; GPU_CARRY_FETCH=0 skips that), which
-#     gpu-check.sh uses for each library the GPU machine lacks;
+#   - .deps/debs/: the Debian 12 packages of OpenMPI, OpenBLAS, GoogleTest, Google Benchmark, nlohmann-json and toml++
+#     (scripts/gpu-deps.sh fetch, run here first when .deps/debs/ holds none, or none of the last two, and apt-get
+#     exists; GPU_CARRY_FETCH=0 skips that), which gpu-check.sh uses for each library the GPU machine lacks;
 #   - .deps/cudnn-frontend/: its include/ folder and top-level files (licence, version), when present (header-only).
 # Environment: GPU_CARRY_LIMIT_BYTES (67108864, 64 MiB), GPU_CARRY_FETCH (1).
 set -euo pipefail
@@ -66,14 +66,16 @@ code_dirty=false
 } >"$DIR/COMMIT"
 echo "gpu-carry: $n files of $(git rev-parse --short HEAD) (dirty=$dirty, $untracked untracked) into $DIR"
 
-# The carried packages.
-if ! ls .deps/debs/*.deb >/dev/null 2>&1; then
+# The carried packages; a folder fetched before lins read its formats with libraries lacks those two.
+if ! ls .deps/debs/*.deb >/dev/null 2>&1 ||
+  ! ls .deps/debs/nlohmann-json3-dev_*.deb .deps/debs/libtomlplusplus-dev_*.deb >/dev/null 2>&1; then
   if [ "${GPU_CARRY_FETCH:-1}" = 1 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "gpu-carry: .deps/debs/ holds no packages: scripts/gpu-deps.sh fetch"
+    echo "gpu-carry: .deps/debs/ holds no packages, or not nlohmann-json's and toml++'s: scripts/gpu-deps.sh fetch"
     scripts/gpu-deps.sh fetch
   else
-    echo "gpu-carry: warning: no .deps/debs/ packages carried (scripts/gpu-deps.sh fetch on a Debian 12 machine):" \
-      "a GPU machine without MPI, OpenBLAS, GoogleTest or Google Benchmark cannot build" >&2
+    echo "gpu-carry: warning: .deps/debs/ carries no packages, or not nlohmann-json's and toml++'s (scripts/gpu-deps.sh" \
+      "fetch on a Debian 12 machine): a GPU machine without MPI, OpenBLAS, GoogleTest, Google Benchmark," \
+      "nlohmann-json or toml++ cannot build" >&2
   fi
 fi
 if ls .deps/debs/*.deb >/dev/null 2>&1; then

@@ -61,7 +61,7 @@
 # Environment: CUDA_ARCH (90), BUILD_DIR (build-gpu), JOBS (nproc), GPU_CHECK_BUDGET_S (420), GPU_CHECK_CTEST_JOBS (4),
 # BENCH_ARGS (extra bench_kernels_gpu flags, e.g. --quick), GPU_CHECK_STANDALONE=1 (skip CMake, build the kernel tests
 # and the benchmark with nvcc alone), GPU_CHECK_CARRY (libraries to take from .deps/ even where the machine has its
-# own: any of mpi openblas gtest benchmark cudnn-frontend, or all), GPU_CHECK_CUDNN_FE_VAR (the CMake variable that
+# own: any of mpi openblas gtest benchmark formats cudnn-frontend, or all), GPU_CHECK_CUDNN_FE_VAR (the CMake variable that
 # names the cuDNN frontend's include folder: LINS_CUDNN_FRONTEND_DIR), SANITIZE_MAX_CASES (4), STEP_ARGS (extra
 # lins step flags, every run; lins refuses a flag given twice, so these add to the ones below, they do not replace
 # them), GPU_CHECK_STEP_SHAPE (the model and shape flags of every step run: --model llama-7b --layers 2 --seq 4096
@@ -329,13 +329,14 @@ fi
 } >"$OUT/nvidia-smi.txt"
 
 # Which libraries the machine has (the searches of CMakeLists.txt, in cmake/probe), and the carried copy of each one
-# it lacks: .deps/debs/ (MPI, OpenBLAS, GoogleTest, Google Benchmark, through scripts/gpu-deps.sh) and
-# .deps/cudnn-frontend/include. GPU_CHECK_CARRY names ones to carry even where the machine has them.
-declare -A HAVE=([mpi]=0 [openblas]=0 [gtest]=0 [benchmark]=0 [cudnn_frontend]=0 [cudnn]=0)
+# it lacks: .deps/debs/ (MPI, OpenBLAS, GoogleTest, Google Benchmark, nlohmann-json and toml++, through
+# scripts/gpu-deps.sh) and .deps/cudnn-frontend/include. GPU_CHECK_CARRY names ones to carry even where the machine
+# has them.
+declare -A HAVE=([mpi]=0 [openblas]=0 [gtest]=0 [benchmark]=0 [formats]=0 [cudnn_frontend]=0 [cudnn]=0)
 declare -A WHERE=()
 force=${GPU_CHECK_CARRY:-}
 force=" ${force//,/ } "
-[ "$force" = " all " ] && force=" mpi openblas gtest benchmark cudnn-frontend "
+[ "$force" = " all " ] && force=" mpi openblas gtest benchmark formats cudnn-frontend "
 PROBED=0 # the libraries matter to CMake only: without it (or with GPU_CHECK_STANDALONE=1) none is looked for or carried
 if [ "${GPU_CHECK_STANDALONE:-0}" != 1 ] && command -v cmake >/dev/null 2>&1; then
   PROBED=1
@@ -352,7 +353,7 @@ if [ "${GPU_CHECK_STANDALONE:-0}" != 1 ] && command -v cmake >/dev/null 2>&1; th
   done < <(sed -n 's/^-- lins-probe: \([a-z_]*\)=\([01]\) *\(.*\)$/\1 \2 \3/p' "$OUT/probe.log")
 fi
 carry_debs=()
-for lib in mpi openblas gtest benchmark; do
+for lib in mpi openblas gtest benchmark formats; do
   if [ "$PROBED" = 0 ]; then
     continue
   elif [ "${HAVE[$lib]}" = 1 ] && [[ $force != *" $lib "* ]]; then
@@ -528,9 +529,10 @@ if stage_begin configure; then
     log "GPU_CHECK_STANDALONE=1: no CMake; the kernel tests and the benchmark with nvcc alone, no lins"
   elif ! command -v cmake >/dev/null 2>&1 || ! command -v ninja >/dev/null 2>&1; then
     fail "no cmake or ninja: no lins (the step stage cannot run); the kernel tests and the benchmark with nvcc alone"
-  elif ! have mpi || ! have openblas; then
-    fail "no MPI or no OpenBLAS, on the machine or carried (mpi: ${HAVE[mpi]}, openblas: ${HAVE[openblas]}):" \
-      "CMake cannot configure lins; the kernel tests and the benchmark with nvcc alone"
+  elif ! have mpi || ! have openblas || ! have formats; then
+    fail "no MPI, OpenBLAS or nlohmann-json and toml++, on the machine or carried (mpi: ${HAVE[mpi]}, openblas:" \
+      "${HAVE[openblas]}, formats: ${HAVE[formats]}): CMake cannot configure lins; the kernel tests and the" \
+      "benchmark with nvcc alone"
   else
     tests=$(onoff gtest) bench=$(onoff benchmark)
     log "configure (CMake $(cmake --version | head -1 | awk '{print $3}'), sm_$ARCH, tests $tests, benchmarks $bench)"

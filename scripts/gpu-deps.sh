@@ -8,8 +8,8 @@
 #                                 .deps/debs/ (about 20 MB; ignored by git; copy .deps/ along with the checkout)
 #   . scripts/gpu-deps.sh use [LIB...]
 #                                 on the GPU machine (sourced): unpacks .deps/debs/*.deb into .deps/root/ once and
-#                                 sets up the libraries named (mpi, openblas, gtest, benchmark; all four when none is
-#                                 named), each on its own: exports PATH, OPAL_PREFIX (OpenMPI relocated there) and the
+#                                 sets up the libraries named (mpi, openblas, gtest, benchmark, formats; all five
+#                                 when none is named), each on its own: exports PATH, OPAL_PREFIX (OpenMPI relocated there) and the
 #                                 rest of OpenMPI's environment only for mpi, LD_LIBRARY_PATH with what the named ones
 #                                 load at run time, and LINS_DEPS_CMAKE_ARGS (the CMake flags that find each named one,
 #                                 and no other). gpu-check.sh names the ones the machine lacks (a machine with its own
@@ -43,11 +43,14 @@ LINS_GPU_DEPS_OPENBLAS_PACKAGES="libopenblas0-pthread libopenblas-pthread-dev li
 # - GoogleTest (static, headers and CMake files) and Google Benchmark.
 LINS_GPU_DEPS_GTEST_PACKAGES="libgtest-dev"
 LINS_GPU_DEPS_BENCHMARK_PACKAGES="libbenchmark-dev libbenchmark1debian"
+# - The file formats: nlohmann-json (JSON) and toml++ (network files), headers only (lins uses toml++ header-only, so
+#   its shared library, libtomlplusplus3, is not carried).
+LINS_GPU_DEPS_FORMATS_PACKAGES="nlohmann-json3-dev libtomlplusplus-dev"
 LINS_GPU_DEPS_PACKAGES="$LINS_GPU_DEPS_MPI_PACKAGES $LINS_GPU_DEPS_OPENBLAS_PACKAGES $LINS_GPU_DEPS_GTEST_PACKAGES"
-LINS_GPU_DEPS_PACKAGES+=" $LINS_GPU_DEPS_BENCHMARK_PACKAGES"
+LINS_GPU_DEPS_PACKAGES+=" $LINS_GPU_DEPS_BENCHMARK_PACKAGES $LINS_GPU_DEPS_FORMATS_PACKAGES"
 # The libraries `use` and `check` take, and the libraries of the Fortran runtime OpenBLAS loads (exposed one by one
 # where the machine lacks them and OpenMPI, which exposes every carried library, is not used).
-LINS_GPU_DEPS_LIBRARIES="mpi openblas gtest benchmark"
+LINS_GPU_DEPS_LIBRARIES="mpi openblas gtest benchmark formats"
 LINS_GPU_DEPS_OPENBLAS_RUNTIME="libgfortran.so.5 libquadmath.so.0"
 # Base-system libraries that a CUDA container image may lack: libudev1 (hwloc, and so every OpenMPI program), zlib1g
 # (OpenMPI's runtime and PMIx), libatomic1 (libfabric), libuuid1 (libpsm-infinipath1). Where the machine has its own
@@ -91,7 +94,7 @@ lins_gpu_deps_unpack_one() {  # $1: .deb, $2: destination, $3: file for the list
   return $rc
 }
 
-# The packages of the libraries named ($@: mpi, openblas, gtest, benchmark), one word each.
+# The packages of the libraries named ($@: mpi, openblas, gtest, benchmark, formats), one word each.
 lins_gpu_deps_packages_of() {
   local l out=""
   for l in "$@"; do
@@ -100,6 +103,7 @@ lins_gpu_deps_packages_of() {
       openblas) out+=" $LINS_GPU_DEPS_OPENBLAS_PACKAGES" ;;
       gtest) out+=" $LINS_GPU_DEPS_GTEST_PACKAGES" ;;
       benchmark) out+=" $LINS_GPU_DEPS_BENCHMARK_PACKAGES" ;;
+      formats) out+=" $LINS_GPU_DEPS_FORMATS_PACKAGES" ;;
       *)
         echo "gpu-deps: unknown library '$l' (valid: $LINS_GPU_DEPS_LIBRARIES)" >&2
         return 1
@@ -209,6 +213,12 @@ lins_gpu_deps_use() {
     *" benchmark "*)
       args+=" -Dbenchmark_DIR=$lib/cmake/benchmark"
       used+=" Google-Benchmark"
+      ;;
+  esac
+  case " $libs " in
+    *" formats "*)
+      args+=" -Dnlohmann_json_DIR=$dest/usr/share/cmake/nlohmann_json -DLINS_TOMLPLUSPLUS_INCLUDE_DIR=$dest/usr/include"
+      used+=" nlohmann-json toml++"
       ;;
   esac
   # Without OpenMPI's path, the run-time libraries of OpenBLAS (its Fortran runtime) and Google Benchmark are exposed

@@ -8,6 +8,7 @@ packages=(
   build-essential cmake ninja-build pkg-config
   openmpi-bin libopenmpi-dev
   libopenblas-dev
+  nlohmann-json3-dev libtomlplusplus-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-pandas python3-matplotlib python3-pytest python3-torch
   slurm-wlm munge

@@ -543,16 +543,16 @@ void print_summary(const Settings& s, const SweepResult& r) {
 }
 
 // --profile: the rows with their provenance in comments, as `lins plan --profile` reads them. Exit code 0 or 2.
-int write_profile(const Settings& s, const SweepResult& r, const std::vector<std::string>& argv, const JsonObject& run,
+int write_profile(const Settings& s, const SweepResult& r, const std::vector<std::string>& argv, const Json& run,
                   int rank) {
-  const JsonObject prov = gather_provenance(MPI_COMM_WORLD, argv, run);
+  const Json prov = gather_provenance(MPI_COMM_WORLD, argv, run);
   Status st;
   if (rank == 0) {
     std::string text =
         "# bandwidth profile measured by lins comm --profile; time_s = median over iterations of "
         "the slowest rank, algbw_gbps = message_bytes / time_s / 1e9, busbw_gbps with nccl-tests' "
         "factors; message_bytes as CommOp::bytes()\n";
-    text += "# provenance: " + prov.dump(0) + "\n";
+    text += "# provenance: " + json_dump(prov, 0) + "\n";
     text += std::string(kProfileHeader) + "\n" + r.profile_rows;
     st = write_file_atomic(s.profile, text);
   }
@@ -565,8 +565,8 @@ int write_profile(const Settings& s, const SweepResult& r, const std::vector<std
 }
 
 // --csv: the finished file and its provenance beside it. Exit code 0 or 2.
-int finish_csv(const Settings& s, std::optional<CsvWriter>& csv, const std::vector<std::string>& argv,
-               const JsonObject& run, int rank) {
+int finish_csv(const Settings& s, std::optional<CsvWriter>& csv, const std::vector<std::string>& argv, const Json& run,
+               int rank) {
   int code = 0;
   Status st;
   if (rank == 0) st = csv->finish();
@@ -583,17 +583,17 @@ int finish_csv(const Settings& s, std::optional<CsvWriter>& csv, const std::vect
   return code;
 }
 
-JsonObject run_summary(const Settings& s, const Topology& topo, const SweepResult& r) {
-  JsonObject run;
-  run.set("command", "comm");
-  run.set("backend", backend_name(s.backend));
-  run.set("dtype", dtype_name(s.dtype));
-  run.set("topology", topo.to_string());
-  run.set("gpus_per_node", topo.gpus_per_node);
-  run.set("nodes", topo.nodes);
-  run.set("iters", s.iters);
-  run.set("warmup_iters", s.warmup);
-  run.set("wrong_elems", static_cast<long long>(r.total_wrong));
+Json run_summary(const Settings& s, const Topology& topo, const SweepResult& r) {
+  Json run = Json::object();
+  run["command"] = "comm";
+  run["backend"] = backend_name(s.backend);
+  run["dtype"] = dtype_name(s.dtype);
+  run["topology"] = topo.to_string();
+  run["gpus_per_node"] = topo.gpus_per_node;
+  run["nodes"] = topo.nodes;
+  run["iters"] = s.iters;
+  run["warmup_iters"] = s.warmup;
+  run["wrong_elems"] = static_cast<long long>(r.total_wrong);
   return run;
 }
 
@@ -634,7 +634,7 @@ int run_comm(const Args& args) {
   int code = result->total_wrong > 0 ? 1 : 0;
   std::vector<std::string> argv = {"lins", "comm"};
   argv.insert(argv.end(), args.begin(), args.end());
-  const JsonObject run = run_summary(s, *topo, *result);
+  const Json run = run_summary(s, *topo, *result);
   if (!s.profile.empty()) code = std::max(code, write_profile(s, *result, argv, run, rank));
   if (!s.csv.empty()) code = std::max(code, finish_csv(s, *csv, argv, run, rank));
   if (code == 1 && rank == 0)

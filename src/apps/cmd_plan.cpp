@@ -75,7 +75,7 @@ CommandSpec plan_spec() {
       "            --global-batch-tokens 4M --network paper-a800\n"
       "  lins plan --model llama-30b --recompute --nodes 4 --plan zero3 --explain\n"
       "  lins plan --profile profile.csv --pricing shared --csv plans.csv\n"
-      "  lins plan --network my-cluster.network --nccl-tests all_gather_perf.txt,all_reduce_perf.txt@8x16\n"
+      "  lins plan --network my-cluster.toml --nccl-tests all_gather_perf.txt,all_reduce_perf.txt@8x16\n"
       "  lins plan --network-model alpha-beta --reserve-fragmentation 0\n"
       "networks, the nccl and alpha-beta models, nccl-tests import and the memory reserve: docs/cost-model.md";
   return spec;

@@ -363,64 +363,66 @@ Result<SweepTally> project_all(const SimulateOptions& o, const ParsedArgs& args,
 
 // The provenance file beside the CSV: the command, the version, and every assumption of the projection.
 Status write_simulate_provenance(const SimulateOptions& o, const ParsedArgs& args, const Args& argv, int rows) {
-  JsonObject prov;
+  Json prov = Json::object();
   std::vector<std::string> words(argv.begin(), argv.end());
   words.insert(words.begin(), "simulate");
   words.insert(words.begin(), "lins");
-  prov.set("argv", words).set("lins_version", LINS_VERSION).set("git_commit", LINS_GIT_COMMIT);
-  prov.set("date_utc", now_utc()).set("source", "projected").set("rows", rows);
-  JsonObject assume;
-  assume.set("sustained_tflops_per_gpu", o.compute.sustained_flops_per_s / 1e12)
-      .set("sustained_rate_from", o.compute.rate_source);
+  prov["argv"] = words;
+  prov["lins_version"] = LINS_VERSION;
+  prov["git_commit"] = LINS_GIT_COMMIT;
+  prov["date_utc"] = now_utc();
+  prov["source"] = "projected";
+  prov["rows"] = rows;
+  Json assume = Json::object();
+  assume["sustained_tflops_per_gpu"] = o.compute.sustained_flops_per_s / 1e12;
+  assume["sustained_rate_from"] = o.compute.rate_source;
   if (o.compute.calibration) {
-    assume.set("calibration", o.compute.calibration->to_json());
-    if (!o.compute.calibration_as.empty()) assume.set("calibration_used_for_every_engine", o.compute.calibration_as);
+    assume["calibration"] = o.compute.calibration->to_json();
+    if (!o.compute.calibration_as.empty()) assume["calibration_used_for_every_engine"] = o.compute.calibration_as;
   }
-  assume.set("peak_tflops_per_gpu", o.peak_tflops).set("optimizer_memory_gbps", o.compute.optimizer_bytes_per_s / 1e9);
-  assume.set("lins_strategy",
-             std::string("the planner's choice by the ") + objective_name(o.objective) + " objective (--objective)");
-  assume.set("optimizer_bytes_per_owned_param",
-             "26: fp32 master, m, v read and written; bf16 grad read, param written");
-  assume.set("network", o.cost->network().name).set("network_description", o.cost->network().description);
-  assume.set("network_model", o.cost->model_description());
-  assume.set("memory_reserve", "CUDA context " + args.get("reserve-context") + ", cuBLAS " +
-                                   args.get("reserve-cublas") + ", NCCL " + args.get("reserve-nccl") +
-                                   " per communicator, fragmentation " + args.get("reserve-fragmentation") +
-                                   " of the tensors; feasible = tensors + reserve fit --gpu-mem");
-  assume.set("profile", o.cost->profile() ? o.cost->profile()->source() : "none (the network model only)");
-  assume.set("pricing", pricing_name(o.pricing));
-  assume.set("communication",
-             "each engine's communication streams (collectives of one stream run one at a time in issue order; "
-             "streams run concurrently), every op issued and waited for where its engine does (docs/engines.md)");
-  assume.set(
-      "overlap_rules",
+  assume["peak_tflops_per_gpu"] = o.peak_tflops;
+  assume["optimizer_memory_gbps"] = o.compute.optimizer_bytes_per_s / 1e9;
+  assume["lins_strategy"] =
+      std::string("the planner's choice by the ") + objective_name(o.objective) + " objective (--objective)";
+  assume["optimizer_bytes_per_owned_param"] = "26: fp32 master, m, v read and written; bf16 grad read, param written";
+  assume["network"] = o.cost->network().name;
+  assume["network_description"] = o.cost->network().description;
+  assume["network_model"] = o.cost->model_description();
+  assume["memory_reserve"] = "CUDA context " + args.get("reserve-context") + ", cuBLAS " + args.get("reserve-cublas") +
+                             ", NCCL " + args.get("reserve-nccl") + " per communicator, fragmentation " +
+                             args.get("reserve-fragmentation") +
+                             " of the tensors; feasible = tensors + reserve fit --gpu-mem";
+  assume["profile"] = o.cost->profile() ? o.cost->profile()->source() : "none (the network model only)";
+  assume["pricing"] = pricing_name(o.pricing);
+  assume["communication"] =
+      "each engine's communication streams (collectives of one stream run one at a time in issue order; "
+      "streams run concurrently), every op issued and waited for where its engine does (docs/engines.md)";
+  assume["overlap_rules"] =
       "the engine's own points for overlap=all; no_bcast waits for the update broadcasts at the end of the step; "
       "no_allreduce also waits for each all-reduce where it is issued; none issues every gather where it is "
-      "needed and waits for every op where it is issued");
-  assume.set("compute",
-             "module FLOPs (2 per weight per token, attention 4*seq*h per token, backward 2x forward, "
-             "recomputation +1 forward) at the sustained rate");
-  assume.set("memory_limit_bytes", double(o.gpu_mem));
+      "needed and waits for every op where it is issued";
+  assume["compute"] =
+      "module FLOPs (2 per weight per token, attention 4*seq*h per token, backward 2x forward, "
+      "recomputation +1 forward) at the sustained rate";
+  assume["memory_limit_bytes"] = double(o.gpu_mem);
   if (o.host) {
     const HostCosts& c = o.host->costs;
-    assume.set("host_model",
-               std::string(kHostEraNames.name(o.host->era)) + ": " + kHostEraNames.help(o.host->era) +
-                   "; the host runs ahead of the GPU, its work per collective (docs/engines.md, \"The host side\")");
-    assume.set("host_costs_s",
-               JsonObject()
-                   .set("collective_issue", c.collective_issue_s)
-                   .set("ds_gather_issue", JsonObject().set("a", c.ds_gather_issue.a_s).set("b_per_rank", c.ds_gather_issue.b_s))
-                   .set("ds_gather_wait", JsonObject().set("a", c.ds_gather_wait.a_s).set("b_per_rank", c.ds_gather_wait.b_s))
-                   .set("ds_reduce_scatter",
-                        JsonObject().set("a", c.ds_reduce_scatter.a_s).set("b_per_rank", c.ds_reduce_scatter.b_s)));
-    assume.set("host_costs_from", args.get("host-costs").empty() ? "built-in (data/host/host_costs.csv)"
-                                                                  : args.get("host-costs"));
+    auto line = [](const HostLine& l) { return Json{{"a", l.a_s}, {"b_per_rank", l.b_s}}; };
+    assume["host_model"] = std::string(kHostEraNames.name(o.host->era)) + ": " + kHostEraNames.help(o.host->era) +
+                           "; the host runs ahead of the GPU, its work per collective (docs/engines.md, \"The host "
+                           "side\")";
+    assume["host_costs_s"] = Json{{"collective_issue", c.collective_issue_s},
+                                  {"ds_gather_issue", line(c.ds_gather_issue)},
+                                  {"ds_gather_wait", line(c.ds_gather_wait)},
+                                  {"ds_reduce_scatter", line(c.ds_reduce_scatter)}};
+    assume["host_costs_from"] =
+        args.get("host-costs").empty() ? std::string("built-in (data/host/host_costs.csv)") : args.get("host-costs");
   } else {
-    assume.set("host_model", "off: the device schedule only (no host work, no host synchronisation)");
+    assume["host_model"] = "off: the device schedule only (no host work, no host synchronisation)";
   }
-  assume.set("mfu_formula", "72*L*h^2*(1 + s/(6h) + V/(12*L*h)) per token (Megatron-LM), no recomputation credit");
-  prov.set("assumptions", assume);
-  return write_file_atomic(o.out_path + ".json", prov.dump() + "\n");
+  assume["mfu_formula"] = "72*L*h^2*(1 + s/(6h) + V/(12*L*h)) per token (Megatron-LM), no recomputation credit";
+  prov["assumptions"] = assume;
+  return write_file_atomic(o.out_path + ".json", json_dump(prov) + "\n");
 }
 
 }  // namespace

@@ -650,30 +650,49 @@ std::string dtype_description(const StepOptions& o) {
 // step.provenance.json beside step.csv: the run's settings and the strategies' plans.
 Status write_step_provenance(const StepOptions& o, const std::vector<Plan>& plans, const Peak& peak) {
   const Workload& w = o.workload;
-  JsonObject run;
-  run.set("command", "step").set("backend", kStepBackendNames.name(o.backend));
-  run.set("precision", dtype_name(o.precision)).set("compute", dtype_name(o.compute));
-  run.set("dtype", dtype_description(o));
-  run.set("model", o.model.name);
-  run.set("params", (long long)o.model.param_count()).set("topology", o.topo.to_string());
-  run.set("gpus_per_node", o.topo.gpus_per_node).set("nodes", o.topo.nodes).set("seq", w.seq);
-  run.set("micro_batch_size", w.micro_batch_size).set("micro_batches", w.micro_batches);
-  run.set("global_batch_tokens", (long long)w.global_batch_tokens);
-  run.set("recompute", w.recompute).set("overlap", overlap_name(o.overlap));
-  run.set("warmup_steps", (long long)o.warmup).set("timed_steps", o.steps).set("seed", (long long)o.seed);
-  run.set("lr", o.lr).set("bucket_bytes", (long long)o.bucket).set("mpi_progress", mpi_progress_name(o.progress));
-  run.set("peak_tflops", peak.tflops).set("peak_tflops_source", peak.source).set("peak_source", peak.kind);
-  run.set("gemm_tflops", peak.gemm_tflops).set("gemm_tflops_source", peak.gemm_source);
-  run.set("network", o.network).set("profile", o.profile).set("pricing", pricing_name(o.pricing));
-  run.set("planner_objective", objective_name(o.objective));
-  run.set("watchdog_timeout_s", o.timeout_s).set("resumed", o.resume);
-  JsonArray chosen;
+  Json run = Json::object();
+  run["command"] = "step";
+  run["backend"] = kStepBackendNames.name(o.backend);
+  run["precision"] = dtype_name(o.precision);
+  run["compute"] = dtype_name(o.compute);
+  run["dtype"] = dtype_description(o);
+  run["model"] = o.model.name;
+  run["params"] = (long long)o.model.param_count();
+  run["topology"] = o.topo.to_string();
+  run["gpus_per_node"] = o.topo.gpus_per_node;
+  run["nodes"] = o.topo.nodes;
+  run["seq"] = w.seq;
+  run["micro_batch_size"] = w.micro_batch_size;
+  run["micro_batches"] = w.micro_batches;
+  run["global_batch_tokens"] = (long long)w.global_batch_tokens;
+  run["recompute"] = w.recompute;
+  run["overlap"] = overlap_name(o.overlap);
+  run["warmup_steps"] = (long long)o.warmup;
+  run["timed_steps"] = o.steps;
+  run["seed"] = (long long)o.seed;
+  run["lr"] = o.lr;
+  run["bucket_bytes"] = (long long)o.bucket;
+  run["mpi_progress"] = mpi_progress_name(o.progress);
+  run["peak_tflops"] = peak.tflops;
+  run["peak_tflops_source"] = peak.source;
+  run["peak_source"] = peak.kind;
+  run["gemm_tflops"] = peak.gemm_tflops;
+  run["gemm_tflops_source"] = peak.gemm_source;
+  run["network"] = o.network;
+  run["profile"] = o.profile;
+  run["pricing"] = pricing_name(o.pricing);
+  run["planner_objective"] = objective_name(o.objective);
+  run["watchdog_timeout_s"] = o.timeout_s;
+  run["resumed"] = o.resume;
+  Json chosen = Json::array();
   for (size_t i = 0; i < plans.size(); ++i) {
-    JsonObject p;
-    p.set("strategy", o.strategies[i]).set("plan", plans[i].to_string()).set("engine", engine_name(plans[i].engine));
-    chosen.push(p);
+    Json p = Json::object();
+    p["strategy"] = o.strategies[i];
+    p["plan"] = plans[i].to_string();
+    p["engine"] = engine_name(plans[i].engine);
+    chosen.push_back(p);
   }
-  run.set("strategies", chosen);
+  run["strategies"] = chosen;
   return write_provenance(MPI_COMM_WORLD, provenance_path_for(o.csv_path), o.argv, run);
 }
 

@@ -42,7 +42,7 @@ std::string mpi_library_version() {
   return s;
 }
 
-JsonObject relevant_environment() {
+Json relevant_environment() {
   static const char* kExact[] = {"OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",    "CUDA_VISIBLE_DEVICES", "SLURM_JOB_ID",
                                  "SLURM_JOB_NAME",       "SLURM_JOB_NODELIST", "SLURM_JOB_NUM_NODES",  "SLURM_NTASKS",
                                  "SLURM_STEP_ID",        "SLURM_CLUSTER_NAME", "SLURM_JOB_PARTITION", "LINS_FABRIC"};
@@ -58,8 +58,8 @@ JsonObject relevant_environment() {
     for (const char* p : kPrefixes) keep = keep || name.rfind(p, 0) == 0;
     if (keep) found[name] = kv.substr(eq + 1);
   }
-  JsonObject o;
-  for (auto& [k, v] : found) o.set(k, v);
+  Json o = Json::object();
+  for (auto& [k, v] : found) o[k] = v;
   return o;
 }
 
@@ -98,7 +98,7 @@ std::string utc_now() {
 
 }  // namespace
 
-JsonObject gather_provenance(MPI_Comm comm, const std::vector<std::string>& argv, const JsonObject& extra) {
+Json gather_provenance(MPI_Comm comm, const std::vector<std::string>& argv, const Json& extra) {
   const auto hosts = gather_host_names(comm);
   std::vector<std::string> unique = hosts;
   std::sort(unique.begin(), unique.end());
@@ -108,47 +108,47 @@ JsonObject gather_provenance(MPI_Comm comm, const std::vector<std::string>& argv
   MPI_Get_version(&version, &subversion);
   MPI_Query_thread(&thread_level);
 
-  JsonObject o;
-  o.set("tool", "lins");
-  o.set("lins_version", LINS_VERSION);
-  o.set("git_commit", LINS_GIT_COMMIT);
-  o.set("argv", JsonValue(argv));
-  o.set("date_utc", utc_now());
-  o.set("world_size", size);
-  o.set("hosts", JsonValue(hosts));
-  o.set("host_count", static_cast<int>(unique.size()));
-  o.set("fabric", fabric_from_hosts(hosts));
-  o.set("mpi_library_version", mpi_library_version());
-  o.set("mpi_standard", std::to_string(version) + "." + std::to_string(subversion));
-  o.set("mpi_thread_multiple", thread_level >= MPI_THREAD_MULTIPLE);
+  Json o = Json::object();
+  o["tool"] = "lins";
+  o["lins_version"] = LINS_VERSION;
+  o["git_commit"] = LINS_GIT_COMMIT;
+  o["argv"] = Json(argv);
+  o["date_utc"] = utc_now();
+  o["world_size"] = size;
+  o["hosts"] = Json(hosts);
+  o["host_count"] = static_cast<int>(unique.size());
+  o["fabric"] = fabric_from_hosts(hosts);
+  o["mpi_library_version"] = mpi_library_version();
+  o["mpi_standard"] = std::to_string(version) + "." + std::to_string(subversion);
+  o["mpi_thread_multiple"] = thread_level >= MPI_THREAD_MULTIPLE;
   // The GPU plugin is read only where the run loaded it (it used the GPU): a CPU run neither loads CUDA for its
   // provenance nor fails to write it where the GPU is broken.
   const std::string plugin = gpu_plugin_location();
-  o.set("built_with_cuda", !plugin.empty());
-  o.set("gpu_plugin", plugin.empty() ? JsonValue(nullptr) : JsonValue(plugin));
+  o["built_with_cuda"] = !plugin.empty();
+  o["gpu_plugin"] = plugin.empty() ? Json(nullptr) : Json(plugin);
   if (const GpuPlugin* gpu = loaded_gpu_plugin()) {
-    o.set("nccl_version", gpu->nccl_version());
-    o.set("cuda_version", gpu->cuda_version());
+    o["nccl_version"] = gpu->nccl_version();
+    o["cuda_version"] = gpu->cuda_version();
     const GpuDeviceProbe probe = gpu->probe_devices();
-    o.set("cuda_device_count", probe.count);
-    if (probe.failed()) o.set("cuda_device_error", probe.error);
-    o.set("gpu_name", probe.count > 0 ? JsonValue(gpu->device_name(0)) : JsonValue(nullptr));
+    o["cuda_device_count"] = probe.count;
+    if (probe.failed()) o["cuda_device_error"] = probe.error;
+    o["gpu_name"] = probe.count > 0 ? Json(gpu->device_name(0)) : Json(nullptr);
   } else {
-    o.set("gpu_name", nullptr);
+    o["gpu_name"] = nullptr;
   }
-  o.set("env", relevant_environment());
-  if (extra.size() > 0) o.set("run", extra);
+  o["env"] = relevant_environment();
+  if (extra.size() > 0) o["run"] = extra;
   return o;
 }
 
 Status write_provenance(MPI_Comm comm, const std::string& path, const std::vector<std::string>& argv,
-                        const JsonObject& extra) {
-  const JsonObject o = gather_provenance(comm, argv, extra);
+                        const Json& extra) {
+  const Json o = gather_provenance(comm, argv, extra);
   int rank = 0;
   MPI_CHECK(MPI_Comm_rank(comm, &rank));
   std::string error;
   if (rank == 0) {
-    auto s = write_file_atomic(path, o.dump(2) + "\n");
+    auto s = write_file_atomic(path, json_dump(o, 2) + "\n");
     if (!s) error = s.error().empty() ? "could not write " + path : s.error();
   }
   int len = static_cast<int>(error.size());

@@ -40,10 +40,12 @@ EngineCalibration fit(const std::vector<Sample>& rows) {
   return c;
 }
 
-JsonObject engine_json(const EngineCalibration& c) {
-  JsonObject o;
-  o.set("sustained_tflops", c.flops_per_s / 1e12).set("fixed_step_s", c.fixed_step_s).set("rows", c.rows);
-  o.set("micro_batch_counts", c.micro_batch_counts);
+Json engine_json(const EngineCalibration& c) {
+  Json o = Json::object();
+  o["sustained_tflops"] = c.flops_per_s / 1e12;
+  o["fixed_step_s"] = c.fixed_step_s;
+  o["rows"] = c.rows;
+  o["micro_batch_counts"] = c.micro_batch_counts;
   return o;
 }
 
@@ -54,15 +56,16 @@ const EngineCalibration& Calibration::of(const std::string& engine_name) const {
   return it != engine.end() && it->second.flops_per_s > 0 ? it->second : all;
 }
 
-JsonObject Calibration::to_json() const {
-  JsonObject o;
-  o.set("from", source).set("all_engines", engine_json(all));
-  JsonObject per;
-  for (const auto& [name, c] : engine) per.set(name, engine_json(c));
-  o.set("per_engine", per);
-  o.set("method",
-        "per engine: forward + backward seconds fitted as a + b x FLOPs over rows at 2+ micro-batch counts (rate = "
-        "1/b), else FLOPs / seconds; fixed = mean(step - forward - backward - optimizer - exposed comm) + a");
+Json Calibration::to_json() const {
+  Json o = Json::object();
+  o["from"] = source;
+  o["all_engines"] = engine_json(all);
+  Json per = Json::object();
+  for (const auto& [name, c] : engine) per[name] = engine_json(c);
+  o["per_engine"] = per;
+  o["method"] =
+      "per engine: forward + backward seconds fitted as a + b x FLOPs over rows at 2+ micro-batch counts (rate = "
+      "1/b), else FLOPs / seconds; fixed = mean(step - forward - backward - optimizer - exposed comm) + a";
   return o;
 }
 

@@ -26,7 +26,7 @@ struct Calibration {
   EngineCalibration all;                            // every row together: for engines without rows of their own
   std::map<std::string, EngineCalibration> engine;  // by engine name (lins, ddp, zero, mics, zeropp, fsdp)
   const EngineCalibration& of(const std::string& engine_name) const;
-  JsonObject to_json() const;
+  Json to_json() const;
 };
 
 // Reads the measured rows of one or more `lins step` CSVs (comma-separated paths) of preset models.

@@ -60,20 +60,20 @@ Result<NcclModel> NcclModel::make(const NetworkSpec& net) {
   const std::string where = "network " + net.name + " (" + net.source + ")";
   if (!net.has_gpu())
     return make_error(where +
-                      " describes no GPU (gpu_arch = none); the nccl model prices NCCL on GPUs: use "
-                      "--network-model alpha-beta, or describe GPUs (gpu_arch sm70, sm80 or sm90)");
+                      " describes no GPU (gpu_arch = \"none\"); the nccl model prices NCCL on GPUs: use "
+                      "--network-model alpha-beta, or describe GPUs (gpu_arch \"sm70\", \"sm80\" or \"sm90\")");
   if (net.sharp)
     return make_error(where +
-                      " has sharp = yes: in-network reduction (NCCL's CollNet algorithms) is out of scope "
-                      "of the nccl model; set sharp = no to price Ring and Tree without it");
+                      " has sharp = true: in-network reduction (NCCL's CollNet algorithms) is out of scope "
+                      "of the nccl model; set sharp = false to price Ring and Tree without it");
   if (net.nvls)
     return make_error(where +
-                      " has nvls = yes: NVSwitch multicast (NCCL's NVLS algorithms) is out of scope of the "
-                      "nccl model; set nvls = no to price Ring and Tree without it");
+                      " has nvls = true: NVSwitch multicast (NCCL's NVLS algorithms) is out of scope of the "
+                      "nccl model; set nvls = false to price Ring and Tree without it");
   if (net.nvlink_links > 0 && !net.nvswitch)
     return make_error(where +
                       " has NVLink without NVSwitch: NCCL's search over a partial NVLink mesh is not "
-                      "modelled; the nccl model takes NVSwitch nodes (nvswitch = yes) or PCIe-only ones "
+                      "modelled; the nccl model takes NVSwitch nodes (nvswitch = true) or PCIe-only ones "
                       "(nvlink_links = 0)");
   if (net.nics_per_node < 1 || net.nic_gbit_per_s <= 0 || net.pcie_gen < 3)
     return make_error(where + " lacks nics_per_node, nic_gbit_per_s or pcie_gen, which the nccl model needs");

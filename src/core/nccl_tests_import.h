@@ -3,7 +3,8 @@
 // followed is that of nccl-tests' src/common.cu (util.cu in newer versions): '#' header lines, the '#  Rank N Group
 // G Pid P on HOST device D' list, a column header 'size count type redop root time algbw busbw #wrong ...' with an
 // out-of-place and an in-place group, rows of numbers, 'N/A' where validation was off. Older outputs with an 'error'
-// column and no Group are read too. docs/cost-model.md describes what is kept and what is left out.
+// column and no Group are read too, and so is the JSON file nccl-tests writes with -J (src/util.cu), read with
+// nlohmann-json. docs/cost-model.md describes what is kept and what is left out.
 #pragma once
 
 #include <optional>
@@ -30,7 +31,8 @@ struct NcclTestsImport {
   std::vector<std::string> rejected;
 };
 
-// Parses the text of one run. `where` names it in errors (file:line: ...). `mesh` (GPUs per node x nodes), when
+// Parses the text of one run, or its -J JSON (text starting with '{'). `where` names it in errors (file:line: ...;
+// file: results[3].in_place.time: ... for JSON). `mesh` (GPUs per node x nodes), when
 // given, is checked against the header's rank list; without it the rank list must say which host each rank is on.
 // `op`, when not given, comes from the '# Collective test starting: X_perf' line or from `where`'s file name.
 // Every kept measurement is added to `into`: per row, message bytes = the size column (the full buffer of an

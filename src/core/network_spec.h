@@ -1,6 +1,7 @@
 // A cluster's network as a user describes it: GPUs and NVLink inside a node, NICs and their rate across nodes, and an
-// optional slowdown as the job spans more nodes. Read from a small `key = value` file (format in docs/cost-model.md);
-// the shipped presets are the files of data/networks/, compiled into the binary. Both cost models start from it.
+// optional slowdown as the job spans more nodes. Read from a small TOML file of top-level keys (format in
+// docs/cost-model.md); the shipped presets are the files of data/networks/, compiled into the binary. Both cost models
+// start from it.
 #pragma once
 
 #include <string>
@@ -66,10 +67,12 @@ struct NetworkSpec {
   std::string summary() const;  // one line: GPUs, NVLink, NICs, SHARP
 };
 
-// Parses the text of a network file; `where` names it in errors ("file:line: field: problem; valid: ...").
+// Parses the text of a network file; `where` names it in errors ("file:line: field: problem; valid: ..."). Text in the
+// former `key = value` format (bare words, yes/no) is refused with how to convert it.
 Result<NetworkSpec> parse_network_spec(std::string_view text, const std::string& where);
+// Reads a file; a path ending in .network (the former format's name) is refused with how to convert it.
 Result<NetworkSpec> load_network_spec(const std::string& path);
-// The shipped presets (data/networks/*.network), in name order.
+// The shipped presets (data/networks/*.toml), in name order.
 std::vector<NetworkSpec> network_spec_presets();
 std::vector<std::string> network_preset_names();
 // A preset name, or the path of a network file (anything with a '/' or a '.', or an existing file).

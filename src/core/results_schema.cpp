@@ -178,33 +178,31 @@ std::string output_schemas_json() {
     rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
   }
   auto column = [&](const std::string& name, const char* help, bool is_text) {
-    JsonObject o;
-    o.set("name", name).set("unit", column_unit(name)).set("type", is_text ? "text" : "number");
-    if (help) o.set("help", help);
+    Json o = {{"name", name}, {"unit", column_unit(name)}, {"type", is_text ? "text" : "number"}};
+    if (help) o["help"] = help;
     return o;
   };
-  JsonArray step;
-  for (const Column& c : step_csv_columns()) step.push(column(c.name, c.help, c.text));
+  Json step = Json::array();
+  for (const Column& c : step_csv_columns()) step.push_back(column(c.name, c.help, c.text));
   auto plain = [&](const std::vector<std::string>& names, const std::vector<std::string>& texts) {
-    JsonArray a;
+    Json a = Json::array();
     for (const std::string& n : names)
-      a.push(column(n, nullptr, std::find(texts.begin(), texts.end(), n) != texts.end()));
+      a.push_back(column(n, nullptr, std::find(texts.begin(), texts.end(), n) != texts.end()));
     return a;
   };
-  JsonObject all;
-  all.set("lins_schema_version", 1);
-  all.set("step",
-          JsonObject().set("writer", "lins step --out DIR (step.csv); lins simulate --out FILE").set("columns", step));
-  all.set("plan", JsonObject()
-                      .set("writer", "lins plan --csv FILE")
-                      .set("columns", plain(plan_csv_columns(),
-                                            {"model", "network", "profile", "name", "plan", "engine", "baseline",
-                                             "os_layout", "ranked_by", "why", "network_model", "objective"})));
-  all.set("comm", JsonObject()
-                      .set("writer", "lins comm --csv FILE")
-                      .set("columns", plain(comm_csv_columns(), {"op", "backend", "dtype", "group"})));
-  all.set("profile", JsonObject().set("writer", "lins comm --profile FILE").set("columns", plain(profile, {"op"})));
-  return all.dump(2) + "\n";
+  const Json all = {
+      {"lins_schema_version", 1},
+      {"step", {{"writer", "lins step --out DIR (step.csv); lins simulate --out FILE"}, {"columns", step}}},
+      {"plan",
+       {{"writer", "lins plan --csv FILE"},
+        {"columns", plain(plan_csv_columns(), {"model", "network", "profile", "name", "plan", "engine", "baseline",
+                                               "os_layout", "ranked_by", "why", "network_model", "objective"})}}},
+      {"comm",
+       {{"writer", "lins comm --csv FILE"},
+        {"columns", plain(comm_csv_columns(), {"op", "backend", "dtype", "group"})}}},
+      {"profile", {{"writer", "lins comm --profile FILE"}, {"columns", plain(profile, {"op"})}}},
+  };
+  return json_dump(all, 2) + "\n";
 }
 
 }  // namespace lins

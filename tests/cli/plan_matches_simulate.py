@@ -3,11 +3,13 @@
 measured inputs, memory limits, overlap modes) `lins plan --objective step --csv` ranks every legal plan and baseline;
 `lins simulate` then projects every one of them with the same options, and the test checks that each plan's projected
 step time and feasibility are the simulator's, and that the chosen plan has the smallest projected step time among the
-plans the simulator says fit. Usage: plan_matches_simulate.py LINS REPO WORK"""
+plans the simulator says fit. The network files are plain TOML: Python's tomllib reads them with no code of ours, and
+a plan CSV names the network a file's own `name` gives. Usage: plan_matches_simulate.py LINS REPO WORK"""
 import csv
 import os
 import subprocess
 import sys
+import tomllib
 
 LINS, REPO, WORK = sys.argv[1:4]
 VALIDATION = os.path.join(REPO, "data", "validation", "cpu-2core-4ranks")
@@ -18,7 +20,7 @@ NCCL_TESTS = os.path.join(REPO, "tests", "unit", "core", "data", "all_reduce_per
 SETUPS = [
     ("llama-7b on the paper's 8 x 128", 8, 128, ["--model", "llama-7b"], []),
     ("llama-13b on 8 x 2 H100, nccl-tests measured, 60 GiB", 8, 2,
-     ["--model", "llama-13b", "--network", os.path.join(NETWORKS, "h100-ndr.network"), "--nccl-tests", NCCL_TESTS,
+     ["--model", "llama-13b", "--network", os.path.join(NETWORKS, "h100-ndr.toml"), "--nccl-tests", NCCL_TESTS,
       "--gpu-mem", "60GiB"], []),
     ("llama-30b recomputed on 8 x 8, alpha-beta, no broadcast overlap", 8, 8,
      ["--model", "llama-30b", "--recompute", "--network-model", "alpha-beta", "--overlap", "no_bcast"], []),
@@ -50,7 +52,15 @@ def close(a, b):
     return abs(a - b) <= 1e-6 * max(abs(a), abs(b), 1e-12)
 
 
+def network_name(path):
+    with open(path, "rb") as f:
+        return tomllib.load(f)["name"]
+
+
 failures = []
+for f in sorted(os.listdir(NETWORKS)):
+    if os.path.splitext(f)[1] != ".toml" or network_name(os.path.join(NETWORKS, f)) != os.path.splitext(f)[0]:
+        failures.append(f"data/networks/{f}: not a TOML file named after the network inside it")
 os.makedirs(WORK, exist_ok=True)
 for i, (name, R, N, common, plan_only) in enumerate(SETUPS):
     plans_csv = os.path.join(WORK, f"plans{i}.csv")
@@ -61,6 +71,10 @@ for i, (name, R, N, common, plan_only) in enumerate(SETUPS):
     if not plans:
         failures.append(f"{name}: no plans")
         continue
+    network = common[common.index("--network") + 1] if "--network" in common else "paper-a800"
+    if network.endswith(".toml") and {r["network"] for r in plans} != {network_name(network)}:
+        failures.append(f"{name}: the plans name network {sorted({r['network'] for r in plans})}, "
+                        f"{network} names {network_name(network)}")
     strategy = {}  # the strategy text lins simulate is given for each plan row
     for r in plans:
         strategy[r["name"] if r["baseline"] == "1" else r["plan"]] = r

@@ -255,13 +255,13 @@ int run(int argc, char** argv) {
 
   const fs::path out = args->get("out");
   if (auto s = write_tensors(*model, *offsets, (*ex)->local_parameters(), out / "init"); !s) return fail(s.error());
-  JsonArray losses;
+  Json losses = Json::array();
   for (int step = 1; step <= *steps; ++step) {
     be.calls.clear();
     auto st = (*ex)->step();
     if (!st) return fail(st.error());
     if (auto s = (*ex)->finish(); !s) return fail(s.error());
-    losses.push(st->loss_sum / double((*ex)->global_tokens()));
+    losses.push_back(st->loss_sum / double((*ex)->global_tokens()));
     std::vector<float> grad, master;
     if (auto s = gather_calls(be.calls, (*ex)->layout().local_elems, &grad, &master); !s) return fail(s.error());
     const fs::path dir = out / ("step" + std::to_string(step));
@@ -270,22 +270,22 @@ int run(int argc, char** argv) {
     if (auto s = write_tensors(*model, *offsets, (*ex)->local_parameters(), dir / "param"); !s) return fail(s.error());
   }
 
-  JsonObject meta;
-  meta.set("model", args->get("model"))
-      .set("precision", precision)
-      .set("micro_batches", *M)
-      .set("micro_batch_size", *B)
-      .set("seq", *S)
-      .set("seed", (long long)*seed)
-      .set("steps", *steps)
-      .set("lr", double(o.adamw.lr))
-      .set("beta1", double(o.adamw.beta1))
-      .set("beta2", double(o.adamw.beta2))
-      .set("eps", double(o.adamw.eps))
-      .set("weight_decay", double(o.adamw.weight_decay))
-      .set("global_tokens", (long long)(*ex)->global_tokens())
-      .set("loss", std::move(losses));
-  std::ofstream(out / "meta.json") << meta.dump() << "\n";
+  Json meta = Json::object();
+  meta["model"] = args->get("model");
+  meta["precision"] = precision;
+  meta["micro_batches"] = *M;
+  meta["micro_batch_size"] = *B;
+  meta["seq"] = *S;
+  meta["seed"] = (long long)*seed;
+  meta["steps"] = *steps;
+  meta["lr"] = double(o.adamw.lr);
+  meta["beta1"] = double(o.adamw.beta1);
+  meta["beta2"] = double(o.adamw.beta2);
+  meta["eps"] = double(o.adamw.eps);
+  meta["weight_decay"] = double(o.adamw.weight_decay);
+  meta["global_tokens"] = (long long)(*ex)->global_tokens();
+  meta["loss"] = std::move(losses);
+  std::ofstream(out / "meta.json") << json_dump(meta) << "\n";
   return 0;
 }
 

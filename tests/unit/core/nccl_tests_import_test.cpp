@@ -1,11 +1,13 @@
 // nccl-tests import on real published outputs (tests/unit/core/data/README.md says where each comes from): the mesh
 // from the rank list or given, the collective from the header or the file name, both result halves, N/A, rows of
-// 0 bytes, interleaved NCCL INFO lines, rows with wrong results left out and reported, and bad text named by line.
+// 0 bytes, interleaved NCCL INFO lines, rows with wrong results left out and reported, and bad text named by line;
+// the JSON nccl-tests writes with -J, which must give what its text gives.
 #include "core/nccl_tests_import.h"
 
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 namespace lins {
@@ -153,6 +155,98 @@ TEST(NcclTestsImport, NamesWhatIsWrong) {
   std::string no_ranks = read(data("all_gather_perf_v100_failed.txt"));
   no_ranks.replace(no_ranks.find("1e+00"), 5, "0e+00");
   expect_error(no_ranks, "all_gather_perf.txt", "a single rank", Mesh{1, 1});
+}
+
+TEST(NcclTestsImport, TheJsonOfDashJGivesWhatTheTextGives) {
+  // The H100 run as nccl-tests writes it with -J (data/README.md): the same rows, ranks and hosts as the text.
+  BandwidthProfile from_text, from_json;
+  auto t = load_nccl_tests(data("all_reduce_perf_h100_8x2.txt"), std::nullopt, &from_text);
+  auto j = load_nccl_tests(data("all_reduce_perf_h100_8x2.json"), std::nullopt, &from_json);
+  ASSERT_TRUE(t) << t.error();
+  ASSERT_TRUE(j) << j.error();
+  EXPECT_EQ(j->op, CollKind::all_reduce);  // from args[0], /opt/src/nccl-tests/build/all_reduce_perf
+  EXPECT_EQ(j->mesh, (Mesh{8, 2}));        // 16 processes of one GPU: 8 on each host
+  EXPECT_TRUE(j->mesh_from_header);
+  EXPECT_EQ(j->rows_used, t->rows_used);
+  EXPECT_EQ(j->halves_used, t->halves_used);
+  EXPECT_EQ(j->halves_unchecked, 0);
+  EXPECT_EQ(from_json.point_count(), from_text.point_count());
+  for (double bytes = 8; bytes <= 8589934592.0; bytes *= 2)
+    EXPECT_DOUBLE_EQ(*from_json.time_s(CollKind::all_reduce, Mesh{8, 2}, bytes),
+                     *from_text.time_s(CollKind::all_reduce, Mesh{8, 2}, bytes))
+        << bytes;
+}
+
+TEST(NcclTestsImport, JsonVariantsAndWhatIsWrongInThem) {
+  const nlohmann::json run = nlohmann::json::parse(read(data("all_reduce_perf_h100_8x2.json")));
+  auto import = [](const nlohmann::json& doc, std::optional<Mesh> mesh = std::nullopt,
+                   BandwidthProfile* into = nullptr) {
+    return import_nccl_tests(doc.dump(), "run.json", mesh, std::nullopt, into);
+  };
+  auto expect_error = [&](const nlohmann::json& doc, const std::string& what, std::optional<Mesh> mesh = std::nullopt) {
+    auto r = import(doc, mesh);
+    ASSERT_FALSE(r) << "accepted";
+    EXPECT_NE(r.error().find(what), std::string::npos) << r.error();
+  };
+  // Results marked wrong are left out and reported; nwrong null (validation off) counts as unchecked; cpu_time (-C 1)
+  // is read like time; a half that did not run (null) is skipped.
+  nlohmann::json edited = run;
+  edited["results"][17]["out_of_place"]["nwrong"] = 7.0;  // 1 MiB
+  edited["results"][18]["out_of_place"]["nwrong"] = nullptr;
+  edited["results"][19]["in_place"] = nullptr;
+  auto& big = edited["results"][30]["in_place"];
+  big["cpu_time"] = big["time"];
+  big.erase("time");
+  BandwidthProfile prof;
+  auto r = import(edited, std::nullopt, &prof);
+  ASSERT_TRUE(r) << r.error();
+  EXPECT_EQ(r->halves_used, 60);
+  EXPECT_EQ(r->halves_unchecked, 1);
+  ASSERT_EQ(r->rejected.size(), 1u);
+  EXPECT_EQ(r->rejected[0],
+            "run.json: results[17]: 1048576 B out-of-place: nwrong = 7.0 (nccl-tests found wrong "
+            "results), left out");
+  EXPECT_NEAR(*prof.time_s(CollKind::all_reduce, Mesh{8, 2}, 1048576), 207.2e-6, 1e-12);
+  EXPECT_NEAR(*prof.time_s(CollKind::all_reduce, Mesh{8, 2}, 8589934592.0), 47639e-6, 1e-12);
+  // Two processes of 8 GPUs each (-g 8): one devices entry per process.
+  nlohmann::json per_process = run;
+  per_process["config"]["ngpus"] = 8;
+  per_process["config"]["devices"] = {run["config"]["devices"][0], run["config"]["devices"][8]};
+  auto two = import(per_process);
+  ASSERT_TRUE(two) << two.error();
+  EXPECT_EQ(two->mesh, (Mesh{8, 2}));
+
+  // Not JSON, or a run cut short (nccl-tests closes the file at its end).
+  const std::string text = run.dump();
+  auto cut = import_nccl_tests(text.substr(0, text.size() / 2), "run.json", std::nullopt, std::nullopt, nullptr);
+  ASSERT_FALSE(cut);
+  EXPECT_NE(cut.error().find("run.json:1:"), std::string::npos) << cut.error();
+  EXPECT_NE(cut.error().find("not valid JSON"), std::string::npos) << cut.error();
+  EXPECT_NE(cut.error().find("ends before the JSON does"), std::string::npos) << cut.error();
+  auto two_lines = import_nccl_tests("{\n  \"results\": [1,]\n}", "run.json", std::nullopt, std::nullopt, nullptr);
+  ASSERT_FALSE(two_lines);
+  EXPECT_NE(two_lines.error().find("run.json:2:"), std::string::npos) << two_lines.error();
+  // Values of the wrong kind, named by their place in the document.
+  expect_error(nlohmann::json::object({{"version", 3}}), "run.json: JSON without a 'results' list");
+  nlohmann::json bad = run;
+  bad["results"][0]["out_of_place"]["time"] = "nan";  // what nccl-tests writes for a NaN time
+  expect_error(bad, "run.json: results[0].out_of_place.time: \"nan\" is not a positive number of microseconds");
+  bad = run;
+  bad["results"][2]["size"] = -8;
+  expect_error(bad, "run.json: results[2] has no 'size', a whole number of bytes");
+  bad = run;
+  bad["results"][0]["in_place"]["nwrong"] = "none";
+  expect_error(bad, "results[0].in_place.nwrong: \"none\" is neither a count of wrong elements nor null");
+  bad = run;
+  bad["args"][0] = "./build/alltoall_perf";
+  expect_error(bad, "measures alltoall_perf, which no lins schedule uses");
+  bad = run;
+  bad["config"].erase("devices");
+  expect_error(bad, "no config.devices list to tell GPUs per node and nodes");
+  EXPECT_TRUE(import(bad, Mesh{8, 2}));
+  expect_error(run, "has 32 ranks but the header lists 16", Mesh{8, 4});
+  for (auto& half : bad["results"]) half["out_of_place"]["nwrong"] = half["in_place"]["nwrong"] = 1.0;
+  expect_error(bad, "every row failed nccl-tests' check (nwrong above 0)", Mesh{8, 2});
 }
 
 TEST(NcclTestsImport, ArgumentsNameFileAndMesh) {

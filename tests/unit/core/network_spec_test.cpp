@@ -1,10 +1,12 @@
-// Network files: a good one, every kind of bad line with file:line and field, the presets shipped in data/networks/
-// (compiled in, and equal to the files), the alpha-beta terms they give, and degradation with scale.
+// Network files (TOML): a good one, every kind of bad value with file:line and field, the former format refused, the
+// presets shipped in data/networks/ (compiled in, and equal to the files), the alpha-beta terms they give, and
+// degradation with scale.
 #include "core/network_spec.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -15,13 +17,13 @@ namespace {
 
 const char* kGood =
     "# a test cluster\n"
-    "name = test-net   # trailing comment\n"
-    "description = two NICs\n"
+    "name = \"test-net\"   # trailing comment\n"
+    "description = \"two NICs\"\n"
     "gpus_per_node = 4\n"
-    "gpu_arch = sm80\n"
+    "gpu_arch = \"sm80\"\n"
     "nvlink_links = 4\n"
     "nvlink_gbps = 25\n"
-    "nvswitch = yes\n"
+    "nvswitch = true\n"
     "pcie_gen = 4\n"
     "nics_per_node = 2\n"
     "nic_gbit_per_s = 100\n"
@@ -31,16 +33,17 @@ const char* kGood =
     "latency_factor_per_node_doubling = 1.2\n";
 
 void expect_error(const std::string& text, const std::string& where, const std::string& what) {
-  auto s = parse_network_spec(text, "n.network");
+  auto s = parse_network_spec(text, "n.toml");
   ASSERT_FALSE(s) << "accepted:\n" << text;
   EXPECT_NE(s.error().find(where), std::string::npos) << s.error();
   EXPECT_NE(s.error().find(what), std::string::npos) << s.error();
 }
 
 TEST(NetworkSpec, ParsesAGoodFileAndDerivesTheAlphaBetaTerms) {
-  auto s = parse_network_spec(kGood, "n.network");
+  auto s = parse_network_spec(kGood, "n.toml");
   ASSERT_TRUE(s) << s.error();
   EXPECT_EQ(s->name, "test-net");
+  EXPECT_EQ(s->description, "two NICs");
   EXPECT_EQ(s->gpus_per_node, 4);
   EXPECT_EQ(s->compute_capability, 80);
   EXPECT_TRUE(s->nvswitch);
@@ -55,42 +58,89 @@ TEST(NetworkSpec, ParsesAGoodFileAndDerivesTheAlphaBetaTerms) {
   EXPECT_NEAR(s->bw_scale(8), 0.729, 1e-12);
   EXPECT_NEAR(s->latency_scale(8), 1.728, 1e-12);
   EXPECT_DOUBLE_EQ(s->bw_scale(1), 1.0);
+  // Other TOML spellings of the same values: a literal string, a float rate, an inline comment after a flag.
+  auto alt = parse_network_spec(std::string(kGood) + "nic_path = 'phb'\nsharp = false # none\nintra_gpu_gbps = 1e2\n",
+                                "n.toml");
+  ASSERT_TRUE(alt) << alt.error();
+  EXPECT_EQ(alt->nic_path, NicPath::phb);
+  EXPECT_DOUBLE_EQ(alt->intra_gpu_gbps, 100.0);
 }
 
-TEST(NetworkSpec, RejectsEachKindOfBadLineNamingFileLineAndField) {
+TEST(NetworkSpec, RejectsEachKindOfBadValueNamingFileLineAndField) {
   const std::string g = kGood;
-  expect_error(g + "nvlink_gbps = 30\n", "n.network:16", "nvlink_gbps: given twice (first on line 7)");
-  expect_error(g + "nic_speed = 100\n", "n.network:16", "unknown key 'nic_speed'; valid keys: name,");
-  expect_error(g + "just words\n", "n.network:16", "is not 'key = value'");
-  expect_error("name = x\ngpu_arch = sm75\n", "n.network:2", "gpu_arch: 'sm75' is not valid; valid: sm70, sm80, sm90");
-  expect_error("name = x\nnvlink_links = -1\n", "n.network:2",
-               "nvlink_links: '-1' is not valid; valid: a whole number");
-  expect_error("name = x\nnvlink_links = 2.5\n", "n.network:2", "nvlink_links");
-  expect_error("name = x\nnic_gbit_per_s = 0\n", "n.network:2", "nic_gbit_per_s: '0' is not valid; valid: a positive");
-  expect_error("name = x\nnic_gbit_per_s = nan\n", "n.network:2", "nic_gbit_per_s");
-  expect_error("name = x\nnvswitch = maybe\n", "n.network:2", "nvswitch: 'maybe' is not valid; valid: yes or no");
-  expect_error("name = x\npcie_gen = 6\n", "n.network:2", "pcie_gen");
-  expect_error("name = x\nbw_factor_per_node_doubling = 1.5\n", "n.network:2", "valid: a factor in (0, 1]");
-  expect_error("name = x\nlatency_factor_per_node_doubling = 0.5\n", "n.network:2", "valid: a factor from 1");
-  expect_error("name = bad name\n", "n.network:1", "name: 'bad name' is not valid");
-  expect_error("name = x\nnic_path = nvlink\n", "n.network:2", "valid: pix, pxb, phb or sys");
-  expect_error(std::string("name = x\n\x01\x02\n"), "n.network:2", "control characters");
+  const std::string x = "name = \"x\"\n";
+  // TOML itself: a key given twice, a line that is no key = value, a unit after a number, control characters.
+  expect_error(g + "nvlink_gbps = 30\n", "n.toml:16:", "cannot redefine existing integer 'nvlink_gbps'");
+  expect_error(g + "just words\n", "n.toml:16:", "not valid TOML");
+  expect_error(x + "nvlink_gbps = 25 GB/s\n", "n.toml:2:18: not valid TOML",
+               "; nvlink_gbps takes a positive rate in GB/s up to 1000");
+  expect_error(x + "\x01\x02\n", "n.toml:2:", "not valid TOML");
+  expect_error(x + "description = \"two\nlines\"\n", "n.toml:2:", "not valid TOML");
+  // Keys and values.
+  expect_error(g + "nic_speed = 100\n", "n.toml:16", "unknown key 'nic_speed'; valid keys: name,");
+  expect_error(g + "[nics]\ncount = 2\n", "n.toml:16", "unknown table [nics] (network files have no tables)");
+  expect_error(x + "gpu_arch = \"sm75\"\n", "n.toml:2",
+               "gpu_arch: \"sm75\" is not valid; valid: \"sm70\", \"sm80\", \"sm90\" or \"none\"");
+  expect_error(x + "nvlink_links = -1\n", "n.toml:2", "nvlink_links: -1 is not valid; valid: a whole number");
+  expect_error(x + "nvlink_links = 2.5\n", "n.toml:2", "nvlink_links: 2.5 is a fractional number; valid: a whole");
+  expect_error(x + "nic_gbit_per_s = 0\n", "n.toml:2", "nic_gbit_per_s: 0 is not valid; valid: a positive");
+  expect_error(x + "nic_gbit_per_s = nan\n", "n.toml:2", "nic_gbit_per_s: nan is not valid");
+  expect_error(x + "nic_gbit_per_s = inf\n", "n.toml:2", "nic_gbit_per_s: inf is not valid");
+  expect_error(x + "nic_gbit_per_s = \"100\"\n", "n.toml:2", "nic_gbit_per_s: \"100\" is text; valid: a positive");
+  expect_error(x + "nic_gbit_per_s = [100]\n", "n.toml:2", "nic_gbit_per_s: an array is not a single value");
+  expect_error(x + "nvswitch = \"yes\"\n", "n.toml:2", "nvswitch: \"yes\" is text; valid: true or false");
+  expect_error(x + "nvswitch = 1\n", "n.toml:2", "nvswitch: 1 is a whole number; valid: true or false");
+  expect_error(x + "pcie_gen = 6\n", "n.toml:2", "pcie_gen");
+  expect_error(x + "bw_factor_per_node_doubling = 1.5\n", "n.toml:2", "valid: a factor in (0, 1]");
+  expect_error(x + "latency_factor_per_node_doubling = 0.5\n", "n.toml:2", "valid: a factor from 1");
+  expect_error("name = \"bad name\"\n", "n.toml:1", "name: \"bad name\" is not valid");
+  expect_error(x + "nic_path = \"nvlink\"\n", "n.toml:2", "valid: \"pix\", \"pxb\", \"phb\" or \"sys\"");
+  expect_error(x + "description = \"two\\nlines\"\n", "n.toml:2",
+               "description: \"two\nlines\" is not valid; valid: any");
   // What a file must say.
-  expect_error("gpu_arch = sm80\n", "n.network: missing 'name'", "name");
-  expect_error("name = x\n", "n.network: missing 'gpu_arch'", "none");
-  expect_error("name = x\ngpu_arch = sm80\n", "missing 'nvlink_links'", "PCIe");
-  expect_error("name = x\ngpu_arch = sm80\nnvlink_links = 8\n", "missing 'nvlink_gbps'", "per direction");
-  expect_error(
-      "name = x\ngpu_arch = sm80\nnvlink_links = 0\npcie_gen = 4\nnics_per_node = 1\nnic_gbit_per_s = 100\n"
-      "intra_latency_us = 1\ninter_latency_us = 1\n",
-      "missing 'intra_gpu_gbps'", "nvlink_links = 0");
-  expect_error(g + "inter_gpu_gbps = 30\n", "n.network:16", "inter_gpu_gbps: one GPU cannot drive more");
+  expect_error("gpu_arch = \"sm80\"\n", "n.toml: missing 'name'", "name");
+  expect_error(x, "n.toml: missing 'gpu_arch'", "none");
+  expect_error(x + "gpu_arch = \"sm80\"\n", "missing 'nvlink_links'", "PCIe");
+  expect_error(x + "gpu_arch = \"sm80\"\nnvlink_links = 8\n", "missing 'nvlink_gbps'", "per direction");
+  expect_error(x + "gpu_arch = \"sm80\"\nnvlink_links = 0\npcie_gen = 4\nnics_per_node = 1\nnic_gbit_per_s = 100\n"
+                   "intra_latency_us = 1\ninter_latency_us = 1\n",
+               "missing 'intra_gpu_gbps'", "nvlink_links = 0");
+  expect_error(g + "inter_gpu_gbps = 30\n", "n.toml:16", "inter_gpu_gbps: one GPU cannot drive more");
+  // The first wrong key in the order of the file is the one reported, whatever the order of the names.
+  expect_error(x + "pcie_gen = 9\ngpu_arch = \"sm1\"\n", "n.toml:2", "pcie_gen");
+}
+
+TEST(NetworkSpec, TheFormerFormatIsRefusedWithHowToConvertIt) {
+  // The text of a former .network file: TOML cannot read bare words, and yes/no are no TOML booleans.
+  expect_error("# old\nname = test-net\ngpu_arch = sm80\n", "n.toml:2: 'name = test-net' is in the former key = value",
+               "network files are TOML since December 2026; convert it: quote text values");
+  expect_error("name = \"x\"\nnvswitch = yes\n", "n.toml:2: 'nvswitch = yes' is in the former", "true/false");
+  // A file named .network is refused whatever it holds, pointing at the .toml beside it when there is one.
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "lins_network_spec_test";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string old = (dir / "cluster.network").string();
+  std::ofstream(old) << kGood;
+  auto refused = load_network_spec(old);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().find("'" + old + "' is a former .network file: network files are TOML since"),
+            std::string::npos)
+      << refused.error();
+  EXPECT_EQ(refused.error().find("is there already"), std::string::npos) << refused.error();
+  std::ofstream((dir / "cluster.toml").string()) << kGood;
+  auto renamed = resolve_network_spec(old);
+  ASSERT_FALSE(renamed);
+  EXPECT_NE(renamed.error().find((dir / "cluster.toml").string() + " is there already: give that"), std::string::npos)
+      << renamed.error();
+  EXPECT_TRUE(resolve_network_spec((dir / "cluster.toml").string())) << "the same text as .toml is read";
+  fs::remove_all(dir);
 }
 
 TEST(NetworkSpec, LoadAndResolveNameWhatIsWrong) {
-  auto missing = load_network_spec("/nonexistent/cluster.network");
+  auto missing = load_network_spec("/nonexistent/cluster.toml");
   ASSERT_FALSE(missing);
-  EXPECT_NE(missing.error().find("/nonexistent/cluster.network"), std::string::npos);
+  EXPECT_NE(missing.error().find("/nonexistent/cluster.toml"), std::string::npos);
   EXPECT_NE(missing.error().find("paper-a800"), std::string::npos);
   auto unknown = resolve_network_spec("infiniband");
   ASSERT_FALSE(unknown);
@@ -111,7 +161,7 @@ TEST(NetworkSpec, ShippedPresetsAreTheFilesOfDataNetworks) {
   const auto presets = network_spec_presets();
   ASSERT_EQ(presets.size(), 4u);
   for (const auto& p : presets) {
-    const std::string path = std::string(LINS_NETWORKS_DIR) + "/" + p.name + ".network";
+    const std::string path = std::string(LINS_NETWORKS_DIR) + "/" + p.name + ".toml";
     auto file = parse_network_spec(read(path), path);
     ASSERT_TRUE(file) << file.error();
     EXPECT_EQ(file->name, p.name) << "the name inside " << path << " must be its file name";
@@ -146,7 +196,7 @@ TEST(NetworkSpec, PresetsGiveTheAlphaBetaTermsTheyAlwaysHad) {
 }
 
 TEST(NetworkSpec, AlphaBetaDegradesWithTheNodesAGroupSpans) {
-  auto spec = parse_network_spec(kGood, "n.network").value();
+  auto spec = parse_network_spec(kGood, "n.toml").value();
   const AlphaBeta slow = alpha_beta_of(spec);
   AlphaBeta flat = slow;
   flat.bw_factor_per_node_doubling = flat.latency_factor_per_node_doubling = 1.0;

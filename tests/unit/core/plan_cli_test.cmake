@@ -32,7 +32,7 @@ run(2 plan --plan p=3,g=3,os=8)
 expect_in("${ERR}" "nearest legal plan" "illegal plan")
 
 # A network given as a file, nccl-tests output first: the 8 x 2 all-reduce prices the all-reduces of that mesh.
-run(0 plan --nodes 2 --network ${NETWORKS}/paper-a800.network --nccl-tests ${DATA}/all_reduce_perf_h100_8x2.txt
+run(0 plan --nodes 2 --network ${NETWORKS}/paper-a800.toml --nccl-tests ${DATA}/all_reduce_perf_h100_8x2.txt
     --plan ddp --gpu-mem 1TiB --explain)
 expect_in("${OUT}" "network: paper-a800" "network file")
 expect_in("${OUT}" "measured first: ${DATA}/all_reduce_perf_h100_8x2.txt (all_reduce 8x2)" "nccl-tests import")
