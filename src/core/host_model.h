@@ -54,7 +54,7 @@ enum class HostEra {
   today,  // DeepSpeed 0.14 on (the .item() removed, its PR 5135)
 };
 inline constexpr NameTable<HostEra, 2> kHostEraNames{
-    "host era",
+    "host model",
     {{
         {HostEra::paper, "paper", "", "DeepSpeed 0.10.1-0.13.2: a loss.item() before every backward"},
         {HostEra::today, "today", "", "DeepSpeed 0.14 and later: no host wait before backward"},
