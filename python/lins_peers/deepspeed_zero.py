@@ -19,6 +19,9 @@ these remove the backward all-gather entirely. For the comparison all four are 0
 are gathered before its forward and again before its backward, as ZeRO-3 is described and as lins runs it.
 --zero3 default keeps DeepSpeed's own defaults.
 
+--overlap-comm on|off sets DeepSpeed's overlap_comm (default: DeepSpeed's own, off for stages 1 and 2 and on for
+stage 3); the rows are then named <strategy>-overlap_comm-<on|off> and pair with lins's --ds-overlap-comm.
+
 bf16: {"bf16": {"enabled": true}}: bf16 parameters and gradients (so bf16 collectives), fp32 master partitions and
 moments inside DeepSpeed's ZeRO optimizer (which runs the torch AdamW on them). Gradient clipping off.
 
@@ -59,9 +62,12 @@ def system_name() -> str:
     return f"deepspeed-{version('deepspeed')}"
 
 
-def ds_config(strategy: str, w: wl.Workload, precision: str, zero3: str) -> Dict[str, object]:
+def ds_config(strategy: str, w: wl.Workload, precision: str, zero3: str,
+              overlap_comm: str = "default") -> Dict[str, object]:
     stage = {"zero1": 1, "zero2": 2, "zero3": 3, "zeropp": 3, "mics": 3}[strategy]
     zero: Dict[str, object] = {"stage": stage}
+    if overlap_comm != "default":
+        zero["overlap_comm"] = overlap_comm == "on"
     if stage == 3 and zero3 == "comparison":
         zero.update(ZERO3_COMPARISON)
     if strategy == "mics":
@@ -87,14 +93,17 @@ def ds_config(strategy: str, w: wl.Workload, precision: str, zero3: str) -> Dict
 
 
 class DeepSpeedPeer(Peer):
-    def __init__(self, strategy: str, w: wl.Workload, device, precision: str, zero3: str):
+    def __init__(self, strategy: str, w: wl.Workload, device, precision: str, zero3: str,
+                 overlap_comm: str = "default"):
         import deepspeed
 
         self.system, self.strategy, self.preset = system_name(), strategy, PRESETS[strategy]
         if zero3 != "comparison" and strategy in ("zero3", "zeropp", "mics"):
             self.strategy = f"{strategy}-defaults"
+        if overlap_comm != "default":
+            self.strategy += f"-overlap_comm-{overlap_comm}"
         self.w = w
-        self.cfg = ds_config(strategy, w, precision, zero3)
+        self.cfg = ds_config(strategy, w, precision, zero3, overlap_comm)
         if strategy == "mics":
             model = self._mics_model(w, device)
         else:
@@ -146,10 +155,15 @@ def main(argv=None) -> int:
     p.add_argument("--zero3", choices=["comparison", "default"], default="comparison",
                    help="ZeRO-3 settings: comparison (gather every module in forward and backward, no prefetch) "
                         "or default (DeepSpeed's own thresholds); default strategies are named <stage>-defaults")
+    p.add_argument("--overlap-comm", choices=["default", "on", "off"], default="default",
+                   help="DeepSpeed's overlap_comm: default (its own: off for stages 1 and 2, on for stage 3), on or "
+                        "off; given, strategies are named <strategy>-overlap_comm-<on|off> (lins step "
+                        "--ds-overlap-comm)")
     args = p.parse_args(argv)
     if args.backend == "cpu":
         os.environ.setdefault("DS_ACCELERATOR", "cpu")
-    builders = {s: (lambda w, d, pr, s=s: DeepSpeedPeer(s, w, d, pr, args.zero3)) for s in STRATEGIES}
+    builders = {s: (lambda w, d, pr, s=s: DeepSpeedPeer(s, w, d, pr, args.zero3, args.overlap_comm))
+                for s in STRATEGIES}
     return run(system_name(), "deepspeed", args, builders, lambda b: "nccl" if b == "gpu" else "gloo")
 
 

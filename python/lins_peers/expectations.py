@@ -48,6 +48,12 @@ PAIRINGS = {
         Pairing("deepspeed:zero3-defaults", "zero3"),
         Pairing("deepspeed:zeropp-defaults", "zeropp"),
         Pairing("deepspeed:mics-defaults", "mics"),
+        # overlap_comm set against DeepSpeed's default for the stage (peer --overlap-comm, lins --ds-overlap-comm)
+        Pairing("deepspeed:zero1-overlap_comm-on", "zero1", ("--ds-overlap-comm", "on")),
+        Pairing("deepspeed:zero2-overlap_comm-on", "zero2", ("--ds-overlap-comm", "on")),
+        Pairing("deepspeed:zero3-overlap_comm-off", "zero3", DS_COMPARISON + ("--ds-overlap-comm", "off")),
+        Pairing("deepspeed:zeropp-overlap_comm-off", "zeropp", DS_COMPARISON + ("--ds-overlap-comm", "off")),
+        Pairing("deepspeed:mics-overlap_comm-off", "mics", DS_COMPARISON + ("--ds-overlap-comm", "off")),
     ]
 }
 

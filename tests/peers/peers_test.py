@@ -40,6 +40,8 @@ def _peer_strategies(system):
         out = (args.strategies or DEFAULT_STRATEGIES[system]).split(",")
         if system == "deepspeed" and args.zero3 == "default":
             out = [f"{s}-defaults" if s in ("zero3", "zeropp") else s for s in out]
+        if system == "deepspeed" and args.overlap_comm:
+            out = [f"{s}-overlap_comm-{args.overlap_comm}" for s in out]
         return out
     return names
 
@@ -110,6 +112,7 @@ def main():
     ap.add_argument("--steps", type=int, default=2)
     ap.add_argument("--launcher", default="torchrun", choices=["torchrun", "mpirun"])
     ap.add_argument("--zero3", choices=["comparison", "default"], help="deepspeed: its ZeRO-3 settings")
+    ap.add_argument("--overlap-comm", choices=["on", "off"], help="deepspeed: its overlap_comm")
     ap.add_argument("--port", type=int, default=29531)
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
@@ -153,6 +156,8 @@ def main():
         peer_args += ["--strategies", args.strategies]
     if args.zero3:
         peer_args += ["--zero3", args.zero3]
+    if args.overlap_comm:
+        peer_args += ["--overlap-comm", args.overlap_comm]
     if args.launcher == "torchrun":
         cmd = [args.python, "-m", "torch.distributed.run", "--nproc-per-node", str(RANKS),
                "--master-port", str(args.port)] + peer_args
