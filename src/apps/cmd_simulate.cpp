@@ -207,6 +207,7 @@ Result<SimulateOptions> read_simulate_options(const ParsedArgs& args) {
   o.label = args.get("label");
   if (o.label.empty()) {
     o.label = o.host ? std::string("host=") + kHostEraNames.name(o.host->era) : "device";
+    if (o.host && o.host->device_in_host_thread) o.label += " device=cpu";
     if (o.engine.ds_overlap_comm) o.label += std::string(" overlap_comm=") + (*o.engine.ds_overlap_comm ? "on" : "off");
   }
   o.out_path = args.get("out");

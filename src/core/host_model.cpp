@@ -57,14 +57,22 @@ std::vector<OptionSpec> host_options() {
        "collective, and DeepSpeed 0.10-0.13's loss.item() before every backward) or today (DeepSpeed 0.14 on)"},
       {"host-costs", 0, "FILE", "",
        "host costs measured by python -m lins_peers.host_costs (host_costs.csv) instead of the built-in ones"},
+      {"host-device", 0, "gpu|cpu", "gpu",
+       "with a host model: gpu (the host launches work and runs ahead of the device) or cpu (the work runs in the "
+       "host's thread, as PyTorch on a CPU: every host cost adds to the step)"},
   };
 }
 
 Result<std::optional<HostModel>> parse_host_model(const ParsedArgs& args) {
   const std::string name = args.get("host-model");
+  const std::string device = args.get("host-device");
+  if (device != "gpu" && device != "cpu")
+    return make_error("--host-device " + device + ": valid values are gpu and cpu");
   if (name == "off") {
     if (!args.get("host-costs").empty())
       return make_error("--host-costs needs a host model: give --host-model paper or --host-model today");
+    if (args.has("host-device"))
+      return make_error("--host-device needs a host model: give --host-model paper or --host-model today");
     return std::optional<HostModel>();
   }
   auto era = kHostEraNames.parse(name, "--host-model", {"off"});
@@ -72,6 +80,7 @@ Result<std::optional<HostModel>> parse_host_model(const ParsedArgs& args) {
   HostModel h;
   h.era = *era;
   h.costs = default_host_costs();
+  h.device_in_host_thread = device == "cpu";
   if (const std::string path = args.get("host-costs"); !path.empty()) {
     auto c = read_host_costs(path);
     if (!c) return make_error("--host-costs: " + c.error());
@@ -121,6 +130,7 @@ HostProgram host_program(const Schedule& s, const ModelSpec& model, const std::v
   const bool stage3 = ds && zero_stage(s.plan) == 3;
   for (std::size_t pos = 0; pos < program.size(); ++pos) {
     const Action& a = program[pos];
+    if (host.device_in_host_thread) hp.sync[pos] = 1;  // nothing runs ahead of the host's own thread
     if (a.kind == Action::Kind::compute) {
       // engine.backward() of the paper's DeepSpeed starts with loss.mean().item(): the host waits for the loss,
       // which the last forward task produced, before it launches anything of the backward.

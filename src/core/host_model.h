@@ -64,6 +64,9 @@ static_assert(kHostEraNames.complete(HostEra::today));
 struct HostModel {
   HostCosts costs;
   HostEra era = HostEra::paper;
+  // The device's work runs in the host's own thread (DeepSpeed and PyTorch on a CPU): the host never runs ahead, its
+  // work adds to every step (--host-device cpu). Default: a GPU, which the host only launches work on.
+  bool device_in_host_thread = false;
 };
 
 // The host's program of one step: per program position, the host seconds spent before the action and whether the
@@ -82,7 +85,8 @@ struct HostProgram {
 HostProgram host_program(const Schedule& s, const ModelSpec& model, const std::vector<Action>& program,
                          const HostModel& host);
 
-// --host-model off|paper|today and --host-costs FILE (lins simulate, lins plan); off (the default): no host model.
+// --host-model off|paper|today, --host-costs FILE and --host-device gpu|cpu (lins simulate, lins plan); off (the
+// default): no host model.
 std::vector<OptionSpec> host_options();
 Result<std::optional<HostModel>> parse_host_model(const ParsedArgs& args);
 // The host_model column of a projected row: "off", "paper" or "today".

@@ -157,6 +157,24 @@ TEST(HostModel, AHostModelOnlyAddsTime) {
   }
 }
 
+TEST(HostModel, OnACpuDeviceEveryHostCostAddsToTheStep) {
+  // Free communication: on a GPU the host's work hides under compute; with the device in the host's thread the
+  // step is compute plus all of it.
+  Projected p;
+  HostModel gpu, cpu;
+  gpu.costs = cpu.costs = default_host_costs();
+  gpu.era = cpu.era = HostEra::today;
+  cpu.device_in_host_thread = true;
+  const Schedule s = p.schedule("zero3", Topology{8, 4});
+  auto run = [&](const HostModel& h) {
+    return project_step(s, p.model, 128, 2, false, ComputeRates{1e12, 1e12}, [](const CommOp&) { return 0.0; },
+                        nullptr, &h);
+  };
+  const StepProjection g = run(gpu), c = run(cpu);
+  EXPECT_NEAR(c.step_s, c.compute_s() + c.host_work_s, 1e-9);
+  EXPECT_LT(g.step_s, c.step_s);
+}
+
 TEST(HostModel, DefaultsAreTheMeasuredFile) {
   auto measured = read_host_costs(LINS_HOST_DATA_DIR "/host_costs.csv");
   ASSERT_TRUE(measured) << measured.error();
