@@ -51,6 +51,27 @@ struct Collected {
   std::vector<Row> rows;
   int rejected_rows = 0;
 
+  // One size's halves (out-of-place, in-place), as both formats read them: the kept ones' mean time becomes a row;
+  // a size with no half kept is a rejected row.
+  struct Halves {
+    double sum_us = 0;
+    int kept = 0;
+    void keep(double time_us, bool checked, NcclTestsImport& out) {
+      if (!checked) ++out.halves_unchecked;
+      sum_us += time_us;
+      ++kept;
+    }
+  };
+  void add_size(double bytes, const Halves& h, NcclTestsImport& out) {
+    if (h.kept == 0) {
+      ++rejected_rows;
+      return;
+    }
+    out.halves_used += h.kept;
+    ++out.rows_used;
+    rows.push_back(Row{bytes, h.sum_us / h.kept});
+  }
+
   void add_ranks(const std::string& host, const std::string& group, int n) {
     if (!ranks_per_host.count(host)) hosts.push_back(host);
     ranks_per_host[host] += n;
@@ -197,8 +218,7 @@ Result<NcclTestsImport> import_nccl_tests_json(std::string_view text, const std:
       ++out.zero_size_rows;
       continue;
     }
-    double sum_us = 0;
-    int kept = 0;
+    Collected::Halves halves;
     for (const char* half : {"out_of_place", "in_place"}) {
       const std::string name = std::string(half) == "in_place" ? "in-place" : "out-of-place";
       if (!r.contains(half) || r[half].is_null()) continue;  // not run (trace replay runs in-place only)
@@ -221,17 +241,9 @@ Result<NcclTestsImport> import_nccl_tests_json(std::string_view text, const std:
         }
         checked = true;
       }
-      if (!checked) ++out.halves_unchecked;
-      sum_us += h[time_key].get<double>();
-      ++kept;
+      halves.keep(h[time_key].get<double>(), checked, out);
     }
-    if (kept == 0) {
-      ++c.rejected_rows;
-      continue;
-    }
-    out.halves_used += kept;
-    ++out.rows_used;
-    c.rows.push_back(Collected::Row{static_cast<double>(size), sum_us / kept});
+    c.add_size(static_cast<double>(size), halves, out);
   }
   return finish_import(std::move(out), c, where, mesh, op, into);
 }
@@ -367,8 +379,7 @@ Result<NcclTestsImport> import_nccl_tests(std::string_view text, const std::stri
       ++out.zero_size_rows;
       continue;
     }
-    double sum_us = 0;
-    int kept = 0;
+    Collected::Halves halves;
     for (int h = 0; h < 2; ++h) {
       if (k.time[h] < 0) continue;
       const char* half = h == 0 ? "out-of-place" : "in-place";
@@ -391,17 +402,9 @@ Result<NcclTestsImport> import_nccl_tests(std::string_view text, const std::stri
           checked = true;
         }
       }
-      if (!checked) ++out.halves_unchecked;
-      sum_us += *t;
-      ++kept;
+      halves.keep(*t, checked, out);
     }
-    if (kept == 0) {
-      ++c.rejected_rows;
-      continue;
-    }
-    out.halves_used += kept;
-    ++out.rows_used;
-    c.rows.push_back(Collected::Row{*size, sum_us / kept});
+    c.add_size(*size, halves, out);
   }
 
   if (!cols)
