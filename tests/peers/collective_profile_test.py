@@ -1,0 +1,46 @@
+"""lins_peers.collective_profile on 4 CPU ranks (gloo, 2 nodes x 2): every op on every mesh of the ranks, each point
+a positive time, and `lins simulate --profile` reads the file. Skipped (77) without the peers' Python."""
+
+import csv
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def main():
+    lins, port = sys.argv[1], sys.argv[2]
+    venv = os.environ.get("LINS_PEERS_VENV") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "lins", "peers-venv")
+    python = os.path.join(venv, "bin", "python")
+    if not Path(python).exists():
+        print(f"skipped: no peers' Python at {python} (run scripts/install-peers.sh)")
+        return 77
+    env = dict(os.environ, PYTHONPATH=str(REPO / "python"), OMP_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1")
+    with tempfile.TemporaryDirectory() as d:
+        out = Path(d) / "profile.csv"
+        subprocess.run([python, "-m", "torch.distributed.run", "--nproc-per-node", "4", "--master-port", port, "-m",
+                        "lins_peers.collective_profile", "--gpus-per-node", "2", "-b", "4K", "-e", "16K", "-n", "3",
+                        "-w", "1", "--out", str(out)], env=env, check=True, timeout=240)
+        lines = [ln for ln in out.read_text().splitlines() if not ln.startswith("#")]
+        rows = list(csv.DictReader(lines))
+        seen = {(r["op"], r["mesh_intra"], r["mesh_inter"]) for r in rows}
+        want = {(op, a, b) for op in ("all_gather", "reduce_scatter", "all_reduce", "broadcast")
+                for a, b in (("2", "1"), ("1", "2"), ("2", "2"))}
+        assert seen == want, f"points {sorted(seen)}, expected {sorted(want)}"
+        assert len(rows) == 3 * len(want), len(rows)
+        assert all(float(r["time_s"]) > 0 for r in rows)
+        sim = subprocess.run([lins, "simulate", "--model", "tiny", "--gpus", "4", "--gpus-per-node", "2", "--seq",
+                              "64", "--micro-batches", "2", "--profile", str(out), "--strategies", "zero3,ddp",
+                              "-o", str(Path(d) / "proj.csv")], capture_output=True, text=True)
+        assert sim.returncode in (0, 1), sim.stderr  # 1: nothing fits the default memory (not the point here)
+        assert (Path(d) / "proj.csv").exists(), sim.stdout + sim.stderr
+    print("collective profile: every op and mesh measured, read by lins simulate")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
