@@ -105,8 +105,7 @@ def main(argv=None):
                 rows.append(f"{op},{intra},{inter},{nbytes},{t:.6g},{alg:.6g},{alg * BUS[op](n):.6g}")
                 size *= 2
     if rank == 0:
-        import torch as _t
-        prov = {"tool": "lins_peers.collective_profile", "torch": _t.__version__, "backend": dist.get_backend(),
+        prov = {"tool": "lins_peers.collective_profile", "torch": torch.__version__, "backend": dist.get_backend(),
                 "world_size": world, "gpus_per_node": per, "iters": args.n, "warmup_iters": args.w,
                 "argv": ["python", "-m", "lins_peers.collective_profile"] + (argv if argv is not None else sys.argv[1:])}
         text = ("# bandwidth profile of torch.distributed's collectives, measured by python -m "

@@ -15,6 +15,7 @@
 #include "core/compute_model.h"
 #include "core/cost_options.h"
 #include "core/csv.h"
+#include "core/host_model.h"
 #include "core/json.h"
 #include "core/memory_model.h"
 #include "core/planner.h"
@@ -22,7 +23,6 @@
 #include "core/results_schema.h"
 #include "core/simulator.h"
 #include "core/step_columns.h"
-#include "core/host_model.h"
 #include "core/units.h"
 #include "core/workload.h"
 #include "lins_git_commit.h"  // generated at build time
@@ -206,7 +206,7 @@ Result<SimulateOptions> read_simulate_options(const ParsedArgs& args) {
   o.objective = *objective;
   o.label = args.get("label");
   if (o.label.empty()) {
-    o.label = o.host ? std::string("host=") + kHostEraNames.name(o.host->era) : "device";
+    o.label = o.host ? "host=" + host_model_name(&*o.host) : "device";
     if (o.host && o.host->device_in_host_thread) o.label += " device=cpu";
     if (o.engine.ds_overlap_comm) o.label += std::string(" overlap_comm=") + (*o.engine.ds_overlap_comm ? "on" : "off");
   }

@@ -101,13 +101,12 @@ namespace {
 
 bool is_deepspeed(Engine e) { return e == Engine::zero || e == Engine::mics || e == Engine::zeropp; }
 
-// The parameters (tensors) one op moves: a module's, or those of the modules a bucket of whole modules holds.
+// The parameters (tensors) one op moves: a module's, or, for a reduce-scatter bucket of whole modules (the only
+// bucket ops the host model prices), those of the modules whose shards start inside its local range.
 int tensors_of(const Schedule& s, const ModelSpec& model, const CommOp& op) {
   if (op.module >= 0) return static_cast<int>(model.modules[static_cast<std::size_t>(op.module)].tensors.size());
   const int64_t begin = op.local_offset;
-  const int64_t end = op.local_offset + op.elems / std::max(1, op.kind == CollKind::reduce_scatter
-                                                                   ? op.group.size()
-                                                                   : 1);
+  const int64_t end = op.local_offset + op.elems / std::max(1, op.group.size());  // the local part of the input
   int n = 0;
   for (std::size_t m = 0; m < s.layout.modules.size(); ++m) {
     const int64_t at = s.layout.modules[m].local_offset;

@@ -2,9 +2,9 @@
 // collective, and the points where its host waits for the device. On a GPU the host runs ahead of the device (it
 // only launches work), so host time is free while the host stays ahead; it adds to the step once the host falls
 // behind, and a host synchronisation (a `.item()`, a stream synchronize) throws its lead away. The timeline
-// (timeline.h, TimelineCosts::host_ahead_s and host_sync) walks the host as a thread of its own; this file says
-// what it spends where, per engine. docs/engines.md ("The host side") gives each cost's source function and how the
-// defaults were measured (python -m lins_peers.host_costs).
+// (timeline.h, TimelineCosts::host_ahead_s, host_sync and host_wait_op) walks the host as a thread of its own; this
+// file says what it spends where, per engine. docs/engines.md ("The host side") gives each cost's source function and
+// how the defaults were measured (python -m lins_peers.host_costs).
 #pragma once
 
 #include <optional>
@@ -92,7 +92,7 @@ Result<std::optional<HostModel>> parse_host_model(const ParsedArgs& args);
 // The host_model column of a projected row: "off", "paper" or "today".
 std::string host_model_name(const HostModel* host);
 
-// Fills costs.host_ahead_s and costs.host_sync from `hp` (which must outlive `costs`).
+// Fills costs.host_ahead_s, host_sync and host_wait_op from `hp` (which must outlive `costs`).
 void attach_host(TimelineCosts& costs, const HostProgram& hp);
 
 }  // namespace lins

@@ -85,19 +85,19 @@ TimelineResult run_timeline(const Schedule& s, const std::vector<Action>& progra
   double t = 0;
   // The host cursor (TimelineCosts::host_ahead_s); without a host of its own it stays at 0, never ahead of t.
   const bool own_host = bool(costs.host_ahead_s) || bool(costs.host_sync) || bool(costs.host_wait_op);
-  double h = 0;
+  double host_t = 0;
   if (own_host) r.host_end_s.reserve(program.size());
   r.action_end_s.reserve(program.size());
   for (std::size_t pos = 0; pos < program.size(); ++pos) {
     const Action& a = program[pos];
     if (own_host) {
-      if (costs.host_sync && costs.host_sync(static_cast<int>(pos))) h = std::max(h, t);
+      if (costs.host_sync && costs.host_sync(static_cast<int>(pos))) host_t = std::max(host_t, t);
       if (costs.host_wait_op)
         if (const int op = costs.host_wait_op(static_cast<int>(pos)); op >= 0)
-          h = std::max(h, r.ops[static_cast<std::size_t>(op)].end_s);
+          host_t = std::max(host_t, r.ops[static_cast<std::size_t>(op)].end_s);
       if (costs.host_ahead_s) {
         const double w = costs.host_ahead_s(static_cast<int>(pos));
-        h += w;
+        host_t += w;
         r.host_ahead_s += w;
       }
     }
@@ -109,9 +109,9 @@ TimelineResult run_timeline(const Schedule& s, const std::vector<Action>& progra
     switch (a.kind) {
       case Action::Kind::compute: {
         const double d = costs.compute_s(a.index);
-        if (h > t) {  // the device waits for the host to launch the task
-          r.host_stall_s += h - t;
-          t = h;
+        if (host_t > t) {  // the device waits for the host to launch the task
+          r.host_stall_s += host_t - t;
+          t = host_t;
         }
         t += d;
         r.compute_s += d;
@@ -122,13 +122,13 @@ TimelineResult run_timeline(const Schedule& s, const std::vector<Action>& progra
         const CommOp& op = s.ops[i];
         if (op.wait.next_step) break;  // timed as the next step's carried copy
         const double after_end = op.after >= 0 ? r.ops[static_cast<std::size_t>(op.after)].end_s : 0.0;
-        r.ops[i] = start_op(i, std::max(t, h), after_end);
+        r.ops[i] = start_op(i, std::max(t, host_t), after_end);
         break;
       }
       case Action::Kind::wait: {
         const double done =
             a.carried ? carried_end[static_cast<std::size_t>(a.index)] : r.ops[static_cast<std::size_t>(a.index)].end_s;
-        if (s.ops[static_cast<std::size_t>(a.index)].host_wait && own_host) h = std::max(h, done);
+        if (s.ops[static_cast<std::size_t>(a.index)].host_wait && own_host) host_t = std::max(host_t, done);
         if (done > t) {
           r.waited_s += done - t;
           t = done;
@@ -147,9 +147,9 @@ TimelineResult run_timeline(const Schedule& s, const std::vector<Action>& progra
       r.host_s += h;
     }
     r.action_end_s.push_back(t);
-    if (own_host) r.host_end_s.push_back(h);
+    if (own_host) r.host_end_s.push_back(host_t);
   }
-  r.step_s = std::max(t, h);
+  r.step_s = std::max(t, host_t);
   return r;
 }
 

@@ -29,7 +29,8 @@ std::string chrome_trace_json(const std::vector<TraceEvent>& events, int rank,
     char buf[128];
     std::snprintf(buf, sizeof buf, "\"ts\":%.3f,\"dur\":%.3f", e.start_s * 1e6, e.dur_s * 1e6);
     o << "{\"name\":\"" << name << "\",\"cat\":\"" << e.cat << "\",\"ph\":\"X\",\"pid\":" << rank
-      << ",\"tid\":" << (e.lane == kHostLane ? host_tid : e.lane) << "," << buf << "}" << (i + 1 < events.size() ? ",\n" : "\n");
+      << ",\"tid\":" << (e.lane == kHostLane ? host_tid : e.lane) << "," << buf << "}"
+      << (i + 1 < events.size() ? ",\n" : "\n");
   }
   o << "]}\n";
   return o.str();
