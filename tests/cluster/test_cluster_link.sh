@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The link is what it says: on 2 nodes x 1 rank with an 800mbit uplink, lins comm across the nodes measures every
 # collective's bus bandwidth within 20% of the link's rate for messages of 1 MiB and more, and inside a node (2 x 2)
-# far above it.
+# far above it. The link's rate is judged by each size's best iteration: on a loaded 2-core machine other work can
+# only add time to an iteration, never take it away, so the median would test the machine's load, not the link.
 source "$(dirname "$0")/common.sh"
 bin=$(realpath "${1:-$repo/build/lins}")
 cluster_begin
@@ -21,8 +22,8 @@ def rows(name):
 link_gbps = 800e6 / 8 / 1e9
 bad = []
 for r in rows("inter"):
-    bw = float(r["busbw_gbps"])
-    print(f"inter {r['op']:15s} {int(r['message_bytes']):>9d} B  busbw {bw:.3f} GB/s  ({bw / link_gbps:.2f} of the link)")
+    bw = float(r["busbw_gbps"]) * float(r["time_median_s"]) / float(r["time_min_s"])  # best iteration's busbw
+    print(f"inter {r['op']:15s} {int(r['message_bytes']):>9d} B  best busbw {bw:.3f} GB/s  ({bw / link_gbps:.2f} of the link)")
     if not 0.8 * link_gbps <= bw <= 1.2 * link_gbps:
         bad.append(f"{r['op']} at {r['message_bytes']} B: {bw:.3f} GB/s")
 intra = max(float(r["busbw_gbps"]) for r in rows("intra"))
