@@ -13,7 +13,6 @@ from . import schema
 from . import style
 from .load import summarise_steps
 
-BYTE_KINDS = ["all_gather", "reduce_scatter", "all_reduce", "broadcast", "intra", "inter"]
 
 
 def comparison_rows(data):

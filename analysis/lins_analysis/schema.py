@@ -51,19 +51,22 @@ COMM_CSV_COLUMNS = columns("comm")
 # projected_* and exposed_* are each plan's projected step (empty when it was not projected).
 PLAN_CSV_COLUMNS = columns("plan")
 
-# Collective names as the step CSV spells them, and the spellings we accept elsewhere.
-OPS = ["all_gather", "reduce_scatter", "all_reduce", "broadcast"]
-OP_LABELS = {"all_gather": "AllGather", "reduce_scatter": "ReduceScatter", "all_reduce": "AllReduce",
-             "broadcast": "Broadcast"}
+# Collective names as the step CSV spells them, how figures label them, and the spellings we accept elsewhere: the
+# binary's collective table (src/core/collectives.h), in its order.
+OPS = [c["name"] for c in SCHEMA["collectives"]]
+OP_LABELS = {c["name"]: c["label"] for c in SCHEMA["collectives"]}
+
+
+def _op_key(name):
+    return str(name).strip().lower().replace("-", "").replace("_", "").replace(" ", "")
+
+
+_OP_ALIASES = {_op_key(w): c["name"] for c in SCHEMA["collectives"] for w in c["spellings"] + [c["short"]]}
 
 
 def normalise_op(name):
     """Maps 'AllGather', 'allgather', 'ag', 'all-gather' ... to the step CSV's spelling; unknown names unchanged."""
-    key = str(name).strip().lower().replace("-", "").replace("_", "").replace(" ", "")
-    aliases = {"allgather": "all_gather", "ag": "all_gather", "reducescatter": "reduce_scatter",
-               "rs": "reduce_scatter", "allreduce": "all_reduce", "ar": "all_reduce", "broadcast": "broadcast",
-               "bcast": "broadcast", "bc": "broadcast"}
-    return aliases.get(key, str(name).strip())
+    return _OP_ALIASES.get(_op_key(name), str(name).strip())
 
 
 def looks_like_step_csv(columns):

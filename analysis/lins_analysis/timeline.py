@@ -18,6 +18,7 @@ KIND_COLOURS = [  # (label, colour, words that identify it in an event's name or
     ("ReduceScatter", "tab:orange", ("reduce_scatter", "reducescatter")),
     ("AllReduce", "tab:red", ("all_reduce", "allreduce")),
     ("Broadcast", "tab:green", ("broadcast", "bcast")),
+    ("AllToAll", "tab:purple", ("all_to_all", "alltoall")),
     ("Forward", "0.45", ("forward", "fwd")),
     ("Backward", "0.7", ("backward", "bwd")),
     ("Optimizer", "tab:olive", ("optim", "adam")),

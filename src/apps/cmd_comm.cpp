@@ -14,6 +14,7 @@
 #include "apps/memory_check.h"
 #include "apps/mpi_app.h"
 #include "comm/collective_check.h"
+#include "comm/gpu_plugin.h"
 #include "comm/mesh_comms.h"
 #include "comm/provenance.h"
 #include "comm/watchdog.h"
@@ -23,7 +24,6 @@
 #include "core/json.h"
 #include "core/results_schema.h"
 #include "core/units.h"
-#include "comm/gpu_plugin.h"
 #include "lins_git_commit.h"  // generated at build time
 
 namespace lins {
@@ -263,49 +263,33 @@ struct Measurement {
   CollKind kind;
   Mesh mesh;
   int group_size = 1;
-  int64_t count = 0;  // per-rank for all_gather / reduce_scatter, else the buffer
+  int64_t count = 0;  // the call's count: per rank, per peer or of the buffer (core/collectives.h)
   double message_bytes = 0;
   double t_min = 0, t_med = 0, t_max = 0;
   double algbw_gbps = 0, busbw_gbps = 0;
   int64_t wrong = 0;  // summed over ranks; -1 when not checked
 };
 
-// Elements per rank (all_gather, reduce_scatter) or per buffer so that the message is at most `bytes`.
-int64_t count_for(CollKind kind, uint64_t bytes, DType dtype, int group_size) {
-  const int64_t elems = int64_t(bytes / dtype_bytes(dtype));
-  const bool per_rank = kind == CollKind::all_gather || kind == CollKind::reduce_scatter;
-  return per_rank ? elems / group_size : elems;
-}
-
-// One (op, size) on this rank's group; every group of the mesh runs at the same time.
+// One (op, size) on this rank's group; every group of the mesh runs at the same time. `count` is the call's
+// (collective(kind).count_unit).
 Measurement measure(Communicator& c, const std::vector<int>& members, CollKind kind, int64_t count, const Settings& s,
                     Buffers& buf, int world_rank, const Mesh& mesh) {
+  const Collective& coll = collective(kind);
   const int n = c.size(), me = c.rank();
-  const bool per_rank = kind == CollKind::all_gather || kind == CollKind::reduce_scatter;
-  const int64_t in_elems = kind == CollKind::reduce_scatter ? count * n : count;
-  const int64_t out_elems = kind == CollKind::all_gather ? count * n : count;
+  const int64_t in_elems = coll.send_elems(count, n);
+  const int64_t out_elems = coll.recv_elems(count, n);
   const size_t eb = dtype_bytes(s.dtype);
   const int root = std::min(s.root, n - 1);
+  // A rooted collective (broadcast) runs in place on the receive buffer.
+  void* input = coll.has_root ? buf.recv : buf.send;
   // Inputs from (world rank, index); broadcast non-roots start from a sentinel the check would catch.
-  if (kind == CollKind::broadcast && me != root) {
+  if (coll.has_root && me != root) {
     check_fill_constant(buf.host.data(), s.dtype, count, -1000);
   } else {
     check_fill(buf.host.data(), s.dtype, in_elems, world_rank);
   }
-  buf.upload(buf.send, in_elems * eb);
-  auto issue = [&]() -> Request {
-    switch (kind) {
-      case CollKind::all_gather:
-        return c.all_gather(buf.send, buf.recv, count, s.dtype);
-      case CollKind::reduce_scatter:
-        return c.reduce_scatter(buf.send, buf.recv, count, s.dtype);
-      case CollKind::all_reduce:
-        return c.all_reduce(buf.send, buf.recv, count, s.dtype);
-      case CollKind::broadcast:
-        return c.broadcast(buf.send, count, s.dtype, root);
-    }
-    return {};
-  };
+  buf.upload(input, in_elems * eb);
+  auto issue = [&] { return c.run(kind, buf.send, buf.recv, count, s.dtype, root); };
   const bool host_sync = std::strcmp(c.backend(), "mpi") != 0;  // NCCL: wait() orders streams only
   auto run_once = [&] {
     Request r = issue();
@@ -328,7 +312,7 @@ Measurement measure(Communicator& c, const std::vector<int>& members, CollKind k
   m.mesh = mesh;
   m.group_size = n;
   m.count = count;
-  m.message_bytes = double(per_rank ? count * n : count) * eb;
+  m.message_bytes = message_bytes(kind, count, n, int(eb));
   m.t_min = times.front();
   m.t_max = times.back();
   m.t_med = s.iters % 2 ? times[s.iters / 2] : 0.5 * (times[s.iters / 2 - 1] + times[s.iters / 2]);
@@ -336,8 +320,7 @@ Measurement measure(Communicator& c, const std::vector<int>& members, CollKind k
   m.busbw_gbps = m.algbw_gbps * bus_factor(kind, n);
   m.wrong = -1;
   if (s.check) {
-    const void* result = kind == CollKind::broadcast ? buf.send : buf.recv;
-    buf.download(result, out_elems * eb);
+    buf.download(buf.recv, out_elems * eb);
     long long wrong = count_wrong(kind, buf.host.data(), s.dtype, count, members, me, root), total = 0;
     MPI_Allreduce(&wrong, &total, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
     m.wrong = total;
@@ -359,14 +342,13 @@ void print_table_header() {
 }
 
 void print_row(const Measurement& m, const Settings& s) {
-  const std::string root = m.kind == CollKind::broadcast ? std::to_string(std::min(s.root, m.group_size - 1)) : "-";
+  const std::string root = collective(m.kind).has_root ? std::to_string(std::min(s.root, m.group_size - 1)) : "-";
   std::printf("  %14s %7s %12.0f %12lld %5s %4s %11.2f %11.2f %11.2f %9.3f %9.3f %7s\n", coll_kind_name(m.kind),
               m.mesh.to_string().c_str(), m.message_bytes, static_cast<long long>(m.count), dtype_name(s.dtype),
               root.c_str(), m.t_min * 1e6, m.t_med * 1e6, m.t_max * 1e6, m.algbw_gbps, m.busbw_gbps,
               m.wrong < 0 ? "n/a" : std::to_string(m.wrong).c_str());
   std::fflush(stdout);
 }
-
 
 std::vector<std::string> csv_row(const Measurement& m, const Settings& s, const std::string& group, int world) {
   return {coll_kind_name(m.kind),       backend_name(s.backend),
@@ -511,7 +493,7 @@ Result<SweepResult> sweep(const Settings& s, const Topology& topo, const Labelle
     const auto members = group_ranks(g, rank);
     for (CollKind kind : s.ops) {
       for (uint64_t bytes = s.min_bytes; bytes <= s.max_bytes;) {
-        const int64_t count = count_for(kind, bytes, s.dtype, g.size());
+        const int64_t count = count_for_message(kind, double(bytes), g.size(), dtype_bytes(s.dtype));
         if (count > 0) {
           Measurement m = measure(**sub, members, kind, count, s, buf, rank, mesh);
           out.total_wrong += std::max<int64_t>(0, m.wrong);

@@ -127,6 +127,14 @@ double mfu(const PlanEvaluation& e, const View& v) {
 
 std::string other_rank_text(const PlanEvaluation& e) { return e.other_rank > 0 ? std::to_string(e.other_rank) : "-"; }
 
+// "AG all-gather, RS reduce-scatter, ...": the short names of the step table's columns.
+std::string collective_legend() {
+  std::string out;
+  for (CollKind k : kCollKindNames.values())
+    out += (out.empty() ? "" : ", ") + std::string(collective(k).short_name) + " " + kCollKindNames.prose(k);
+  return out;
+}
+
 // The purpose and axis of the collective compute waited for longest ("backward_gather x"), or "-".
 std::string most_exposed(const StepProjection& p) {
   double worst = 0;
@@ -143,8 +151,9 @@ std::string most_exposed(const StepProjection& p) {
 void print_step_table(const std::vector<const PlanEvaluation*>& rows, const View& v) {
   const bool both = v.paper && v.shared;
   std::vector<std::string> head = {"rank", "plan", "(s0_p,s1_p | s0_g,s1_g | s0_os,s1_os)", "step", "mfu", "compute"};
-  for (const char* k : {"AG", "RS", "AR", "BC"})
-    head.insert(head.end(), {k + std::string(" in"), k + std::string(" x")});
+  for (CollKind k : kCollKindNames.values())
+    head.insert(head.end(),
+                {collective(k).short_name + std::string(" in"), collective(k).short_name + std::string(" x")});
   head.insert(head.end(), {"host", "most exposed", "need", "comm"});
   if (both) head.push_back("comm_shared");
   head.insert(head.end(), {"comm rank", "vs best / why"});
@@ -266,9 +275,8 @@ void print_step_breakdown(const PlanEvaluation& a, const PlanEvaluation* b, cons
       if (ea > 0 || eb > 0)
         row(std::string("  exposed ") + purpose_name(Purpose(p)) + (x ? " (inter-node)" : " (intra-node)"), ea, eb);
     }
-  const char* kinds[kCollKindCount] = {"exposed gathers", "exposed reduce-scatters", "exposed all-reduces",
-                                       "exposed broadcasts"};
-  for (int k = 0; k < kCollKindCount; ++k) row(kinds[k], a.step.exposed_s(CollKind(k)), q.exposed_s(CollKind(k)));
+  for (CollKind k : kCollKindNames.values())
+    row(std::string("exposed ") + collective(k).plural, a.step.exposed_s(k), q.exposed_s(k));
   row("host (fixed per step)", a.step.fixed_s, q.fixed_s);
   row("step", a.step.step_s, q.step_s);
   std::vector<std::string> m = {"", "MFU", fixed(100 * mfu(a, v), 1) + "%"};
@@ -523,9 +531,8 @@ Result<PlanSearch> search_every_plan(const PlanOptions& o) {
   if (step)
     std::printf(
         ";\nexposed time compute waited for each kind of collective, inside a node (in) or across nodes (x): "
-        "AG all-gather, RS reduce-scatter, AR all-reduce, BC broadcast; most exposed = the purpose compute waited for "
-        "longest; "
-        "comm = the paper's objective");
+        "%s; most exposed = the purpose compute waited for longest; comm = the paper's objective",
+        collective_legend().c_str());
   std::printf("):\n");
   table(rows);
   if (!baselines.empty()) {

@@ -1,6 +1,7 @@
 // Collectives of the MPI backend against the raw MPI calls on the same buffers in the same run (run it under
-// mpirun): bus bandwidth of both at 64 MiB for all_gather, reduce_scatter, all_reduce, and the per-call overhead at
-// 4 KiB. Rank 0 reports; every rank runs the same fixed iteration count, timed as the slowest rank. No assertions.
+// mpirun): bus bandwidth of both at 64 MiB for all_gather, reduce_scatter, all_reduce, all_to_all, and the per-call
+// overhead at 4 KiB. Rank 0 reports; every rank runs the same fixed iteration count, timed as the slowest rank. No
+// assertions.
 //   mpirun --bind-to core:overload-allowed -np 4 bench/bench_comm   (unbound threads migrate and add noise)
 #include <benchmark/benchmark.h>
 #include <mpi.h>
@@ -8,6 +9,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <string>
@@ -34,44 +36,34 @@ const char* impl_name(Impl i) {
   return i == Impl::raw ? "raw_mpi" : i == Impl::ours_thread ? "lins_mpi_thread" : "lins_mpi_nonblocking";
 }
 
-// One collective of `bytes` message bytes (the schedule's convention) with implementation `impl`.
-void run_one(Impl impl, CollKind kind, int64_t bytes) {
-  const int64_t elems = bytes / 4;
-  const int64_t per_rank = elems / g_size;
-  float* s = g_send.data();
-  float* r = g_recv.data();
-  if (impl == Impl::raw) {
-    switch (kind) {
-      case CollKind::all_gather:
-        MPI_Allgather(s, int(per_rank), MPI_FLOAT, r, int(per_rank), MPI_FLOAT, g_raw);
-        break;
-      case CollKind::reduce_scatter:
-        MPI_Reduce_scatter_block(s, r, int(per_rank), MPI_FLOAT, MPI_SUM, g_raw);
-        break;
-      case CollKind::all_reduce:
-        MPI_Allreduce(s, r, int(elems), MPI_FLOAT, MPI_SUM, g_raw);
-        break;
-      case CollKind::broadcast:
-        MPI_Bcast(s, int(elems), MPI_FLOAT, 0, g_raw);
-        break;
-    }
-    return;
-  }
-  Communicator& c = *g_ours[impl == Impl::ours_thread ? 0 : 1];
+// The raw MPI call of each collective (collective(kind).mpi_call), fp32, `count` as its row counts it.
+void raw_mpi(CollKind kind, const float* s, float* r, int count) {
   switch (kind) {
     case CollKind::all_gather:
-      c.all_gather(s, r, per_rank, DType::fp32).wait();
-      break;
+      MPI_Allgather(s, count, MPI_FLOAT, r, count, MPI_FLOAT, g_raw);
+      return;
     case CollKind::reduce_scatter:
-      c.reduce_scatter(s, r, per_rank, DType::fp32).wait();
-      break;
+      MPI_Reduce_scatter_block(s, r, count, MPI_FLOAT, MPI_SUM, g_raw);
+      return;
     case CollKind::all_reduce:
-      c.all_reduce(s, r, elems, DType::fp32).wait();
-      break;
+      MPI_Allreduce(s, r, count, MPI_FLOAT, MPI_SUM, g_raw);
+      return;
     case CollKind::broadcast:
-      c.broadcast(s, elems, DType::fp32, 0).wait();
-      break;
+      MPI_Bcast(r, count, MPI_FLOAT, 0, g_raw);
+      return;
+    case CollKind::all_to_all:
+      MPI_Alltoall(s, count, MPI_FLOAT, r, count, MPI_FLOAT, g_raw);
+      return;
   }
+}
+
+// One collective of `bytes` message bytes (the schedule's convention) with implementation `impl`.
+void run_one(Impl impl, CollKind kind, int64_t bytes) {
+  const int64_t count = count_for_message(kind, double(bytes), g_size, 4);
+  float* s = g_send.data();
+  float* r = g_recv.data();
+  if (impl == Impl::raw) return raw_mpi(kind, s, r, int(count));
+  g_ours[impl == Impl::ours_thread ? 0 : 1]->run(kind, s, r, count, DType::fp32, 0).wait();
 }
 
 void bm_collective(benchmark::State& state, std::string key, Impl impl, CollKind kind, int64_t bytes) {
@@ -142,7 +134,9 @@ int main(int argc, char** argv) {
   g_send.assign(kBigBytes / 4, 1.0f);
   g_recv.assign(kBigBytes / 4, 0.0f);
 
-  const CollKind kinds[] = {CollKind::all_gather, CollKind::reduce_scatter, CollKind::all_reduce};
+  constexpr CollKind kinds[] = {CollKind::all_gather, CollKind::reduce_scatter, CollKind::all_reduce,
+                                CollKind::all_to_all};
+  constexpr int kKinds = int(std::size(kinds));
   const Impl impls[] = {Impl::raw, Impl::ours_thread, Impl::ours_nonblocking};
   for (CollKind k : kinds)
     for (Impl i : impls) {
@@ -173,9 +167,9 @@ int main(int argc, char** argv) {
   // The ratio at 64 MiB from interleaved rounds (raw, thread, nonblocking in rotating order), so that load from
   // other processes drifting during the run hits all three alike; on every rank, timed as the slowest.
   constexpr int kRounds = 21;
-  double interleaved[3][3] = {};  // [op][impl] median seconds
-  double ratio[3][3] = {};        // [op][impl] median over rounds of raw time / impl time within the round
-  for (int k = 0; k < 3; ++k) {
+  double interleaved[kKinds][3] = {};  // [op][impl] median seconds
+  double ratio[kKinds][3] = {};        // [op][impl] median over rounds of raw time / impl time within the round
+  for (int k = 0; k < kKinds; ++k) {
     std::vector<double> t[3], r[3];
     for (int round = 0; round < kRounds; ++round) {
       double now[3];
@@ -203,7 +197,7 @@ int main(int argc, char** argv) {
         g_size, kRounds);
     std::printf("%-16s %12s %14s %10s %18s %10s\n", "op", "raw (GB/s)", "thread (GB/s)", "ratio", "nonblocking (GB/s)",
                 "ratio");
-    for (int k = 0; k < 3; ++k) {
+    for (int k = 0; k < kKinds; ++k) {
       const double bus = double(kBigBytes) * bus_factor(kinds[k], g_size) / 1e9;
       const double raw = interleaved[k][0], th = interleaved[k][1], nb = interleaved[k][2];
       std::printf("%-16s %12.3f %14.3f %10.3f %18.3f %10.3f\n", coll_kind_name(kinds[k]), bus / raw, bus / th,

@@ -67,21 +67,13 @@ int64_t count_wrong(CollKind kind, const void* result, DType dtype, int64_t coun
     }
     return std::fabs(got - s) <= (n - 1) * u * a;  // NaN fails
   };
-  switch (kind) {
-    case CollKind::all_gather:
-      for (int j = 0; j < n; ++j)
-        for (int64_t i = 0; i < count; ++i)
-          wrong += get(result, dtype, j * count + i) != check_fill_value(members[j], i);
-      break;
-    case CollKind::reduce_scatter:
-      for (int64_t i = 0; i < count; ++i) wrong += !sum_ok(get(result, dtype, i), me * count + i);
-      break;
-    case CollKind::all_reduce:
-      for (int64_t i = 0; i < count; ++i) wrong += !sum_ok(get(result, dtype, i), i);
-      break;
-    case CollKind::broadcast:
-      for (int64_t i = 0; i < count; ++i) wrong += get(result, dtype, i) != check_fill_value(members[root], i);
-      break;
+  // Each element of the result against where the collective's row says it comes from (core/collectives.h).
+  const Collective& c = collective(kind);
+  const int64_t out = c.recv_elems(count, n);
+  for (int64_t i = 0; i < out; ++i) {
+    const ResultSource from = c.result(i, count, n, me, root);
+    const double got = get(result, dtype, i);
+    wrong += from.sum ? !sum_ok(got, from.index) : got != check_fill_value(members[from.member], from.index);
   }
   return wrong;
 }

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/schedule.h"
+#include "core/vocabulary.h"
 
 namespace lins {
 
@@ -19,8 +19,9 @@ void check_fill(void* buf, DType dtype, int64_t count, int world_rank, int64_t o
 void check_fill_constant(void* buf, DType dtype, int64_t count, double value);
 
 // Elements of a collective's result (host copy) that are wrong. `members` are the world ranks of the group in group
-// order, `me` this rank's index in it; `count` is the per-rank count for all_gather/reduce_scatter (send/recv count)
-// and the buffer for all_reduce/broadcast. Inputs must have been check_fill(world_rank) (offset 0) on every member,
+// order, `me` this rank's index in it; `count` is the call's count (core/collectives.h: per rank for all_gather and
+// reduce_scatter, per peer for all_to_all, the buffer for all_reduce and broadcast); the result holds its row's
+// recv_elems. Inputs must have been check_fill(world_rank) (offset 0) on every member,
 // except that broadcast's non-root buffers may hold anything. Sums are accepted within (n - 1) * u * sum |x| of the
 // exact value (u: unit roundoff of the dtype; each of the n - 1 additions rounds once).
 int64_t count_wrong(CollKind kind, const void* result, DType dtype, int64_t count, const std::vector<int>& members,

@@ -52,8 +52,9 @@ struct CommStream {
   virtual ~CommStream() = default;
 };
 
-// Per collective kind: calls, message bytes (the schedule's CommOp::bytes(): gathered size for all_gather, input
-// size for reduce_scatter, buffer for all_reduce, payload for broadcast) and seconds from issue to completion.
+// Per collective kind: calls, message bytes (message_bytes() of core/collectives.h, the schedule's CommOp::bytes():
+// gathered size for all_gather, input size for reduce_scatter, buffer for all_reduce and all_to_all, payload for
+// broadcast) and seconds from issue to completion.
 struct CommCounters {
   std::array<int64_t, kCollKindCount> calls{};
   std::array<double, kCollKindCount> message_bytes{};
@@ -77,6 +78,12 @@ class Communicator {
   virtual Request all_reduce(const void* send, void* recv, int64_t count, DType dtype) = 0;
   // buf[count] on every rank = buf[count] of rank `root` (index inside this group).
   virtual Request broadcast(void* buf, int64_t count, DType dtype, int root) = 0;
+  // recv[size * count]: block j is rank j's send[rank() * count .. + count]; each rank sends `count` elements to
+  // every rank (itself included). Not in place.
+  virtual Request all_to_all(const void* send, void* recv, int64_t count, DType dtype) = 0;
+  // Any collective by its kind, with the count of its row (core/collectives.h): one call site for the tools that
+  // run every kind (lins comm, bench_comm). Broadcast runs in place on `recv` from `root`; `send` is ignored.
+  Request run(CollKind kind, const void* send, void* recv, int64_t count, DType dtype, int root = 0);
   virtual void barrier() = 0;
   // Fuse the collectives issued between them (NCCL group semantics; a no-op where a backend has none).
   virtual void group_start() {}

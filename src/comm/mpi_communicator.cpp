@@ -84,7 +84,7 @@ struct MpiCommunicator::Task {
   CollKind kind = CollKind::all_gather;
   const void* send = nullptr;
   void* recv = nullptr;
-  int count = 0;  // per-rank elements for all_gather / reduce_scatter, else the buffer
+  int count = 0;  // the call's count: per rank, per peer or of the buffer, as its row says (core/collectives.h)
   DType dtype = DType::fp32;
   int root = 0;
   bool rs_in_place = false;  // reduce_scatter in place: MPI leaves the slice at the start; move it to rank's slot
@@ -140,6 +140,9 @@ void run_task(MpiCommunicator::Task& t) {
       break;
     case CollKind::broadcast:
       MPI_CHECK(MPI_Bcast(t.recv, t.count, type, t.root, t.comm));
+      break;
+    case CollKind::all_to_all:
+      MPI_CHECK(MPI_Alltoall(t.send, t.count, type, t.recv, t.count, type, t.comm));
       break;
   }
 }
@@ -294,9 +297,8 @@ Request MpiCommunicator::submit(std::shared_ptr<Task> task) {
   task->issue_s = steady_seconds();
   if (task->type == Task::Type::collective) {
     const int k = static_cast<int>(task->kind);
-    const bool per_rank = task->kind == CollKind::all_gather || task->kind == CollKind::reduce_scatter;
     counters_.calls[k] += 1;
-    counters_.message_bytes[k] += double(task->count) * (per_rank ? size_ : 1) * dtype_bytes(task->dtype);
+    counters_.message_bytes[k] += message_bytes(task->kind, task->count, size_, dtype_bytes(task->dtype));
   }
   auto req = std::make_shared<MpiRequest>();
   req->task = task;
@@ -307,11 +309,8 @@ Request MpiCommunicator::submit(std::shared_ptr<Task> task) {
         req->label = "barrier on group '" + name_ + "'";
         break;
       case Task::Type::collective:
-        req->label =
-            std::string(coll_kind_name(task->kind)) + " of " + std::to_string(task->count) +
-            (task->kind == CollKind::all_gather || task->kind == CollKind::reduce_scatter ? " elements per rank"
-                                                                                          : " elements") +
-            " on group '" + name_ + "'";
+        req->label = std::string(coll_kind_name(task->kind)) + " of " + std::to_string(task->count) + " " +
+                     count_unit(task->kind) + " on group '" + name_ + "'";
         break;
       case Task::Type::marker:
       case Task::Type::work:
@@ -350,6 +349,9 @@ Request MpiCommunicator::submit(std::shared_ptr<Task> task) {
           break;
         case CollKind::broadcast:
           MPI_CHECK(MPI_Ibcast(t.recv, t.count, type, t.root, comm_, &t.request));
+          break;
+        case CollKind::all_to_all:
+          MPI_CHECK(MPI_Ialltoall(t.send, t.count, type, t.recv, t.count, type, comm_, &t.request));
           break;
       }
       break;
@@ -444,6 +446,20 @@ Request MpiCommunicator::broadcast(void* buf, int64_t count, DType dtype, int ro
   t->count = int(count);
   t->dtype = dtype;
   t->root = root;
+  return submit(std::move(t));
+}
+
+Request MpiCommunicator::all_to_all(const void* send, void* recv, int64_t count, DType dtype) {
+  check_count(count, "MpiCommunicator::all_to_all");
+  if (send == recv)
+    comm_fatal(__FILE__, __LINE__, "MpiCommunicator::all_to_all",
+               "send and receive buffers are the same; all_to_all is not in place (give it a separate receive buffer)");
+  auto t = std::make_shared<Task>();
+  t->kind = CollKind::all_to_all;
+  t->send = send;
+  t->recv = recv;
+  t->count = int(count);
+  t->dtype = dtype;
   return submit(std::move(t));
 }
 

@@ -73,6 +73,7 @@ class MpiCommunicator final : public Communicator {
   Request reduce_scatter(const void* send, void* recv, int64_t recv_count, DType dtype) override;
   Request all_reduce(const void* send, void* recv, int64_t count, DType dtype) override;
   Request broadcast(void* buf, int64_t count, DType dtype, int root) override;
+  Request all_to_all(const void* send, void* recv, int64_t count, DType dtype) override;
   void barrier() override;
   void synchronize() override;
   Result<std::unique_ptr<Communicator>> split(int color, int key, std::string name, Axis axis,

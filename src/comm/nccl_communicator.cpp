@@ -288,6 +288,27 @@ Request NcclCommunicator::broadcast(void* buf, int64_t count, DType dtype, int r
   return finish(CollKind::broadcast, double(count) * dtype_bytes(dtype), start);
 }
 
+Request NcclCommunicator::all_to_all(const void* send, void* recv, int64_t count, DType dtype) {
+  if (send == recv)
+    comm_fatal(__FILE__, __LINE__, "NcclCommunicator::all_to_all",
+               "send and receive buffers are the same; all_to_all is not in place (give it a separate receive buffer)");
+  cudaEvent_t start = begin();
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
+  NCCL_CHECK(ncclAlltoAll(send, recv, size_t(count), nccl_type(dtype), comm_, stream_));
+#else
+  const size_t block = size_t(count) * dtype_bytes(dtype);
+  NCCL_CHECK(ncclGroupStart());
+  for (int peer = 0; peer < size_; ++peer) {
+    NCCL_CHECK(
+        ncclSend(static_cast<const char*>(send) + peer * block, size_t(count), nccl_type(dtype), peer, comm_, stream_));
+    NCCL_CHECK(
+        ncclRecv(static_cast<char*>(recv) + peer * block, size_t(count), nccl_type(dtype), peer, comm_, stream_));
+  }
+  NCCL_CHECK(ncclGroupEnd());
+#endif
+  return finish(CollKind::all_to_all, message_bytes(CollKind::all_to_all, count, size_, dtype_bytes(dtype)), start);
+}
+
 void NcclCommunicator::group_start() {
   if (NcclGroupState::current().start()) NCCL_CHECK(ncclGroupStart());
 }

@@ -68,6 +68,9 @@ class NcclCommunicator final : public Communicator, private NcclGroupMember {
   Request reduce_scatter(const void* send, void* recv, int64_t recv_count, DType dtype) override;
   Request all_reduce(const void* send, void* recv, int64_t count, DType dtype) override;
   Request broadcast(void* buf, int64_t count, DType dtype, int root) override;
+  // ncclAlltoAll from NCCL 2.28; before it, one ncclSend and one ncclRecv per peer in a group, as nccl-tests'
+  // alltoall.cu does.
+  Request all_to_all(const void* send, void* recv, int64_t count, DType dtype) override;
   // Host-blocking: every collective issued so far has completed on every rank of the group.
   void barrier() override;
   // NCCL's group is the calling thread's (NcclGroupState), not this communicator's: between group_start and the
@@ -101,15 +104,15 @@ class NcclCommunicator final : public Communicator, private NcclGroupMember {
   int rank_ = 0, size_ = 1, device_ = 0;
   std::string name_;
   Axis axis_ = Axis::intra;
-  std::shared_ptr<CommStream> stream_owner_;                     // owns stream_ (maybe shared with other communicators)
-  CUstream_st* stream_ = nullptr;                                // collectives run here
-  CUstream_st* compute_ = nullptr;                               // they start after the work issued on it before them
-  CUevent_st* ready_ = nullptr;  // "the compute stream got here", recorded again before every collective
+  std::shared_ptr<CommStream> stream_owner_;  // owns stream_ (maybe shared with other communicators)
+  CUstream_st* stream_ = nullptr;             // collectives run here
+  CUstream_st* compute_ = nullptr;            // they start after the work issued on it before them
+  CUevent_st* ready_ = nullptr;               // "the compute stream got here", recorded again before every collective
   std::vector<std::pair<CollKind, CUevent_st*>> group_pending_;  // started inside the thread's open group
   std::vector<std::shared_ptr<CUevent_st*>> group_done_;         // completion events to record at group_end
-  struct Events;                   // the pool and the timing queue (comm/event_timings.h), CUDA types inside
+  struct Events;                    // the pool and the timing queue (comm/event_timings.h), CUDA types inside
   std::unique_ptr<Events> events_;  // made with the communicator
-  float* barrier_buf_ = nullptr;  // one device float for barrier()
+  float* barrier_buf_ = nullptr;    // one device float for barrier()
 };
 
 }  // namespace lins

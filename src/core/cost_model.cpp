@@ -205,7 +205,9 @@ int concurrent_groups(Mesh mesh, const Topology& topo) {
 //   node moving (p0-1)/p0 * v per GPU (reduce_scatter: the same two phases in the other order);
 // - all_reduce: reduce_scatter inside the node, all_reduce of each GPU's v/p0 across nodes (2(p1-1)/p1 * v through
 //   the node's links), all_gather inside the node;
-// - broadcast: a pipelined chain; every GPU receives v once, so the slowest link sets the rate.
+// - broadcast: a pipelined chain; every GPU receives v once, so the slowest link sets the rate;
+// - all_to_all: every GPU's sends to its node peers and to the other nodes at once, the slower set the time.
+// Each collective's formula is its row's alpha_beta_s (core/collectives.cpp); the terms are computed here.
 // A node's inter-node bandwidth available to one group is min(node total / concurrent groups, p0 x one GPU's NIC
 // share). Latency: one alpha per ring step. A network that degrades with scale scales the inter-node bandwidth and
 // latency by its factors per doubling of p1.
@@ -218,22 +220,11 @@ double alpha_beta_time_s(const AlphaBeta& net, CollKind op, double v, Mesh mesh,
                     std::pow(net.bw_factor_per_node_doubling, doublings);
   const double ai = net.intra_latency_s,
                an = net.inter_latency_s * std::pow(net.latency_factor_per_node_doubling, doublings);
-  const double intra_ring = p0 > 1 ? (p0 - 1) * ai + v * (p0 - 1) / p0 / bi : 0.0;  // one AG or RS phase
-  const double inter_ring = p1 > 1 ? (p1 - 1) * an + v * (p1 - 1) / p1 / bn : 0.0;
-  switch (op) {
-    case CollKind::all_gather:
-    case CollKind::reduce_scatter:
-      return intra_ring + inter_ring;
-    case CollKind::all_reduce:
-      return 2 * intra_ring + 2 * inter_ring;
-    case CollKind::broadcast: {
-      double slowest = 0;
-      if (p0 > 1) slowest = std::max(slowest, v / bi);
-      if (p1 > 1) slowest = std::max(slowest, v / bn);
-      return (p0 - 1) * ai + (p1 - 1) * an + slowest;
-    }
-  }
-  return 0.0;
+  AlphaBetaTerms t;
+  t.p0 = p0, t.p1 = p1, t.v = v, t.intra_bps = bi, t.inter_bps = bn, t.intra_latency_s = ai, t.inter_latency_s = an;
+  t.intra_ring_s = p0 > 1 ? (p0 - 1) * ai + v * (p0 - 1) / p0 / bi : 0.0;  // one AG or RS phase
+  t.inter_ring_s = p1 > 1 ? (p1 - 1) * an + v * (p1 - 1) / p1 / bn : 0.0;
+  return collective(op).alpha_beta_s(t);
 }
 
 // ---------------------------------------------------------------------------------------------------------------

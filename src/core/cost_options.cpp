@@ -41,9 +41,9 @@ std::vector<OptionSpec> cost_options(const std::string& default_network, const s
       {"profile", 0, "FILE", "",
        "bandwidth profile CSV from `lins comm --profile` (the network model prices the meshes it lacks)"},
       {"nccl-tests", 0, "LIST", "",
-       "nccl-tests outputs (all_gather_perf, reduce_scatter_perf, all_reduce_perf, broadcast_perf stdout, or the "
-       "JSON of their -J FILE.json), "
-       "comma-separated, each FILE or FILE@GPUS_PER_NODExNODES when its rank list does not say"},
+       "nccl-tests outputs (" + nccl_tests_programs() +
+           " stdout, or the JSON of their -J FILE.json), comma-separated, each FILE or FILE@GPUS_PER_NODExNODES when "
+           "its rank list does not say"},
       {"pricing", 0, "MODE", default_pricing,
        kPricingNames.described() + (allow_both ? ", or both (ranked by paper, both shown)" : "")},
   };

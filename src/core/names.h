@@ -16,7 +16,8 @@
 namespace lins {
 
 // The tables:
-//   core/vocabulary.h       kCollKindNames, kDTypeNames, kAxisNames
+//   core/collectives.h      kCollKindNames
+//   core/vocabulary.h       kDTypeNames, kAxisNames
 //   core/schedule.h         kPhaseNames, kTermNames, kPurposeNames, kTaskKindNames
 //   core/groups.h           kGroupRoleNames
 //   core/network_spec.h     kNicPathNames

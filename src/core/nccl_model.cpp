@@ -174,6 +174,7 @@ void NcclModel::pairs(CollKind kind, double bytes, Mesh mesh, int concurrent, do
     for (int p = 0; p < 3; ++p) out[a][p] = -1;
   const int nRanks = mesh.intra * mesh.inter, nNodes = mesh.inter;
   if (nRanks < 2 || bytes <= 0) return;
+  if (!collective(kind).nccl_tuned) return;  // point-to-point (all_to_all): not in tuning.cc
   const int cc = net_.compute_capability, ci = cc_index(cc);
   const NcclGraph g = graph(mesh, concurrent);
 

@@ -19,18 +19,18 @@ inline constexpr const char* kNcclModelVersion = "2.21.5";
 
 enum class NcclAlgo { tree, ring };
 inline constexpr NameTable<NcclAlgo, 2> kNcclAlgoNames{"NCCL algorithm",
-                                                      {{
-                                                          {NcclAlgo::tree, "Tree", "tree"},
-                                                          {NcclAlgo::ring, "Ring", "ring"},
-                                                      }}};
+                                                       {{
+                                                           {NcclAlgo::tree, "Tree", "tree"},
+                                                           {NcclAlgo::ring, "Ring", "ring"},
+                                                       }}};
 static_assert(kNcclAlgoNames.complete(NcclAlgo::ring));
 enum class NcclProto { ll, ll128, simple };
 inline constexpr NameTable<NcclProto, 3> kNcclProtoNames{"NCCL protocol",
-                                                        {{
-                                                            {NcclProto::ll, "LL", "ll"},
-                                                            {NcclProto::ll128, "LL128", "ll128"},
-                                                            {NcclProto::simple, "Simple", "simple"},
-                                                        }}};
+                                                         {{
+                                                             {NcclProto::ll, "LL", "ll"},
+                                                             {NcclProto::ll128, "LL128", "ll128"},
+                                                             {NcclProto::simple, "Simple", "simple"},
+                                                         }}};
 static_assert(kNcclProtoNames.complete(NcclProto::simple));
 const char* nccl_algo_name(NcclAlgo a);
 const char* nccl_proto_name(NcclProto p);
@@ -64,7 +64,9 @@ class NcclModel {
   // The pair NCCL picks for `kind` of `message_bytes` (the full buffer of an all-gather or reduce-scatter, as
   // nccl-tests' size column and CommOp::bytes() count it) and its predicted time.
   NcclChoice choose(CollKind kind, double message_bytes, Mesh mesh, int concurrent = 1) const;
-  // Seconds of every enabled pair, indexed [algo][proto]; negative where NCCL does not run the pair.
+  // Seconds of every enabled pair, indexed [algo][proto]; negative where NCCL does not run the pair, and for every
+  // pair of a collective NCCL runs as point-to-point sends (collective(kind).nccl_tuned false: all_to_all), which its
+  // tuning model does not price (choose() then says 0 s; the nccl network model prices those with alpha-beta).
   void pair_times_s(CollKind kind, double message_bytes, Mesh mesh, int concurrent, double out[2][3]) const;
   double time_s(CollKind kind, double message_bytes, Mesh mesh, int concurrent = 1) const {
     return choose(kind, message_bytes, mesh, concurrent).time_s;

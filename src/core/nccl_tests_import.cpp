@@ -100,8 +100,8 @@ Result<NcclTestsImport> finish_import(NcclTestsImport out, Collected& c, const s
   } else {
     return make_error(where + ": cannot tell which collective this measured: no " +
                       (c.json ? std::string("nccl-tests program in 'args'") : "'# Collective test starting: X' line") +
-                      " and the file name contains none of all_gather, reduce_scatter, all_reduce, broadcast; "
-                      "name the file after its test (e.g. all_gather_perf.txt)");
+                      " and the file name contains none of " + kCollKindNames.list() +
+                      "; name the file after its test (e.g. all_gather_perf.txt)");
   }
   if (c.header_op && out.op != *c.header_op)
     return make_error(where + ": the header says " + c.header_op_name + " but " + coll_kind_name(out.op) +
@@ -180,8 +180,7 @@ Result<NcclTestsImport> import_nccl_tests_json(std::string_view text, const std:
       c.header_op_name = program;
     } else if (program.size() > 5 && program.compare(program.size() - 5, 5, "_perf") == 0) {
       return make_error(where + ": this run measures " + program +
-                        ", which no lins schedule uses; valid: all_gather_perf, reduce_scatter_perf, "
-                        "all_reduce_perf, broadcast_perf");
+                        ", which lins has no collective for; valid: " + nccl_tests_programs());
     }
   }
   // The rank list: each device entry is one process, running nthreads x ngpus ranks.
@@ -312,8 +311,7 @@ Result<NcclTestsImport> import_nccl_tests(std::string_view text, const std::stri
       auto k = nccl_tests_op_from_name(words[3]);
       if (!k)
         return make_error(at + "this run measures " + words[3] +
-                          ", which no lins schedule uses; valid: all_gather_perf, reduce_scatter_perf, "
-                          "all_reduce_perf, broadcast_perf");
+                          ", which lins has no collective for; valid: " + nccl_tests_programs());
       if (c.header_op && *c.header_op != *k)
         return make_error(at + "a second run of a different collective (" + words[3] + " after " + c.header_op_name +
                           "); give each collective its own file");
@@ -410,17 +408,16 @@ Result<NcclTestsImport> import_nccl_tests(std::string_view text, const std::stri
   if (!cols)
     return make_error(where +
                       ": no nccl-tests result table (a header line '# size count type ... time algbw busbw "
-                      "#wrong ...'); expected the standard output of all_gather_perf, reduce_scatter_perf, "
-                      "all_reduce_perf or broadcast_perf");
+                      "#wrong ...'); expected the standard output of one of " +
+                      nccl_tests_programs());
   return finish_import(std::move(out), c, where, mesh, op, into);
 }
 
 Result<NcclTestsImport> load_nccl_tests(const std::string& path, std::optional<Mesh> mesh, BandwidthProfile* into) {
   std::ifstream in(path, std::ios::binary);
   if (!in)
-    return make_error("cannot open nccl-tests output '" + path +
-                      "' (expected the standard output of all_gather_perf, reduce_scatter_perf, all_reduce_perf or "
-                      "broadcast_perf saved to a file, or the JSON it writes with -J FILE.json)");
+    return make_error("cannot open nccl-tests output '" + path + "' (expected the standard output of one of " +
+                      nccl_tests_programs() + " saved to a file, or the JSON it writes with -J FILE.json)");
   std::ostringstream ss;
   ss << in.rdbuf();
   return import_nccl_tests(ss.str(), path, mesh, std::nullopt, into);

@@ -21,8 +21,11 @@ class AlphaBetaModel final : public NetworkCostModel {
 
 class NcclNetworkModel final : public NetworkCostModel {
  public:
-  explicit NcclNetworkModel(NcclModel model) : model_(std::move(model)) {}
+  // NCCL's tuning model covers the ring and tree collectives; the others (all_to_all: grouped point-to-point
+  // sends) are priced by the alpha-beta model of the same network.
+  NcclNetworkModel(NcclModel model, AlphaBeta net) : model_(std::move(model)), net_(std::move(net)) {}
   double time_s(CollKind op, double bytes, Mesh mesh, int concurrent) const override {
+    if (!collective(op).nccl_tuned) return alpha_beta_time_s(net_, op, bytes, mesh, concurrent);
     return model_.time_s(op, bytes, mesh, concurrent);
   }
   std::string description() const override {
@@ -30,12 +33,14 @@ class NcclNetworkModel final : public NetworkCostModel {
   }
   bool makes_choices() const override { return true; }
   std::string choice(CollKind op, double bytes, Mesh mesh, int concurrent) const override {
+    if (!collective(op).nccl_tuned) return "p2p (alpha-beta)";
     const NcclChoice c = model_.choose(op, bytes, mesh, concurrent);
     return std::string(nccl_algo_name(c.algo)) + "/" + nccl_proto_name(c.proto);
   }
 
  private:
   NcclModel model_;
+  AlphaBeta net_;
 };
 
 }  // namespace
@@ -47,7 +52,7 @@ std::unique_ptr<NetworkCostModel> make_alpha_beta_model(const AlphaBeta& net) {
 Result<std::unique_ptr<NetworkCostModel>> make_nccl_network_model(const NetworkSpec& net) {
   auto n = NcclModel::make(net);
   if (!n) return make_error(n.error());
-  return std::unique_ptr<NetworkCostModel>(std::make_unique<NcclNetworkModel>(std::move(*n)));
+  return std::unique_ptr<NetworkCostModel>(std::make_unique<NcclNetworkModel>(std::move(*n), alpha_beta_of(net)));
 }
 
 Result<std::unique_ptr<NetworkCostModel>> make_network_model(NetworkModel model, const NetworkSpec& net) {

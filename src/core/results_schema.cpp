@@ -8,6 +8,7 @@
 
 #include "core/cost_model.h"  // kProfileHeader
 #include "core/json.h"
+#include "core/schedule.h"  // kPurposeNames
 
 namespace lins {
 namespace {
@@ -26,6 +27,23 @@ void require_known(const std::string& column) {
 }
 
 }  // namespace
+
+const std::vector<Column>& step_csv_columns() {
+  static const std::vector<Column> cols = [] {
+    std::vector<Column> c = detail::step_columns_head();
+    for (CollKind k : kCollKindNames.values())
+      c.push_back(
+          {std::string(coll_kind_name(k)) + "_bytes",
+           std::string(kCollKindNames.prose(k)) + " message bytes per rank per step, counted by the communicator"});
+    for (Column& m : detail::step_columns_middle()) c.push_back(std::move(m));
+    for (CollKind k : kCollKindNames.values())
+      c.push_back({"pred_" + std::string(coll_kind_name(k)) + "_bytes",
+                   std::string(kCollKindNames.prose(k)) + " message bytes per rank per step, from the schedule"});
+    for (Column& t : detail::step_columns_tail()) c.push_back(std::move(t));
+    return c;
+  }();
+  return cols;
+}
 
 StepRow& StepRow::set(const std::string& column, std::string value) {
   require_known(column);
@@ -60,93 +78,76 @@ std::vector<std::string> StepRow::header() {
 }
 
 std::vector<std::string> plan_csv_columns() {
-  return {"model",
-          "params",
-          "gpus_per_node",
-          "nodes",
-          "seq",
-          "micro_batch_size",
-          "micro_batches",
-          "recompute",
-          "network",
-          "profile",
-          "gpu_mem_bytes",
-          "bucket_bytes",
-          "name",
-          "plan",
-          "engine",
-          "baseline",
-          "s0_p",
-          "s1_p",
-          "s0_g",
-          "s1_g",
-          "s0_os",
-          "s1_os",
-          "os_layout",
-          "p_bytes",
-          "g_bytes",
-          "os_bytes",
-          "state_bytes",
-          "closed_form_state_bytes",
-          "activation_bytes",
-          "buffer_bytes",
-          "total_bytes",
-          "intra_bytes",
-          "inter_bytes",
-          "comm_param_s",
-          "comm_grad_s",
-          "comm_os_sync_s",
-          "comm_os_bcast_s",
-          "comm_s",
-          "shared_comm_param_s",
-          "shared_comm_grad_s",
-          "shared_comm_os_sync_s",
-          "shared_comm_os_bcast_s",
-          "shared_comm_s",
-          "fallback_ops",
-          "ranked_by",
-          "rank",
-          "feasible",
-          "why",
-          "network_model",
-          "reserve_bytes",
-          "objective",
-          "other_rank",
-          "projected_step_s",
-          "projected_mfu",
-          "forward_s",
-          "backward_s",
-          "optimizer_s",
-          "host_s",
-          "exposed_comm_s",
-          "exposed_all_gather_intra_s",
-          "exposed_all_gather_inter_s",
-          "exposed_reduce_scatter_intra_s",
-          "exposed_reduce_scatter_inter_s",
-          "exposed_all_reduce_intra_s",
-          "exposed_all_reduce_inter_s",
-          "exposed_broadcast_intra_s",
-          "exposed_broadcast_inter_s",
-          "exposed_forward_gather_intra_s",
-          "exposed_forward_gather_inter_s",
-          "exposed_backward_gather_intra_s",
-          "exposed_backward_gather_inter_s",
-          "exposed_hpz_gather_intra_s",
-          "exposed_hpz_gather_inter_s",
-          "exposed_grad_reduce_scatter_intra_s",
-          "exposed_grad_reduce_scatter_inter_s",
-          "exposed_zero_grad_reduce_intra_s",
-          "exposed_zero_grad_reduce_inter_s",
-          "exposed_grad_bucket_all_reduce_intra_s",
-          "exposed_grad_bucket_all_reduce_inter_s",
-          "exposed_sync_bucket_all_reduce_intra_s",
-          "exposed_sync_bucket_all_reduce_inter_s",
-          "exposed_replica_all_reduce_intra_s",
-          "exposed_replica_all_reduce_inter_s",
-          "exposed_update_gather_intra_s",
-          "exposed_update_gather_inter_s",
-          "exposed_update_broadcast_intra_s",
-          "exposed_update_broadcast_inter_s"};
+  std::vector<std::string> cols = {
+      "model",
+      "params",
+      "gpus_per_node",
+      "nodes",
+      "seq",
+      "micro_batch_size",
+      "micro_batches",
+      "recompute",
+      "network",
+      "profile",
+      "gpu_mem_bytes",
+      "bucket_bytes",
+      "name",
+      "plan",
+      "engine",
+      "baseline",
+      "s0_p",
+      "s1_p",
+      "s0_g",
+      "s1_g",
+      "s0_os",
+      "s1_os",
+      "os_layout",
+      "p_bytes",
+      "g_bytes",
+      "os_bytes",
+      "state_bytes",
+      "closed_form_state_bytes",
+      "activation_bytes",
+      "buffer_bytes",
+      "total_bytes",
+      "intra_bytes",
+      "inter_bytes",
+      "comm_param_s",
+      "comm_grad_s",
+      "comm_os_sync_s",
+      "comm_os_bcast_s",
+      "comm_s",
+      "shared_comm_param_s",
+      "shared_comm_grad_s",
+      "shared_comm_os_sync_s",
+      "shared_comm_os_bcast_s",
+      "shared_comm_s",
+      "fallback_ops",
+      "ranked_by",
+      "rank",
+      "feasible",
+      "why",
+      "network_model",
+      "reserve_bytes",
+      "objective",
+      "other_rank",
+      "projected_step_s",
+      "projected_mfu",
+      "forward_s",
+      "backward_s",
+      "optimizer_s",
+      "host_s",
+      "exposed_comm_s",
+  };
+  // The projection's exposed seconds by collective kind and mesh axis, then by op purpose and axis (the order
+  // cmd_plan.cpp writes them in).
+  for (CollKind k : kCollKindNames.values())
+    for (Axis x : kAxisNames.values())
+      cols.push_back("exposed_" + std::string(coll_kind_name(k)) + "_" + axis_name(x) + "_s");
+  for (int u = 0; u < kPurposeCount; ++u)
+    for (Axis x : kAxisNames.values())
+      cols.push_back("exposed_" + std::string(purpose_name(Purpose(u))) + "_" + axis_name(x) + "_s");
+  return cols;
 }
 
 std::vector<std::string> comm_csv_columns() {
@@ -170,6 +171,24 @@ std::string column_unit(const std::string& name) {
   return "";
 }
 
+namespace {
+// The collective table's names (core/collectives.h), as the `op` columns spell them and as figures label them.
+Json collectives_json() {
+  Json a = Json::array();
+  for (CollKind k : kCollKindNames.values()) {
+    Json spellings = Json::array();
+    for (std::string_view w : kCollKindNames.spellings(k)) spellings.push_back(std::string(w));
+    const Collective& c = collective(k);
+    a.push_back({{"name", coll_kind_name(k)},
+                 {"spellings", spellings},
+                 {"short", c.short_name},
+                 {"label", c.label},
+                 {"count", c.count_unit}});
+  }
+  return a;
+}
+}  // namespace
+
 std::string output_schemas_json() {
   std::vector<std::string> profile;
   for (std::string_view rest = kProfileHeader; !rest.empty();) {
@@ -183,7 +202,7 @@ std::string output_schemas_json() {
     return o;
   };
   Json step = Json::array();
-  for (const Column& c : step_csv_columns()) step.push_back(column(c.name, c.help, c.text));
+  for (const Column& c : step_csv_columns()) step.push_back(column(c.name, c.help.c_str(), c.text));
   auto plain = [&](const std::vector<std::string>& names, const std::vector<std::string>& texts) {
     Json a = Json::array();
     for (const std::string& n : names)
@@ -201,6 +220,7 @@ std::string output_schemas_json() {
        {{"writer", "lins comm --csv FILE"},
         {"columns", plain(comm_csv_columns(), {"op", "backend", "dtype", "group"})}}},
       {"profile", {{"writer", "lins comm --profile FILE"}, {"columns", plain(profile, {"op"})}}},
+      {"collectives", collectives_json()},
   };
   return json_dump(all, 2) + "\n";
 }

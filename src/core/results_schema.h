@@ -12,14 +12,19 @@
 namespace lins {
 
 struct Column {
-  const char* name;  // units in the name: _s, _bytes, _gbps, _tflops
-  const char* help;
+  std::string name;  // units in the name: _s, _bytes, _gbps, _tflops
+  std::string help;
   bool text = false;  // read as text; every other column is a number
 };
 
-// Column order of a step CSV row.
-inline const std::vector<Column>& step_csv_columns() {
-  static const std::vector<Column> cols = {
+// Column order of a step CSV row. The per-collective columns (<kind>_bytes, pred_<kind>_bytes) come from the
+// collective table (core/collectives.h), one of each per row.
+const std::vector<Column>& step_csv_columns();
+
+namespace detail {
+// The step columns before the measured per-collective bytes, between them and the predicted ones, and after.
+inline std::vector<Column> step_columns_head() {
+  return {
       {"source", "measured or projected", true},
       {"strategy", "name given on the command line (a preset such as ddp, zero3, mics, fsdp, hsdp; lins; a 6-tuple)",
        true},
@@ -54,16 +59,16 @@ inline const std::vector<Column>& step_csv_columns() {
       {"backward_s", "backward compute time, max over ranks"},
       {"optimizer_s", "optimizer time, max over ranks"},
       {"exposed_comm_s", "communication time not hidden behind compute, max over ranks"},
-      {"all_gather_bytes", "all-gather message bytes per rank per step, counted by the communicator"},
-      {"reduce_scatter_bytes", "reduce-scatter message bytes per rank per step, counted"},
-      {"all_reduce_bytes", "all-reduce message bytes per rank per step, counted"},
-      {"broadcast_bytes", "broadcast message bytes per rank per step, counted"},
+  };
+}
+inline std::vector<Column> step_columns_middle() {
+  return {
       {"intra_bytes", "message bytes of collectives inside one node, counted"},
       {"inter_bytes", "message bytes of collectives spanning nodes, counted"},
-      {"pred_all_gather_bytes", "all-gather message bytes per rank per step, from the schedule"},
-      {"pred_reduce_scatter_bytes", "reduce-scatter message bytes, from the schedule"},
-      {"pred_all_reduce_bytes", "all-reduce message bytes, from the schedule"},
-      {"pred_broadcast_bytes", "broadcast message bytes, from the schedule"},
+  };
+}
+inline std::vector<Column> step_columns_tail() {
+  return {
       {"pred_intra_bytes", "message bytes inside one node, from the schedule"},
       {"pred_inter_bytes", "message bytes spanning nodes, from the schedule"},
       {"pred_comm_s", "cost model's communication seconds per step (T_p + T_g + T_os0 + T_os1)"},
@@ -110,8 +115,8 @@ inline const std::vector<Column>& step_csv_columns() {
       {"host_stall_s",
        "projected rows with a host model: time the GPU's compute stood idle for the host (included in step_time_s)"},
   };
-  return cols;
 }
+}  // namespace detail
 
 // `lins plan --csv` and `lins comm --csv`, in column order.
 std::vector<std::string> plan_csv_columns();

@@ -31,8 +31,8 @@ PredictedComm predict_comm(const Schedule& s, const CostModel& cost, Pricing pri
 }
 
 void set_predicted_columns(StepRow& row, const PredictedComm& p) {
-  row.set("pred_all_gather_bytes", p.kind_bytes[0]).set("pred_reduce_scatter_bytes", p.kind_bytes[1]);
-  row.set("pred_all_reduce_bytes", p.kind_bytes[2]).set("pred_broadcast_bytes", p.kind_bytes[3]);
+  for (CollKind k : kCollKindNames.values())
+    row.set("pred_" + std::string(coll_kind_name(k)) + "_bytes", p.kind_bytes[int(k)]);
   row.set("pred_intra_bytes", p.axis_bytes[0]).set("pred_inter_bytes", p.axis_bytes[1]);
   row.set("pred_comm_s", p.time.total_s()).set("pred_comm_param_s", p.time.param_s);
   row.set("pred_comm_grad_s", p.time.grad_s).set("pred_comm_os_sync_s", p.time.os_sync_s);

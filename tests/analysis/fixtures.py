@@ -87,7 +87,7 @@ def projected_rows():
 
 def profile_rows():
     rows = []
-    for op in ("AllGather", "ReduceScatter", "AllReduce", "Broadcast"):
+    for op in ("AllGather", "ReduceScatter", "AllReduce", "Broadcast", "AlltoAll"):
         for intra, inter in ((2, 1), (2, 2), (2, 4)):
             for size in (2 ** 20, 2 ** 24, 2 ** 28):
                 t = 1e-4 + size / (1e9 / inter)

@@ -131,27 +131,14 @@ TEST(MpiComm, ByteCountersEqualTheSchedule) {
       for (const CommOp& op : sched->ops) {
         Communicator& c = (*mesh)->get(op.role);
         ASSERT_EQ(c.size(), op.group.size());
-        ASSERT_EQ(op.elems % (op.kind == CollKind::all_gather || op.kind == CollKind::reduce_scatter ? c.size() : 1),
-                  0);
+        const bool per_rank = collective(op.kind).count_per_rank;
+        ASSERT_EQ(op.elems % (per_rank ? c.size() : 1), 0);
         for (int rep = 0; rep < op.repeat; ++rep) {
           bufs.emplace_back(op.elems, 1.0f);
           bufs.emplace_back(op.elems, 0.0f);
           float* a = bufs[bufs.size() - 2].data();
           float* b = bufs.back().data();
-          switch (op.kind) {
-            case CollKind::all_gather:
-              pending.push_back(c.all_gather(a, b, op.elems / c.size(), op.dtype));
-              break;
-            case CollKind::reduce_scatter:
-              pending.push_back(c.reduce_scatter(a, b, op.elems / c.size(), op.dtype));
-              break;
-            case CollKind::all_reduce:
-              pending.push_back(c.all_reduce(a, b, op.elems, op.dtype));
-              break;
-            case CollKind::broadcast:
-              pending.push_back(c.broadcast(a, op.elems, op.dtype, op.root));
-              break;
-          }
+          pending.push_back(c.run(op.kind, a, b, per_rank ? op.elems / c.size() : op.elems, op.dtype, op.root));
         }
       }
       for (auto& r : pending) r.wait();

@@ -106,7 +106,8 @@ struct HostMemory {
   void release(void* p) { std::free(p); }
 };
 
-// Runs every collective (out of place and in place; broadcast from the first and the last rank) on `c`, whose
+// Runs every collective (out of place and in place; broadcast from the first and the last rank; all_to_all out of
+// place, it has no in-place form) on `c`, whose
 // members in group order are the world ranks `members`, with `n` elements per rank, and compares each result with
 // the serial reference. Collective over the group.
 template <class Memory>
@@ -173,6 +174,19 @@ Mismatch check_collectives(Communicator& c, const std::vector<int>& members, int
     for (int64_t i = 0; i < big; ++i)
       if (out.get(i) != round_to(dt, fill_value(members[root], i)))
         mm.add("broadcast from " + std::to_string(root), i, out.get(i), fill_value(members[root], i));
+  }
+  // all_to_all with n elements per peer: recv[j * n + i] = fill(members[j], me * n + i).
+  {
+    h.fill(world_rank);
+    mem.upload(d_send, h.data(), big * eb);
+    for (int64_t i = 0; i < big; ++i) out.set(i, -1000);
+    mem.upload(d_recv, out.data(), big * eb);
+    c.all_to_all(d_send, d_recv, n, dt).wait();
+    mem.download(out.data(), d_recv, big * eb);
+    for (int j = 0; j < size; ++j)
+      for (int64_t i = 0; i < n; ++i)
+        if (out.get(j * n + i) != round_to(dt, fill_value(members[j], me * n + i)))
+          mm.add("all_to_all", j * n + i, out.get(j * n + i), fill_value(members[j], me * n + i));
   }
   mem.release(d_send);
   mem.release(d_recv);

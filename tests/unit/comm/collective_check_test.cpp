@@ -35,6 +35,10 @@ std::vector<float> serial(CollKind kind, const std::vector<int>& members, int me
     case CollKind::broadcast:
       for (int64_t i = 0; i < count; ++i) out.push_back(float(check_fill_value(members[root], i)));
       break;
+    case CollKind::all_to_all:  // block j: member j's elements [me * count, (me + 1) * count)
+      for (int j = 0; j < n; ++j)
+        for (int64_t i = 0; i < count; ++i) out.push_back(float(check_fill_value(members[j], me * count + i)));
+      break;
   }
   return out;
 }

@@ -1,5 +1,5 @@
 // The committed bandwidth profiles load with the planner's reader and cover every mesh of their topology with all
-// four collectives.
+// five collectives.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -21,7 +21,7 @@ TEST(ProfileData, CpuProfileLoadsAndCoversEveryMesh) {
       ASSERT_TRUE(bw.has_value());
       EXPECT_GT(*bw, 0.0);
     }
-  EXPECT_EQ(prof->point_count(), 4u * 3u * 13u);  // ops x meshes x sizes 4 KiB..16 MiB
+  EXPECT_EQ(prof->point_count(), std::size_t(kCollKindCount) * 3u * 13u);  // ops x meshes x sizes 4 KiB..16 MiB
 }
 
 }  // namespace

@@ -5,11 +5,11 @@
 #include <gtest/gtest.h>
 
 #include "core/cost_model.h"
+#include "core/nccl_model.h"
+#include "core/network_spec.h"
 #include "core/overlap.h"
 #include "core/plan.h"
 #include "core/planner.h"
-#include "core/nccl_model.h"
-#include "core/network_spec.h"
 #include "core/schedule.h"
 #include "core/timeline.h"
 #include "names_check.h"
@@ -41,7 +41,7 @@ TEST(Names, EveryTableRoundTrips) {
 
 TEST(Names, TheCsvSpellingsStayAsTheAnalysisReadsThem) {
   // analysis/lins_analysis/schema.py: OPS, OVERLAP_MODES and the step CSV's text columns.
-  EXPECT_EQ(kCollKindNames.list(), "all_gather, reduce_scatter, all_reduce, broadcast");
+  EXPECT_EQ(kCollKindNames.list(), "all_gather, reduce_scatter, all_reduce, broadcast, all_to_all");
   EXPECT_EQ(kOverlapNames.list(), "all, no_bcast, no_allreduce, none");
   EXPECT_EQ(kDTypeNames.list(), "fp32, bf16");
   EXPECT_STREQ(pricing_name(Pricing::paper_isolated), "paper");
@@ -66,13 +66,14 @@ TEST(Names, AliasesOfOtherToolsParse) {
 TEST(Names, HelpAndErrorsComeFromTheTable) {
   EXPECT_EQ(kOverlapNames.unknown("some", "--overlap"),
             "--overlap: unknown overlap mode 'some'; valid: all, no_bcast, no_allreduce, none");
-  EXPECT_EQ(kCollKindNames.unknown("gather", "--op", {"all"}),
-            "--op: unknown collective 'gather'; valid: all_gather, reduce_scatter, all_reduce, broadcast, all");
+  EXPECT_EQ(
+      kCollKindNames.unknown("gather", "--op", {"all"}),
+      "--op: unknown collective 'gather'; valid: all_gather, reduce_scatter, all_reduce, broadcast, all_to_all, all");
   EXPECT_EQ(kPricingNames.described(),
             "paper (each group alone, as the paper), shared (groups on a node share its links)");
   EXPECT_EQ(kDTypeNames.aliases_text(), "float/float32 for fp32, bfloat16 for bf16");
   EXPECT_EQ(kCollKindNames.unknown("x"),
-            "unknown collective 'x'; valid: all_gather, reduce_scatter, all_reduce, broadcast");
+            "unknown collective 'x'; valid: all_gather, reduce_scatter, all_reduce, broadcast, all_to_all");
   EXPECT_STREQ(kCollKindNames.prose(CollKind::reduce_scatter), "reduce-scatter");
   EXPECT_STREQ(kCollKindNames.prose(CollKind::broadcast), "broadcast");
 }

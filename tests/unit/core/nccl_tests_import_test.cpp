@@ -145,8 +145,13 @@ TEST(NcclTestsImport, NamesWhatIsWrong) {
   expect_error(bad_wrong, "all_reduce_perf.txt", "#wrong 'abc' is neither a count of wrong elements nor N/A");
   // The collective must be known.
   expect_error(h100, "results.txt", "cannot tell which collective");
-  std::string alltoall = "# Collective test starting: alltoall_perf\n" + h100;
-  expect_error(alltoall, "x.txt", "measures alltoall_perf, which no lins schedule uses");
+  std::string sendrecv = "# Collective test starting: sendrecv_perf\n" + h100;
+  expect_error(sendrecv, "x.txt", "measures sendrecv_perf, which lins has no collective for; valid: all_gather_perf");
+  // alltoall_perf is one of them: its table reads as all_to_all.
+  auto alltoall = import_nccl_tests("# Collective test starting: alltoall_perf\n" + h100, "x.txt", std::nullopt,
+                                    std::nullopt, nullptr);
+  ASSERT_TRUE(alltoall) << alltoall.error();
+  EXPECT_EQ(alltoall->op, CollKind::all_to_all);
   // Uneven hosts and a single rank.
   std::string uneven = h100;
   uneven.replace(uneven.find("on ztan-mig-gq73 device  7"), 16, "on ztan-mig-235z");
@@ -238,8 +243,8 @@ TEST(NcclTestsImport, JsonVariantsAndWhatIsWrongInThem) {
   bad["results"][0]["in_place"]["nwrong"] = "none";
   expect_error(bad, "results[0].in_place.nwrong: \"none\" is neither a count of wrong elements nor null");
   bad = run;
-  bad["args"][0] = "./build/alltoall_perf";
-  expect_error(bad, "measures alltoall_perf, which no lins schedule uses");
+  bad["args"][0] = "./build/sendrecv_perf";
+  expect_error(bad, "measures sendrecv_perf, which lins has no collective for");
   bad = run;
   bad["config"].erase("devices");
   expect_error(bad, "no config.devices list to tell GPUs per node and nodes");
@@ -263,7 +268,8 @@ TEST(NcclTestsImport, ArgumentsNameFileAndMesh) {
   EXPECT_FALSE(parse_nccl_tests_arg("@8x2"));
   EXPECT_EQ(nccl_tests_op_from_name("/x/nccl_reducescatter.log"), CollKind::reduce_scatter);
   EXPECT_EQ(nccl_tests_op_from_name("broadcast_perf"), CollKind::broadcast);
-  EXPECT_FALSE(nccl_tests_op_from_name("alltoall_perf"));
+  EXPECT_EQ(nccl_tests_op_from_name("alltoall_perf"), CollKind::all_to_all);
+  EXPECT_FALSE(nccl_tests_op_from_name("sendrecv_perf"));
 }
 
 TEST(NcclTestsImport, ProfilesFromSeveralFilesPriceTheirMeshes) {
