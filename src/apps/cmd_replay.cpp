@@ -13,6 +13,7 @@
 #include "core/csv.h"
 #include "core/json.h"
 #include "core/replay.h"
+#include "core/text.h"
 
 namespace lins {
 namespace {
@@ -50,11 +51,9 @@ bool parse_name(const std::string& file, std::string* strategy, int* rank) {
   const auto dot = mid.rfind(".rank");
   if (dot == std::string::npos) return false;
   *strategy = mid.substr(0, dot);
-  try {
-    *rank = std::stoi(mid.substr(dot + 5));
-  } catch (...) {
-    return false;
-  }
+  const auto r = parse_whole(mid.substr(dot + 5));
+  if (!r || *r > 1u << 30) return false;
+  *rank = static_cast<int>(*r);
   return true;
 }
 

@@ -23,6 +23,7 @@
 #include "core/results_schema.h"
 #include "core/simulator.h"
 #include "core/step_columns.h"
+#include "core/text.h"
 #include "core/units.h"
 #include "core/workload.h"
 #include "lins_git_commit.h"  // generated at build time
@@ -71,17 +72,7 @@ CommandSpec simulate_spec() {
       "constant sustained rate, the optimizer memory bound; all of them are written to the provenance file."};
 }
 
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    while (!item.empty() && item.front() == ' ') item.erase(item.begin());
-    while (!item.empty() && item.back() == ' ') item.pop_back();
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
+std::vector<std::string> split_list(const std::string& s) { return split(s, ',', /*keep_empty=*/false); }
 
 std::string now_utc() {
   std::time_t t = std::time(nullptr);
@@ -108,7 +99,7 @@ struct SimulateOptions {
   uint64_t gpu_mem = 0, bucket = 0;
   double peak_tflops = 0;
   bool peak_given = false;  // --peak-tflops given; else its default, the A800/A100 datasheet peak
-  ComputeModel compute;  // forward/backward rate (per engine when calibrated) and the optimizer's memory rate
+  ComputeModel compute;     // forward/backward rate (per engine when calibrated) and the optimizer's memory rate
   Objective objective = Objective::step;  // how the planner ranks plans for "lins"
   EngineOptions engine;
   std::optional<HostModel> host;  // --host-model

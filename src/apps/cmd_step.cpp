@@ -243,8 +243,9 @@ Status read_numerics(const ParsedArgs& a, StepOptions& o) {
     auto attention = a.get_enum("attention", kAttentionKernelNames);
     if (!attention) return make_error(attention.error());
     if (o.backend != StepBackend::gpu)
-      return make_error("--attention chooses the GPU's attention kernels; it needs --backend gpu (the CPU backend "
-                        "has one attention, the reference of docs/model-conventions.md)");
+      return make_error(
+          "--attention chooses the GPU's attention kernels; it needs --backend gpu (the CPU backend "
+          "has one attention, the reference of docs/model-conventions.md)");
     o.attention = *attention;
   }
   return Status::ok_status();
@@ -328,8 +329,9 @@ Result<BackendFactory> backend_factory(const StepOptions& o) {
       const bool cudnn_default = gpu->cudnn_attention_built() && compute == DType::bf16;
       go.attention = o.attention.value_or(cudnn_default ? AttentionKernel::cudnn : AttentionKernel::flash);
       if (go.attention == AttentionKernel::cudnn && !gpu->cudnn_attention_built())
-        return make_error("--attention cudnn: the GPU plugin was built without cuDNN's fused attention (cuDNN 9 "
-                          "and its frontend headers were not found when it was built); use --attention flash");
+        return make_error(
+            "--attention cudnn: the GPU plugin was built without cuDNN's fused attention (cuDNN 9 "
+            "and its frontend headers were not found when it was built); use --attention flash");
       return BackendFactory([gpu, go] { return gpu->make_backend(go); });
     }
   }
@@ -560,8 +562,9 @@ void print_run_header(const StepOptions& o, const Peak& peak, int world, const s
       w.recompute ? ", recompute" : "", (unsigned long long)o.warmup, o.steps);
   std::printf("lins step: peak for MFU %.3f TFLOP/s per rank (%s); GEMM rate of this run %.3f TFLOP/s (%s)\n",
               peak.tflops, peak.source.c_str(), peak.gemm_tflops, peak.gemm_source.c_str());
-  std::printf("lins step: MFU counts Megatron-LM's FLOPs per token, 72 L h^2 (1 + s/(6h) + V/(12 L h)), full "
-              "attention; mfu_causal counts causal attention's half of the score and value products\n");
+  std::printf(
+      "lins step: MFU counts Megatron-LM's FLOPs per token, 72 L h^2 (1 + s/(6h) + V/(12 L h)), full "
+      "attention; mfu_causal counts causal attention's half of the score and value products\n");
   std::printf("lins step: fabric %s\n", fabric.c_str());
   std::fflush(stdout);
 }

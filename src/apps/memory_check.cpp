@@ -7,11 +7,11 @@
 #include <cstdio>
 
 #include "apps/mpi_app.h"
+#include "comm/gpu_plugin.h"
+#include "comm/mesh_comms.h"
 #include "comm/watchdog.h"
 #include "core/host_memory.h"
 #include "core/units.h"
-#include "comm/gpu_plugin.h"
-#include "comm/mesh_comms.h"
 
 namespace lins {
 namespace {

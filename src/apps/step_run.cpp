@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "apps/mpi_app.h"
+#include "comm/gpu_plugin.h"
 #include "comm/mesh_comms.h"
 #include "comm/watchdog.h"
 #include "core/json.h"
@@ -19,7 +20,6 @@
 #include "core/trace.h"
 #include "core/units.h"
 #include "train/executor.h"
-#include "comm/gpu_plugin.h"
 
 namespace lins {
 namespace {

@@ -20,15 +20,11 @@ std::optional<double> parse_positive(const std::string& s) {
   return v;
 }
 
+// A mesh dimension: a whole number from 1 to 999999999.
 std::optional<int> parse_count(const std::string& s) {
-  if (s.empty() || s.size() > 9) return std::nullopt;
-  int v = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') return std::nullopt;
-    v = v * 10 + (c - '0');
-  }
-  if (v < 1) return std::nullopt;
-  return v;
+  const auto v = parse_whole(s);
+  if (!v || *v < 1 || *v > 999999999) return std::nullopt;
+  return static_cast<int>(*v);
 }
 
 }  // namespace
@@ -47,56 +43,41 @@ Result<BandwidthProfile> BandwidthProfile::load(const std::string& path) {
 }
 
 Result<BandwidthProfile> BandwidthProfile::parse(std::string_view text, const std::string& where) {
+  const std::string expected = "a bandwidth profile with a header such as " + std::string(kProfileHeader) +
+                               " and one line per (op, mesh, message size), as `lins comm --profile` writes";
+  auto table = CsvTable::parse(text, where, expected, /*comments=*/true);
+  if (!table) {
+    if (table.error() == where + ": empty (expected " + expected + ")")
+      return make_error(where + ": empty bandwidth profile; expected the header " + std::string(kProfileHeader) +
+                        " and one line per (op, mesh, message size)");
+    return make_error(table.error());
+  }
+  const CsvTable& t = *table;
+  LINS_TRY(t.require({"op", "mesh_intra", "mesh_inter", "message_bytes", "algbw_gbps"}));
   BandwidthProfile prof;
   prof.source_ = where;
-  const char* required[] = {"op", "mesh_intra", "mesh_inter", "message_bytes", "algbw_gbps"};
-  int col[5] = {-1, -1, -1, -1, -1};
-  std::size_t header_fields = 0;
-  bool have_header = false;
-  for (const auto& [line_no, raw] : text_lines(text)) {
-    const std::string line = trim(raw);
-    if (line.empty() || line[0] == '#') continue;
-    const std::string at = where + ":" + std::to_string(line_no) + ": ";
-    if (has_control_chars(line)) return make_error(at + "unreadable (control characters); expected a CSV line of text");
-    auto rec = parse_csv(line, where);
-    if (!rec || rec->size() != 1) return make_error(at + "not a CSV line" + (rec ? "" : " (" + rec.error() + ")"));
-    std::vector<std::string> fields;
-    for (auto& f : (*rec)[0].fields) fields.push_back(trim(f));
-    if (!have_header) {
-      for (int k = 0; k < 5; ++k) {
-        for (std::size_t i = 0; i < fields.size(); ++i)
-          if (fields[i] == required[k]) col[k] = static_cast<int>(i);
-        if (col[k] < 0)
-          return make_error(at + "header lacks column '" + required[k] + "'; expected a header such as " +
-                            std::string(kProfileHeader));
-      }
-      header_fields = fields.size();
-      have_header = true;
-      continue;
-    }
-    if (fields.size() != header_fields)
-      return make_error(at + "has " + std::to_string(fields.size()) + " fields, expected " +
-                        std::to_string(header_fields) + " as in the header (truncated or garbled line?)");
-    const std::string& op_text = fields[col[0]];
-    auto kind = kCollKindNames.parse(op_text, "op");
+  for (std::size_t r = 0; r < t.rows(); ++r) {
+    const std::string at = t.at(r) + ": ";
+    if (auto w = t.check_width(r); !w) return make_error(w.error() + " (truncated or garbled line?)");
+    auto kind = kCollKindNames.parse(t.text(r, "op"), "op");
     if (!kind) return make_error(at + kind.error());
-    auto intra = parse_count(fields[col[1]]);
-    if (!intra) return make_error(at + "mesh_intra '" + fields[col[1]] + "' is not a positive whole number");
-    auto inter = parse_count(fields[col[2]]);
-    if (!inter) return make_error(at + "mesh_inter '" + fields[col[2]] + "' is not a positive whole number");
+    const std::string& intra_text = t.text(r, "mesh_intra");
+    const std::string& inter_text = t.text(r, "mesh_inter");
+    auto intra = parse_count(intra_text);
+    if (!intra) return make_error(at + "mesh_intra '" + intra_text + "' is not a positive whole number");
+    auto inter = parse_count(inter_text);
+    if (!inter) return make_error(at + "mesh_inter '" + inter_text + "' is not a positive whole number");
     if (*intra * static_cast<long long>(*inter) < 2)
-      return make_error(at + "mesh " + fields[col[1]] + "x" + fields[col[2]] +
+      return make_error(at + "mesh " + intra_text + "x" + inter_text +
                         " is a single GPU; a collective needs at least 2 (mesh_intra x mesh_inter >= 2)");
-    auto bytes = parse_positive(fields[col[3]]);
-    if (!bytes)
-      return make_error(at + "message_bytes '" + fields[col[3]] + "' is not a positive finite number of bytes");
-    auto gbps = parse_positive(fields[col[4]]);
-    if (!gbps) return make_error(at + "algbw_gbps '" + fields[col[4]] + "' is not a positive finite bandwidth in GB/s");
+    const std::string& bytes_text = t.text(r, "message_bytes");
+    auto bytes = parse_positive(bytes_text);
+    if (!bytes) return make_error(at + "message_bytes '" + bytes_text + "' is not a positive finite number of bytes");
+    const std::string& gbps_text = t.text(r, "algbw_gbps");
+    auto gbps = parse_positive(gbps_text);
+    if (!gbps) return make_error(at + "algbw_gbps '" + gbps_text + "' is not a positive finite bandwidth in GB/s");
     prof.add(*kind, Mesh{*intra, *inter}, *bytes, *gbps);
   }
-  if (!have_header)
-    return make_error(where + ": empty bandwidth profile; expected the header " + std::string(kProfileHeader) +
-                      " and one line per (op, mesh, message size)");
   if (prof.series_.empty()) return make_error(where + ": bandwidth profile has a header but no measurements");
   return prof;
 }

@@ -4,19 +4,11 @@
 #include <sstream>
 
 #include "core/nccl_tests_import.h"
+#include "core/text.h"
 #include "core/units.h"
 
 namespace lins {
 namespace {
-
-std::vector<std::string> split_commas(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ','))
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
 
 std::string size_text(double bytes) {
   // Exact in MiB when it is a whole number of MiB, else in bytes: the help shows the default it parses back.
@@ -71,7 +63,7 @@ Result<CostModel> parse_cost_model(const ParsedArgs& args, int gpus_per_node) {
     profile = std::move(*p);
     sources = path;
   }
-  for (const auto& item : split_commas(args.get("nccl-tests"))) {
+  for (const auto& item : split(args.get("nccl-tests"), ',', /*keep_empty=*/false)) {
     auto a = parse_nccl_tests_arg(item);
     if (!a) return make_error(a.error());
     BandwidthProfile measured;

@@ -260,13 +260,26 @@ bool CsvWriter::has_row(const std::vector<std::string>& key_columns, const std::
   return keys && keys->count(csv_key(key_values)) > 0;
 }
 
-Result<CsvTable> CsvTable::parse(std::string_view text, const std::string& where, std::string expected) {
-  auto records = parse_csv(text, where);
+Result<CsvTable> CsvTable::parse(std::string_view text, const std::string& where, std::string expected, bool comments) {
+  std::string kept;  // the text with comment lines blanked, so that line numbers stay the file's
+  kept.reserve(text.size());
+  for (const auto& [number, line] : text_lines(text)) {
+    if (has_control_chars(line))
+      return make_error(where + ":" + std::to_string(number) + ": unreadable (control characters); expected " +
+                        expected);
+    const bool comment = comments && !line.empty() && line.front() == '#';
+    if (!comment) kept += line;
+    kept += '\n';
+  }
+  auto records = parse_csv(kept, where);
   if (!records) return make_error(records.error());
   if (records->empty()) return make_error(where + ": empty (expected " + expected + ")");
+  for (CsvRecord& r : *records)
+    for (std::string& f : r.fields) f = trim(f);
   CsvTable t;
   t.where_ = where;
   t.expected_ = std::move(expected);
+  t.header_line_ = records->front().line;
   t.header_ = std::move(records->front().fields);
   t.rows_.assign(std::make_move_iterator(records->begin() + 1), std::make_move_iterator(records->end()));
   return t;
@@ -274,7 +287,9 @@ Result<CsvTable> CsvTable::parse(std::string_view text, const std::string& where
 
 Status CsvTable::require(const std::vector<const char*>& names) const {
   for (const char* n : names)
-    if (column(n) < 0) return make_error(where_ + ": no column '" + n + "' (expected " + expected_ + ")");
+    if (column(n) < 0)
+      return make_error(where_ + ":" + std::to_string(header_line_) + ": no column '" + n + "' (expected " + expected_ +
+                        ")");
   return Status::ok_status();
 }
 

@@ -35,15 +35,21 @@ Result<std::vector<CsvRecord>> read_csv_file(const std::string& path);
 Result<std::string> read_text_file(const std::string& path);
 
 // A CSV file read by its header: columns found by name, each row's fields read as text or as numbers, and every
-// error naming "file:line" and the column. The readers of step CSVs (calibration) and action logs (replay) use it.
+// error naming "file:line" and the column. Every CSV reader of lins uses it: step CSVs (calibration), action logs
+// (replay), bandwidth profiles, host costs.
 class CsvTable {
  public:
   // The first record is the header. `expected` says what the file should be, for errors ("a `lins step` CSV").
-  static Result<CsvTable> parse(std::string_view text, const std::string& where, std::string expected);
-  // An error naming the first of `names` the header lacks.
+  // Fields are read without the white space around them. A line with control characters (other than tab and
+  // carriage return) is an error: a binary file, not CSV. With `comments`, lines that start with '#' (provenance)
+  // are skipped; line numbers still count them.
+  static Result<CsvTable> parse(std::string_view text, const std::string& where, std::string expected,
+                                bool comments = false);
+  // An error naming the first of `names` the header lacks ("file:line: no column 'x' (expected ...)").
   Status require(const std::vector<const char*>& names) const;
   int column(std::string_view name) const;  // -1 when the header lacks it
   std::size_t rows() const { return rows_.size(); }
+  std::size_t columns() const { return header_.size(); }
   // "file:line" of row r (0 = the first row after the header).
   std::string at(std::size_t r) const;
   // An error unless row r has as many fields as the header.
@@ -56,6 +62,7 @@ class CsvTable {
  private:
   std::string where_, expected_;
   std::vector<std::string> header_;
+  int header_line_ = 1;
   std::vector<CsvRecord> rows_;
 };
 

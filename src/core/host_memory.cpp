@@ -32,10 +32,8 @@ double read_number(const fs::path& path) {
   if (!read_text(path, &text)) return -1;
   text = trim(text);
   if (text == "max") return kNoLimitBytes;
-  char* end = nullptr;
-  const double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || end != text.c_str() + text.size() || v < 0) return -1;
-  return v;
+  const auto v = parse_finite(text);
+  return v && *v >= 0 ? *v : -1;
 }
 
 // The value of `key` in a "key value" file (memory.stat), 0 when absent.
@@ -44,7 +42,7 @@ double stat_value(const fs::path& path, const std::string& key) {
   if (!read_text(path, &text)) return 0;
   for (const auto& line : text_lines(text)) {
     const auto w = split_ws(line.text);
-    if (w.size() == 2 && w[0] == key) return std::strtod(w[1].c_str(), nullptr);
+    if (w.size() == 2 && w[0] == key) return parse_finite(w[1]).value_or(0);
   }
   return 0;
 }
@@ -55,7 +53,10 @@ double meminfo_available(const fs::path& meminfo) {
   if (!read_text(meminfo, &text)) return -1;
   for (const auto& line : text_lines(text)) {
     const auto w = split_ws(line.text);
-    if (w.size() >= 2 && w[0] == "MemAvailable:") return std::strtod(w[1].c_str(), nullptr) * 1024.0;
+    if (w.size() >= 2 && w[0] == "MemAvailable:") {
+      const auto kib = parse_finite(w[1]);
+      return kib ? *kib * 1024.0 : -1;
+    }
   }
   return -1;
 }

@@ -13,18 +13,6 @@ namespace {
 
 bool divides(int a, int b) { return a > 0 && b % a == 0; }
 
-std::vector<std::string> split(std::string_view s, char sep) {
-  std::vector<std::string> out;
-  std::size_t start = 0;
-  while (true) {
-    std::size_t pos = s.find(sep, start);
-    out.push_back(trim(s.substr(start, pos == std::string_view::npos ? std::string_view::npos : pos - start)));
-    if (pos == std::string_view::npos) break;
-    start = pos + 1;
-  }
-  return out;
-}
-
 // "4x1" or "4" (intra only).
 Result<ShardFactor> parse_factor(const std::string& text, const std::string& key) {
   auto parts = split(text, 'x');

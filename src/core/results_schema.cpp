@@ -9,6 +9,7 @@
 #include "core/cost_model.h"  // kProfileHeader
 #include "core/json.h"
 #include "core/schedule.h"  // kPurposeNames
+#include "core/text.h"
 
 namespace lins {
 namespace {
@@ -190,12 +191,7 @@ Json collectives_json() {
 }  // namespace
 
 std::string output_schemas_json() {
-  std::vector<std::string> profile;
-  for (std::string_view rest = kProfileHeader; !rest.empty();) {
-    const size_t comma = rest.find(',');
-    profile.emplace_back(rest.substr(0, comma));
-    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
-  }
+  const std::vector<std::string> profile = split(kProfileHeader, ',');
   auto column = [&](const std::string& name, const char* help, bool is_text) {
     Json o = {{"name", name}, {"unit", column_unit(name)}, {"type", is_text ? "text" : "number"}};
     if (help) o["help"] = help;

@@ -14,7 +14,6 @@ const char* phase_name(Phase p) { return kPhaseNames.name(p); }
 const char* term_name(Term t) { return kTermNames.name(t); }
 const char* purpose_name(Purpose p) { return kPurposeNames.name(p); }
 
-
 bool is_gather(Purpose p) {
   // A gather's output is what compute reads: the full-module buffer the tasks release (core/purposes.h).
   return purpose_rule(p, PurposeContext{}).held == HeldBuffer::module_params;

@@ -98,11 +98,11 @@ bool is_gather(Purpose p);
 // order), then every module's backward (reverse order); after the last micro-batch, the optimizer.
 enum class TaskKind { forward, backward, optimizer };
 inline constexpr NameTable<TaskKind, 3> kTaskKindNames{"task",
-                                                      {{
-                                                          {TaskKind::forward, "forward"},
-                                                          {TaskKind::backward, "backward"},
-                                                          {TaskKind::optimizer, "optimizer"},
-                                                      }}};
+                                                       {{
+                                                           {TaskKind::forward, "forward"},
+                                                           {TaskKind::backward, "backward"},
+                                                           {TaskKind::optimizer, "optimizer"},
+                                                       }}};
 static_assert(kTaskKindNames.complete(TaskKind::optimizer));
 struct ComputeTask {
   TaskKind kind = TaskKind::forward;

@@ -87,8 +87,8 @@ StepProjection project_step(const Schedule& s, const ModelSpec& model, int seq, 
 }
 
 StepProjection project_step(const Schedule& s, const ModelSpec& model, int seq, int micro_batch_size, bool recompute,
-                            const ComputeRates& rates, const std::vector<double>& op_s,
-                            std::vector<TraceEvent>* trace, const HostModel* host) {
+                            const ComputeRates& rates, const std::vector<double>& op_s, std::vector<TraceEvent>* trace,
+                            const HostModel* host) {
   const std::vector<double> task_s = compute_task_seconds(s, model, seq, micro_batch_size, recompute, rates);
   TimelineCosts costs;
   costs.compute_s = [&](int t) { return task_s[static_cast<std::size_t>(t)]; };

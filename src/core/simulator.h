@@ -25,8 +25,8 @@ struct StepProjection {
   double forward_s = 0;   // compute only
   double backward_s = 0;  // compute only (recomputation included)
   double optimizer_s = 0;
-  double fixed_s = 0;                 // ComputeRates::fixed_step_s, added to the step
-  double exposed_comm_s = 0;          // time compute stood still waiting for collectives
+  double fixed_s = 0;         // ComputeRates::fixed_step_s, added to the step
+  double exposed_comm_s = 0;  // time compute stood still waiting for collectives
   // With a host model: the host's own work (core/host_model.h) and the time the device stood idle for the host
   // (launches late because the host fell behind, or could not run ahead past a host synchronisation).
   double host_work_s = 0;

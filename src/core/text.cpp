@@ -2,6 +2,7 @@
 #include "core/text.h"
 
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 
@@ -23,6 +24,19 @@ std::vector<std::string> split_ws(std::string_view s) {
     while (j < s.size() && !std::isspace(static_cast<unsigned char>(s[j]))) ++j;
     if (j > i) out.emplace_back(s.substr(i, j - i));
     i = j;
+  }
+  return out;
+}
+
+std::vector<std::string> split(std::string_view s, char sep, bool keep_empty) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t pos = s.find(sep, start);
+    std::string field = trim(s.substr(start, pos == std::string_view::npos ? std::string_view::npos : pos - start));
+    if (keep_empty || !field.empty()) out.push_back(std::move(field));
+    if (pos == std::string_view::npos) break;
+    start = pos + 1;
   }
   return out;
 }
@@ -52,6 +66,14 @@ std::optional<double> parse_finite(std::string_view s) {
   char* end = nullptr;
   const double v = std::strtod(text.c_str(), &end);
   if (end != text.c_str() + text.size() || !std::isfinite(v)) return std::nullopt;
+  return v;
+}
+
+std::optional<std::uint64_t> parse_whole(std::string_view s) {
+  if (s.empty()) return std::nullopt;
+  std::uint64_t v = 0;
+  const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || ptr != s.data() + s.size()) return std::nullopt;
   return v;
 }
 

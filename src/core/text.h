@@ -1,6 +1,7 @@
 // Small text helpers the parsers of files (network files, bandwidth profiles, nccl-tests output, plans) share.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -13,6 +14,10 @@ std::string trim(std::string_view s);
 
 // The white-space-separated words of s.
 std::vector<std::string> split_ws(std::string_view s);
+
+// The one splitter of lists: the fields of s between `sep`s, each without the white space around it; empty fields
+// are kept ("4x" -> "4", "") unless `keep_empty` is false (",a, b,," -> "a", "b").
+std::vector<std::string> split(std::string_view s, char sep, bool keep_empty = true);
 
 // One line of a text, numbered from 1, without its '\n'.
 struct TextLine {
@@ -29,5 +34,8 @@ bool has_control_chars(std::string_view line);
 // a finite number ("1048576", "1.5e9", "-2"); nullopt for "", "nan", "inf", "12abc", "1 ". The readers add their own
 // range checks and messages.
 std::optional<double> parse_finite(std::string_view s);
+// Its counterpart for whole numbers: the whole of `s` is decimal digits that fit 64 bits ("0", "16"); nullopt for
+// "", "-1", "+2", "1.0", "1e3", " 7".
+std::optional<std::uint64_t> parse_whole(std::string_view s);
 
 }  // namespace lins

@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <limits>
 
+#include "core/text.h"
+
 namespace lins {
 namespace {
 
@@ -29,10 +31,9 @@ Result<std::uint64_t> parse_size(std::string_view text, std::string_view what) {
   std::size_t digits = 0;
   while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
   if (digits == 0) return make_error(std::string(what) + ": " + quoted(text) + " is not a size" + hint);
-  std::uint64_t number = 0;
-  auto [ptr, ec] = std::from_chars(text.data(), text.data() + digits, number);
-  if (ec == std::errc::result_out_of_range || ptr != text.data() + digits)
-    return make_error(std::string(what) + ": " + quoted(text) + " is too large" + hint);
+  const auto whole = parse_whole(text.substr(0, digits));
+  if (!whole) return make_error(std::string(what) + ": " + quoted(text) + " is too large" + hint);
+  const std::uint64_t number = *whole;
   std::string suffix;
   for (char c : text.substr(digits)) suffix += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   std::uint64_t scale = 1;
@@ -64,13 +65,10 @@ Result<int> parse_positive_int(std::string_view text, std::string_view what) {
 }
 
 Result<double> parse_nonnegative_double(std::string_view text, std::string_view what) {
-  std::string s(text);
-  if (s.empty()) return make_error(std::string(what) + ": empty value (expected a non-negative number such as 0.5)");
-  char* end = nullptr;
-  double v = std::strtod(s.c_str(), &end);
-  if (end == s.c_str() || *end != '\0' || !std::isfinite(v) || v < 0)
-    return make_error(std::string(what) + ": " + quoted(text) + " is not a non-negative finite number");
-  return v;
+  if (text.empty()) return make_error(std::string(what) + ": empty value (expected a non-negative number such as 0.5)");
+  const auto v = parse_finite(text);
+  if (!v || *v < 0) return make_error(std::string(what) + ": " + quoted(text) + " is not a non-negative finite number");
+  return *v;
 }
 
 std::string format_bytes(double bytes) {

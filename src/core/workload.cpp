@@ -78,7 +78,8 @@ Result<EngineOptions> parse_engine_options(const ParsedArgs& args) {
   }
   if (const std::string v = args.get("ds-overlap-comm"); !v.empty()) {
     if (v != "on" && v != "off")
-      return make_error("--ds-overlap-comm " + v + ": valid values are on and off (absent: DeepSpeed's default, off "
+      return make_error("--ds-overlap-comm " + v +
+                        ": valid values are on and off (absent: DeepSpeed's default, off "
                         "for zero1/2 and on for zero3, mics and zeropp)");
     e.ds_overlap_comm = v == "on";
   }

@@ -75,7 +75,7 @@ TEST(Profile, RejectsEachKindOfBadLine) {
   expect_error(h + "all_gather,8,1,1048576,0.0001,0,8.75\n", "prof.csv:2", "positive finite bandwidth");
   expect_error(h + "all_gather,8,1,1e6x,0.0001,1,8.75\n", "prof.csv:2", "message_bytes '1e6x'");
   expect_error(h + std::string("\x01\x02\xff\xfe,garbage\n"), "prof.csv:2", "control characters");
-  expect_error(h + "all_gather,8,1,\"1048576,0.0001,10,8.75\n", "prof.csv:2", "not a CSV line");
+  expect_error(h + "all_gather,8,1,\"1048576,0.0001,10,8.75\n", "prof.csv:2", "quoted field is never closed");
 }
 
 TEST(Profile, LoadNamesTheMissingFile) {

@@ -168,7 +168,7 @@ TEST(CsvTable, NamesFileLineAndColumnInEveryError) {
   EXPECT_EQ(t->column("z"), -1);
   EXPECT_TRUE(t->require({"a", "c"}).ok());
   const Status missing = t->require({"a", "z"});
-  EXPECT_EQ(missing.error(), "t.csv: no column 'z' (expected a test table)");
+  EXPECT_EQ(missing.error(), "t.csv:1: no column 'z' (expected a test table)");
   EXPECT_EQ(*t->number(0, "b"), 2.5);
   EXPECT_EQ(t->number(0, "c").error(), "t.csv:2: column 'c': 'x' is not a finite number");
   EXPECT_EQ(t->check_width(1).error(), "t.csv:3: 2 fields, the header has 3");
@@ -176,6 +176,37 @@ TEST(CsvTable, NamesFileLineAndColumnInEveryError) {
   EXPECT_EQ(t->at(2), "t.csv:5");  // the empty line is skipped, the line numbers stay the file's
   EXPECT_FALSE(t->number(2, "b").ok());
   EXPECT_EQ(CsvTable::parse("", "e.csv", "a test table").error(), "e.csv: empty (expected a test table)");
+}
+
+TEST(CsvTable, SkipsCommentsOnlyWhenAskedTrimsFieldsAndRefusesBinaryLines) {
+  const std::string text = "# provenance {\"a\": 1}\nx, y\n 1 ,2\n";
+  auto with = CsvTable::parse(text, "p.csv", "a profile", /*comments=*/true);
+  ASSERT_TRUE(with.ok()) << with.error();
+  EXPECT_EQ(with->rows(), 1u);
+  EXPECT_EQ(with->column("y"), 1);  // " y" read as "y"
+  EXPECT_EQ(with->text(0, "x"), "1");
+  EXPECT_EQ(with->at(0), "p.csv:3");
+  EXPECT_EQ(with->require({"z"}).error(), "p.csv:2: no column 'z' (expected a profile)");
+  auto without = CsvTable::parse(text, "p.csv", "a profile");  // the comment is read as CSV then
+  ASSERT_FALSE(without.ok());
+  EXPECT_EQ(without.error().rfind("p.csv:1: a quote inside an unquoted field", 0), 0u) << without.error();
+  EXPECT_EQ(CsvTable::parse("a,b\n1,\x01\x02\n", "b.csv", "a table").error(),
+            "b.csv:2: unreadable (control characters); expected a table");
+}
+
+TEST(Split, TheOneSplitterKeepsOrDropsEmptyFields) {
+  EXPECT_EQ(split("4x", 'x'), (std::vector<std::string>{"4", ""}));
+  EXPECT_EQ(split(" a , b ,,", ','), (std::vector<std::string>{"a", "b", "", ""}));
+  EXPECT_EQ(split(" a , b ,,", ',', false), (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(split("", ','), (std::vector<std::string>{""}));
+  EXPECT_TRUE(split("", ',', false).empty());
+}
+
+TEST(ParseWhole, TheWholeTextIsDecimalDigits) {
+  EXPECT_EQ(*parse_whole("0"), 0u);
+  EXPECT_EQ(*parse_whole("18446744073709551615"), 18446744073709551615ull);
+  for (const char* bad : {"", "-1", "+2", "1.0", "1e3", " 7", "7 ", "18446744073709551616", "0x10"})
+    EXPECT_FALSE(parse_whole(bad)) << bad;
 }
 
 TEST(ParseFinite, TheWholeTextIsOneFiniteNumber) {
