@@ -29,7 +29,7 @@ std::vector<int> divisors(int n) {
   return d;
 }
 std::unique_ptr<Communicator> world_comm(MpiProgress progress = MpiProgress::thread) {
-  auto c = MpiCommunicator::create(MPI_COMM_WORLD, "world", Axis::inter, {progress});
+  auto c = MpiCommunicator::create(MPI_COMM_WORLD, "world", Axis::inter, {progress, nullptr});
   EXPECT_TRUE(c) << c.error();
   return std::move(*c);
 }

@@ -163,7 +163,9 @@ void run_and_check(const ModelSpec& model, const Topology& topo, const std::stri
     EXPECT_EQ(double(st->state_bytes), expected_states) << "P+G+OS allocated vs memory model";
     // The memory model walks the executor's buffers through the step's program: the steady state's peak, reached
     // from the second step on (the first has no broadcasts carried into it).
-    if (s > 0) EXPECT_EQ(double(st->buffer_peak_bytes), mem.buffer_bytes) << "buffer peak vs memory model, step " << s;
+    if (s > 0) {
+      EXPECT_EQ(double(st->buffer_peak_bytes), mem.buffer_bytes) << "buffer peak vs memory model, step " << s;
+    }
   }
   ASSERT_TRUE(e.finish().ok());
 

@@ -72,14 +72,15 @@ std::vector<Case> golden_cases() {
     if (name == "lins" || name.find('=') != std::string::npos) continue;
     const auto open = name.find('[');
     const std::string base = name.substr(0, open);
-    out.push_back({base});
+    out.push_back({base, std::nullopt});
     if (open != std::string::npos) {
       std::string alternatives = name.substr(open + 1, name.find(']') - open - 1);  // ":noreshard|:K"
       std::stringstream in(alternatives);
       for (std::string alt; std::getline(in, alt, '|');) {
         const std::string arg = alt.substr(alt.rfind(':', 0) == 0 ? 1 : 0);  // without the ':'
         // A one-letter placeholder (S, K) is a group size: 2, half a node.
-        out.push_back({base + ":" + (arg.size() == 1 && std::isupper(static_cast<unsigned char>(arg[0])) ? "2" : arg)});
+        out.push_back({base + ":" + (arg.size() == 1 && std::isupper(static_cast<unsigned char>(arg[0])) ? "2" : arg),
+                       std::nullopt});
       }
     }
     if (base == "zero1" || base == "zero2") out.push_back({base, true});
@@ -87,7 +88,7 @@ std::vector<Case> golden_cases() {
   }
   for (const char* tuple :
        {"p=2x1,g=2x1,os=4x1", "p=4x1,g=4x1,os=4x1", "p=2x1,g=4x2,os=4x2", "p=1x1,g=1x1,os=4x2", "p=4x2,g=4x2,os=4x2"})
-    out.push_back({tuple});
+    out.push_back({tuple, std::nullopt});
   return out;
 }
 
