@@ -23,11 +23,12 @@ def draw(data, out_dir, formats=("png", "pdf")):
     prof = prof[prof["time_s"] > 0].copy()
     # the paper's effective bandwidth w = v / t, in Gb/s; computed here so the unit is never in doubt
     prof["eff_gbit_s"] = prof["message_bytes"] * 8 / prof["time_s"] / 1e9
-    fig, axes = style.panel_grid(4, width=3.8)
+    ops = [op for op in schema.OPS if (prof["op"] == op).any()]  # one panel per collective the profile measured
+    fig, axes = style.panel_grid(len(ops), width=3.8)
     meshes = sorted({(int(a), int(b)) for a, b in zip(prof["mesh_intra"], prof["mesh_inter"])},
                     key=lambda m: (m[1], m[0]))
     cmap = style.plt.get_cmap("viridis", max(len(meshes), 2))
-    for ax, op in zip(axes, schema.OPS):
+    for ax, op in zip(axes, ops):
         p = prof[prof["op"] == op]
         for i, (intra, inter) in enumerate(meshes):
             g = p[(p["mesh_intra"] == intra) & (p["mesh_inter"] == inter)]
