@@ -2,6 +2,7 @@
 #include "core/host_model.h"
 
 #include <algorithm>
+#include <string_view>
 
 #include "core/csv.h"
 
@@ -115,7 +116,42 @@ int tensors_of(const Schedule& s, const ModelSpec& model, const CommOp& op) {
   return std::max(n, 1);
 }
 
+// The submodule a tensor belongs to: its name without the last component ("layers.0.attention.wq.weight" ->
+// "layers.0.attention.wq").
+std::string_view submodule_of(std::string_view tensor) {
+  const auto dot = tensor.rfind('.');
+  return dot == std::string_view::npos ? tensor.substr(0, 0) : tensor.substr(0, dot);
+}
+
+bool gathers_per_submodule(const Schedule& s, const CommOp& op, const HostModel* host) {
+  return host && host->ds_gather_per_submodule && is_deepspeed(s.plan.engine) && zero_stage(s.plan) == 3 &&
+         op.kind == CollKind::all_gather && op.module >= 0;
+}
+
 }  // namespace
+
+std::vector<int64_t> ds_gather_call_elems(const Schedule& s, const ModelSpec& model, const CommOp& op,
+                                          const HostModel* host) {
+  if (!gathers_per_submodule(s, op, host)) return {op.elems};
+  const int64_t g = std::max(1, op.group.size());
+  std::vector<int64_t> out;
+  std::string_view current;
+  for (int t : model.modules[static_cast<std::size_t>(op.module)].tensors) {
+    const TensorSpec& ts = model.tensors[static_cast<std::size_t>(t)];
+    const std::string_view sub = submodule_of(ts.name);
+    if (out.empty() || sub != current) {
+      out.push_back(0);
+      current = sub;
+    }
+    out.back() += (ts.elems + g - 1) / g * g;
+  }
+  if (out.empty()) out.push_back(op.elems);
+  return out;
+}
+
+int ds_gather_calls(const Schedule& s, const ModelSpec& model, const CommOp& op, const HostModel* host) {
+  return static_cast<int>(ds_gather_call_elems(s, model, op, host).size());
+}
 
 HostProgram host_program(const Schedule& s, const ModelSpec& model, const std::vector<Action>& program,
                          const HostModel& host) {
@@ -142,8 +178,9 @@ HostProgram host_program(const Schedule& s, const ModelSpec& model, const std::v
     const CommOp& op = s.ops[static_cast<std::size_t>(a.index)];
     const int group = op.group.size();
     if (a.kind == Action::Kind::issue) {
-      double w = c.collective_issue_s;
-      if (stage3 && op.kind == CollKind::all_gather) w += c.ds_gather_issue.at(group);
+      const int calls = ds_gather_calls(s, model, op, &host);  // 1 but for DeepSpeed's per-submodule gathers
+      double w = c.collective_issue_s * calls;
+      if (stage3 && op.kind == CollKind::all_gather) w += c.ds_gather_issue.at(group) * calls;
       if (stage3 && op.kind == CollKind::reduce_scatter) w += c.ds_reduce_scatter.at(group) * tensors_of(s, model, op);
       hp.ahead_s[pos] = w;
     } else if (a.kind == Action::Kind::wait && !a.carried && stage3 && op.kind == CollKind::all_gather &&

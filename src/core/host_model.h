@@ -67,7 +67,24 @@ struct HostModel {
   // The device's work runs in the host's own thread (DeepSpeed and PyTorch on a CPU): the host never runs ahead, its
   // work adds to every step (--host-device cpu). Default: a GPU, which the host only launches work on.
   bool device_in_host_thread = false;
+  // DeepSpeed's ZeRO-3 fetches parameters per leaf module: fetch_sub_module (partitioned_param_coordinator.py, run by
+  // the pre-forward and pre-backward hook of every module) all-gathers the module's own parameters
+  // (parameters(recurse=False)) in one call, so a lins module of several Linear and RMSNorm layers is that many
+  // all-gathers in the real system. On (the default of every host model): the projection prices each DeepSpeed
+  // ZeRO-3 gather as ds_gather_calls() collectives of those layers' sizes, and the host issues each one.
+  bool ds_gather_per_submodule = true;
 };
+
+// The collectives the real system issues for `op`: with a host model whose ds_gather_per_submodule is on, a
+// DeepSpeed ZeRO-3 engine's (zero3, mics, zeropp) all-gather of a module is one per submodule with parameters (the
+// tensors of the module grouped by the name before their last component: "layers.0.attention.wq.weight" is
+// submodule "layers.0.attention.wq"); otherwise 1.
+int ds_gather_calls(const Schedule& s, const ModelSpec& model, const CommOp& op, const HostModel* host);
+// The elements of each of those calls, in forward order: per submodule the sum of its tensors, each padded to a
+// multiple of the op's group as DeepSpeed partitions a parameter (ceil(numel / group) x group). One element (the
+// op's own) when ds_gather_calls is 1.
+std::vector<int64_t> ds_gather_call_elems(const Schedule& s, const ModelSpec& model, const CommOp& op,
+                                          const HostModel* host);
 
 // The host's program of one step: per program position, the host seconds spent before the action and whether the
 // host first waits for the compute stream or for an op. Every engine pays collective_issue_s per issue; DeepSpeed's
