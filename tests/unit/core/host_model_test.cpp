@@ -269,6 +269,40 @@ TEST(HostModel, PerSubmoduleGathersAreIssuedAndPricedPerCall) {
   }
 }
 
+// ZeRO-3 hooks every torch module: per micro-batch and pass, 52 of them on the small model (the root, the
+// embedding, per layer the layer, attention, feed_forward, both norms and seven Linear layers, the final norm and
+// the output) and 28 on the tiny one, the counts the real DeepSpeed 0.19.8 runs' hooks are called (lins_peers
+// .host_breakdown: 104 and 56 forward hook calls per step at M = 2). The host pays them before each forward and
+// backward task of a DeepSpeed ZeRO-3 engine, and never in another engine.
+TEST(HostModel, DeepSpeedHooksEveryTorchModuleOfTheModel) {
+  Projected p;
+  const std::vector<int> hooked = ds_hooked_modules(p.model);
+  ASSERT_EQ(hooked.size(), p.model.modules.size());
+  int total = 0;
+  for (std::size_t m = 0; m < hooked.size(); ++m) {
+    const std::string& kind = p.model.modules[m].kind;
+    EXPECT_EQ(hooked[m], kind == "embed" ? 2 : kind == "attn" ? 7 : kind == "mlp" ? 5 : 2) << p.model.modules[m].name;
+    total += hooked[m];
+  }
+  EXPECT_EQ(total, 52);
+  int tiny = 0;
+  for (int n : ds_hooked_modules(make_model_preset("tiny").value())) tiny += n;
+  EXPECT_EQ(tiny, 28);
+
+  HostModel with, without;
+  with.costs = without.costs = default_host_costs();
+  with.costs.ds_module_hooks_s = 1e-3;
+  without.costs.ds_module_hooks_s = 0;
+  for (const char* plan : {"zero3", "zeropp", "mics", "zero1", "fsdp", "ddp"}) {
+    const Schedule s = p.comparison(plan, Topology{2, 2});
+    const std::vector<Action> prog = step_program(s);
+    const double added = host_program(s, p.model, prog, with).ahead_total_s() -
+                         host_program(s, p.model, prog, without).ahead_total_s();
+    const bool stage3 = std::string(plan) == "zero3" || std::string(plan) == "zeropp" || std::string(plan) == "mics";
+    EXPECT_NEAR(added, stage3 ? 2 * 2 * 52 * 1e-3 : 0.0, 1e-12) << plan;  // M = 2, forward and backward
+  }
+}
+
 TEST(HostModel, DefaultsAreTheMeasuredFile) {
   auto measured = read_host_costs(LINS_HOST_DATA_DIR "/host_costs.csv");
   ASSERT_TRUE(measured) << measured.error();
@@ -280,6 +314,8 @@ TEST(HostModel, DefaultsAreTheMeasuredFile) {
     EXPECT_DOUBLE_EQ(m.a_s, e.a_s);
     EXPECT_DOUBLE_EQ(m.b_s, e.b_s);
   }
+  EXPECT_DOUBLE_EQ(measured->ds_module_hooks_s, d.ds_module_hooks_s);
+  EXPECT_GT(d.ds_module_hooks_s, 0);
 }
 
 TEST(HostModel, ABadCostsFileIsRefusedWithItsLine) {
