@@ -84,7 +84,8 @@ def _patch_deepspeed():
     _timed(z, "post_sub_module_forward_function", "fwd_hooks")
     _timed(z, "pre_sub_module_backward_function", "bwd_hooks", counter("bwd"))
     _timed(z, "post_sub_module_backward_function", "bwd_hooks")
-    for cls, attr in ((pp.AllGatherCoalescedHandle, "allgather_handle"), (pp.AllGatherHandle, "_AllGatherHandle__handle")):
+    handles = ((pp.AllGatherCoalescedHandle, "allgather_handle"), (pp.AllGatherHandle, "_AllGatherHandle__handle"))
+    for cls, attr in handles:
         init = cls.__init__
 
         def patched(self, *args, __init=init, __attr=attr, **kwargs):

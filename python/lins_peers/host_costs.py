@@ -26,8 +26,9 @@ Timed, one process, one thread, on the CPU (DS_ACCELERATOR=cpu), with no collect
                        no-gather handles): per module and pass (a forward, or a backward), whatever the group
 
 Tensors are small (4 elements per rank) so that copies cost nothing beside the dispatch, as on a GPU, where the
-copies are kernels the host only launches. Writes OUT/host_costs.csv (kind, a_s, b_s, max_rel_error, source; with --kinds, the other kinds kept from it), the measured
-points OUT/host_cost_points.csv (kind, group, seconds) and OUT/host_costs.provenance.json.
+copies are kernels the host only launches. Writes OUT/host_costs.csv (kind, a_s, b_s, max_rel_error, source; with
+--kinds, the other kinds' rows kept from it), the measured points OUT/host_cost_points.csv (kind, group, seconds)
+and OUT/host_costs.provenance.json.
 """
 
 import argparse
@@ -237,7 +238,8 @@ def main(argv=None):
     ap.add_argument("--out", default="data/host", help="output folder (default data/host)")
     ap.add_argument("--groups", default="2,4,8,16,32,64,128,256,512,1024", help="group sizes timed")
     ap.add_argument("--repeats", type=int, default=200, help="timed calls per point (median taken)")
-    ap.add_argument("--hook-steps", type=int, default=20, help="training steps timed for ds_module_hooks (median taken)")
+    ap.add_argument("--hook-steps", type=int, default=20,
+                    help="training steps timed for ds_module_hooks (median taken)")
     ap.add_argument("--kinds", default=",".join(KINDS),
                     help="kinds measured (default all); the other kinds' rows and points are kept from OUT's files")
     args = ap.parse_args(argv)

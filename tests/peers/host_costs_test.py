@@ -51,7 +51,8 @@ def main():
                         "--strategies", "zero3", "--out", d, "--name", "b"], env=env, check=True, timeout=300,
                        capture_output=True)
         for rank in range(4):
-            c = {r["counter"]: float(r["value"]) for r in csv.DictReader(open(Path(d) / f"b.host_breakdown.rank{rank}.csv"))}
+            rows = csv.DictReader(open(Path(d) / f"b.host_breakdown.rank{rank}.csv"))
+            c = {r["counter"]: float(r["value"]) for r in rows}
             want = {"modules_fwd": 56, "modules_bwd": 56, "modules_fwd_with_params": 42,
                     "modules_bwd_with_params": 42, "gathers": 84}
             for k, v in want.items():

@@ -296,8 +296,8 @@ TEST(HostModel, DeepSpeedHooksEveryTorchModuleOfTheModel) {
   for (const char* plan : {"zero3", "zeropp", "mics", "zero1", "fsdp", "ddp"}) {
     const Schedule s = p.comparison(plan, Topology{2, 2});
     const std::vector<Action> prog = step_program(s);
-    const double added = host_program(s, p.model, prog, with).ahead_total_s() -
-                         host_program(s, p.model, prog, without).ahead_total_s();
+    const double added =
+        host_program(s, p.model, prog, with).ahead_total_s() - host_program(s, p.model, prog, without).ahead_total_s();
     const bool stage3 = std::string(plan) == "zero3" || std::string(plan) == "zeropp" || std::string(plan) == "mics";
     EXPECT_NEAR(added, stage3 ? 2 * 2 * 52 * 1e-3 : 0.0, 1e-12) << plan;  // M = 2, forward and backward
   }
