@@ -18,10 +18,17 @@ Timed, one process, one thread, on the CPU (DS_ACCELERATOR=cpu), with no collect
     ds_reduce_scatter  deepspeed.runtime.comm.coalesced_collectives.reduce_scatter_coalesced (DeepSpeed's own, its
                        module's rank and world-size lookups answering the group's, its reduce-scatter call a no-op):
                        per tensor of a 4-tensor bucket
+    ds_module_hooks    ZeRO-3's module hooks (parameter_offload.py: pre_sub_module_forward_function and
+                       post_sub_module_forward_function, pre_sub_module_backward_function and
+                       post_sub_module_backward_function; the trace, fetch_sub_module's bookkeeping,
+                       release_sub_module), DeepSpeed's own, on lins's small model under deepspeed.initialize
+                       (stage 3, every threshold 0) on this one-rank group, where DeepSpeed gathers nothing (its
+                       no-gather handles): per module and pass (a forward, or a backward), whatever the group
 
 Tensors are small (4 elements per rank) so that copies cost nothing beside the dispatch, as on a GPU, where the
-copies are kernels the host only launches. Writes OUT/host_costs.csv (kind, a_s, b_s, max_rel_error, source), the measured
-points OUT/host_cost_points.csv (kind, group, seconds) and OUT/host_costs.provenance.json.
+copies are kernels the host only launches. Writes OUT/host_costs.csv (kind, a_s, b_s, max_rel_error, source; with
+--kinds, the other kinds' rows kept from it), the measured points OUT/host_cost_points.csv (kind, group, seconds)
+and OUT/host_costs.provenance.json.
 """
 
 import argparse
@@ -39,7 +46,7 @@ os.environ.setdefault("DS_ACCELERATOR", "cpu")
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
-KINDS = ("collective_issue", "ds_gather_issue", "ds_gather_wait", "ds_reduce_scatter")
+KINDS = ("collective_issue", "ds_gather_issue", "ds_gather_wait", "ds_reduce_scatter", "ds_module_hooks")
 PER_RANK = 4  # elements of each rank's piece
 
 
@@ -149,6 +156,55 @@ def time_collective_issue(repeats):
     return statistics.median(samples)
 
 
+def time_module_hooks(repeats):
+    """Seconds per module and pass of ZeRO-3's four module hooks: lins's small model (seq 128, one micro-batch) under
+    deepspeed.initialize on the one-rank group, the hooks timed inside repeats training steps (median over steps of
+    the hooks' seconds over the hooks' module passes)."""
+    import lins_torch
+    from deepspeed.runtime.zero import parameter_offload as po
+
+    from . import workload as wl
+    from .deepspeed_zero import DeepSpeedPeer
+
+    w = wl.Workload(model_name="small", config=lins_torch.preset("small"), seq=128, micro_batch_size=1,
+                    micro_batches=1, world=1, gpus_per_node=1, seed=1, adamw=wl.AdamWConfig())
+    z = po.DeepSpeedZeRoOffload
+    names = ("pre_sub_module_forward_function", "post_sub_module_forward_function",
+             "pre_sub_module_backward_function", "post_sub_module_backward_function")
+    saved = {n: getattr(z, n) for n in names}
+    spent, passes = [0.0], [0]
+
+    def timed(name):
+        original = saved[name]
+
+        def wrapper(*args, **kwargs):
+            t0 = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                spent[0] += time.perf_counter() - t0
+                passes[0] += name.startswith("pre_")
+        return wrapper
+
+    for n in names:
+        setattr(z, n, timed(n))
+    try:
+        peer = DeepSpeedPeer("zero3", w, torch.device("cpu"), "bf16", "comparison")
+        ids, targets = wl.batch(w, 0, 0, 0, torch.device("cpu"))
+        samples = []
+        for step in range(repeats + 2):
+            spent[0], passes[0] = 0.0, 0
+            peer.backward(peer.forward(ids, targets, 0, True), 0, True)
+            peer.optimizer_step()
+            if step >= 2:  # the first steps record DeepSpeed's trace
+                samples.append(spent[0] / passes[0])
+        peer.close()
+        return statistics.median(samples)
+    finally:
+        for n, f in saved.items():
+            setattr(z, n, f)
+
+
 def fit(points):
     """seconds = a + b * group over (group, seconds), least squares of the relative error (each point weighted by
     1 / seconds^2, so that the small groups count as much as the large ones); a and b kept non-negative. Returns
@@ -182,7 +238,16 @@ def main(argv=None):
     ap.add_argument("--out", default="data/host", help="output folder (default data/host)")
     ap.add_argument("--groups", default="2,4,8,16,32,64,128,256,512,1024", help="group sizes timed")
     ap.add_argument("--repeats", type=int, default=200, help="timed calls per point (median taken)")
+    ap.add_argument("--hook-steps", type=int, default=20,
+                    help="training steps timed for ds_module_hooks (median taken)")
+    ap.add_argument("--kinds", default=",".join(KINDS),
+                    help="kinds measured (default all); the other kinds' rows and points are kept from OUT's files")
     args = ap.parse_args(argv)
+    kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
+    if not kinds or any(k not in KINDS for k in kinds):
+        raise SystemExit(f"--kinds {args.kinds}: valid kinds are {', '.join(KINDS)}")
+    if args.hook_steps < 1:
+        raise SystemExit("--hook-steps must be at least 1")
     try:
         groups = [int(g) for g in args.groups.split(",")]
     except ValueError:
@@ -194,16 +259,20 @@ def main(argv=None):
     torch.set_num_threads(1)
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", "29599")
+    for k, v in (("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1")):  # deepspeed.initialize reads them
+        os.environ.setdefault(k, v)
     dist.init_process_group("gloo", rank=0, world_size=1)
     import deepspeed
 
     points = {k: [] for k in KINDS}
-    issue = time_collective_issue(args.repeats)
-    points["collective_issue"] = [(1, issue), (2, issue)]
+    issue = time_collective_issue(args.repeats) if "collective_issue" in kinds else None
+    timers = {"ds_gather_issue": time_gather_issue, "ds_gather_wait": time_gather_wait,
+              "ds_reduce_scatter": time_reduce_scatter}
     for g in groups:
-        points["ds_gather_issue"].append((g, time_gather_issue(g, args.repeats)))
-        points["ds_gather_wait"].append((g, time_gather_wait(g, args.repeats)))
-        points["ds_reduce_scatter"].append((g, time_reduce_scatter(g, args.repeats)))
+        for k, timer in timers.items():
+            if k in kinds:
+                points[k].append((g, timer(g, args.repeats)))
+    hooks = time_module_hooks(args.hook_steps) if "ds_module_hooks" in kinds else None
     dist.destroy_process_group()
 
     out = Path(args.out)
@@ -213,18 +282,41 @@ def main(argv=None):
         "ds_gather_issue": "partition_parameters._all_gather_dtype (transcribed) + AllGatherCoalescedHandle",
         "ds_gather_wait": "partition_parameters.AllGatherCoalescedHandle.wait, per parameter",
         "ds_reduce_scatter": "runtime/comm/coalesced_collectives.reduce_scatter_coalesced, per tensor",
+        "ds_module_hooks": "parameter_offload pre/post_sub_module_forward/backward_function, per module and pass",
     }
+    # The kinds not measured now keep their rows and points from OUT's files (when there).
+    kept_rows, kept_points = {}, []
+    if len(kinds) < len(KINDS):
+        if (out / "host_costs.csv").exists():
+            with open(out / "host_costs.csv", newline="") as f:
+                kept_rows = {r[0]: r for r in list(csv.reader(f))[1:] if r and r[0] not in kinds}
+        if (out / "host_cost_points.csv").exists():
+            with open(out / "host_cost_points.csv", newline="") as f:
+                kept_points = [r for r in list(csv.reader(f))[1:] if r and r[0] not in kinds]
     rows = [["kind", "a_s", "b_s", "max_rel_error", "source"]]
     for k in KINDS:
-        a, b, err = fit(points[k]) if k != "collective_issue" else (issue, 0.0, 0.0)
+        if k not in kinds:
+            if k in kept_rows:
+                rows.append(kept_rows[k])
+            continue
+        if k == "ds_module_hooks":
+            a, b, err = hooks, 0.0, 0.0
+        else:
+            a, b, err = fit(points[k]) if k != "collective_issue" else (issue, 0.0, 0.0)
         rows.append([k, f"{a:.3e}", f"{b:.3e}", f"{err:.3f}", sources[k]])
     _write_csv(out / "host_costs.csv", rows)
-    _write_csv(out / "host_cost_points.csv",
-               [["kind", "group", "seconds"]] + [[k, g, f"{s:.4e}"] for k in KINDS[1:] for g, s in points[k]])
+    new_points = [[k, g, f"{s:.4e}"] for k in timers if k in kinds for g, s in points[k]]
+    _write_csv(out / "host_cost_points.csv", [["kind", "group", "seconds"]] + sorted(
+        kept_points + new_points, key=lambda r: (KINDS.index(r[0]), int(r[1]))))
     prov = {"result": "measured", "torch": torch.__version__, "deepspeed": deepspeed.__version__,
             "python": platform.python_version(), "machine": platform.machine(), "processor": platform.processor(),
-            "cpus": os.cpu_count(), "threads": 1, "repeats": args.repeats, "groups": groups,
+            "cpus": os.cpu_count(), "threads": 1, "repeats": args.repeats, "hook_steps": args.hook_steps,
+            "groups": groups, "kinds": kinds,
             "command": "python -m lins_peers.host_costs " + " ".join(argv if argv is not None else sys.argv[1:])}
+    if len(kinds) < len(KINDS) and (out / "host_costs.provenance.json").exists():
+        # the kinds kept, and the provenance of the run that measured them
+        prov["kept_kinds"] = [k for k in KINDS if k in kept_rows]
+        prov["kept_from"] = json.loads((out / "host_costs.provenance.json").read_text())
     try:
         with open("/proc/cpuinfo") as f:
             prov["cpu"] = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "")

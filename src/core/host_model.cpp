@@ -2,6 +2,9 @@
 #include "core/host_model.h"
 
 #include <algorithm>
+#include <set>
+#include <string>
+#include <string_view>
 
 #include "core/csv.h"
 
@@ -10,13 +13,15 @@ namespace lins {
 HostCosts default_host_costs() {
   // data/host/host_costs.csv: fitted by `python -m lins_peers.host_costs --out data/host --repeats 300` with the
   // peers' Python (scripts/install-peers.sh: PyTorch 2.15, DeepSpeed 0.19.8) on one core of a two-core x86 host;
-  // the fits' largest relative errors over groups of 2 to 1024 are 2%, 2% and 6%. The unit test
-  // HostModel.DefaultsAreTheMeasuredFile holds these to that file.
+  // the fits' largest relative errors over groups of 2 to 1024 are 2%, 2% and 6%; ds_module_hooks measured later by
+  // `--kinds ds_module_hooks --hook-steps 40` into the same file (the other kinds kept; repeated runs on the
+  // two-core host gave 147 to 166 us). The unit test HostModel.DefaultsAreTheMeasuredFile holds these to that file.
   HostCosts c;
   c.collective_issue_s = 3.976e-05;
   c.ds_gather_issue = {7.506e-06, 1.845e-06};
   c.ds_gather_wait = {7.814e-06, 2.406e-06};
   c.ds_reduce_scatter = {9.117e-06, 1.722e-06};
+  c.ds_module_hooks_s = 1.659e-04;
   return c;
 }
 
@@ -43,9 +48,12 @@ Result<HostCosts> read_host_costs(const std::string& path) {
       c.ds_gather_wait = {*a, *b};
     else if (kind == "ds_reduce_scatter")
       c.ds_reduce_scatter = {*a, *b};
+    else if (kind == "ds_module_hooks")
+      c.ds_module_hooks_s = *a + *b;  // per module and pass, whatever the group (b is 0)
     else
       return make_error(table->at(r) + ": unknown kind '" + kind +
-                        "'; valid: collective_issue, ds_gather_issue, ds_gather_wait, ds_reduce_scatter");
+                        "'; valid: collective_issue, ds_gather_issue, ds_gather_wait, ds_reduce_scatter, "
+                        "ds_module_hooks");
   }
   return c;
 }
@@ -115,7 +123,59 @@ int tensors_of(const Schedule& s, const ModelSpec& model, const CommOp& op) {
   return std::max(n, 1);
 }
 
+// The submodule a tensor belongs to: its name without the last component ("layers.0.attention.wq.weight" ->
+// "layers.0.attention.wq").
+std::string_view submodule_of(std::string_view tensor) {
+  const auto dot = tensor.rfind('.');
+  return dot == std::string_view::npos ? tensor.substr(0, 0) : tensor.substr(0, dot);
+}
+
+bool gathers_per_submodule(const Schedule& s, const CommOp& op, const HostModel* host) {
+  return host && host->ds_gather_per_submodule && is_deepspeed(s.plan.engine) && zero_stage(s.plan) == 3 &&
+         op.kind == CollKind::all_gather && op.module >= 0;
+}
+
 }  // namespace
+
+std::vector<int64_t> ds_gather_call_elems(const Schedule& s, const ModelSpec& model, const CommOp& op,
+                                          const HostModel* host) {
+  if (!gathers_per_submodule(s, op, host)) return {op.elems};
+  const int64_t g = std::max(1, op.group.size());
+  std::vector<int64_t> out;
+  std::string_view current;
+  for (int t : model.modules[static_cast<std::size_t>(op.module)].tensors) {
+    const TensorSpec& ts = model.tensors[static_cast<std::size_t>(t)];
+    const std::string_view sub = submodule_of(ts.name);
+    if (out.empty() || sub != current) {
+      out.push_back(0);
+      current = sub;
+    }
+    out.back() += (ts.elems + g - 1) / g * g;
+  }
+  if (out.empty()) out.push_back(op.elems);
+  return out;
+}
+
+int ds_gather_calls(const Schedule& s, const ModelSpec& model, const CommOp& op, const HostModel* host) {
+  return static_cast<int>(ds_gather_call_elems(s, model, op, host).size());
+}
+
+std::vector<int> ds_hooked_modules(const ModelSpec& model) {
+  std::vector<int> out(model.modules.size(), 0);
+  std::set<std::string, std::less<>> seen;
+  for (std::size_t m = 0; m < model.modules.size(); ++m) {
+    if (m == 0) out[m] = 1;  // the root model
+    for (int t : model.modules[m].tensors) {
+      const std::string& name = model.tensors[static_cast<std::size_t>(t)].name;
+      for (std::size_t dot = name.find('.'); dot != std::string::npos; dot = name.find('.', dot + 1)) {
+        const std::string_view path(name.data(), dot);
+        const bool list = dot + 1 < name.size() && name[dot + 1] >= '0' && name[dot + 1] <= '9';
+        if (!list && seen.emplace(path).second) ++out[m];
+      }
+    }
+  }
+  return out;
+}
 
 HostProgram host_program(const Schedule& s, const ModelSpec& model, const std::vector<Action>& program,
                          const HostModel& host) {
@@ -127,13 +187,18 @@ HostProgram host_program(const Schedule& s, const ModelSpec& model, const std::v
   const HostCosts& c = host.costs;
   const bool ds = is_deepspeed(s.plan.engine);
   const bool stage3 = ds && zero_stage(s.plan) == 3;
+  const std::vector<int> hooked = stage3 ? ds_hooked_modules(model) : std::vector<int>();
   for (std::size_t pos = 0; pos < program.size(); ++pos) {
     const Action& a = program[pos];
     if (host.device_in_host_thread) hp.sync[pos] = 1;  // nothing runs ahead of the host's own thread
     if (a.kind == Action::Kind::compute) {
+      const ComputeTask t = s.shape.task(a.index);
+      // ZeRO-3's hooks of the module's torch modules run before (and after) its forward and its backward.
+      if (stage3 && t.kind != TaskKind::optimizer && t.module >= 0 &&
+          static_cast<std::size_t>(t.module) < hooked.size())
+        hp.ahead_s[pos] += c.ds_module_hooks_s * hooked[static_cast<std::size_t>(t.module)];
       // engine.backward() of the paper's DeepSpeed starts with loss.mean().item(): the host waits for the loss,
       // which the last forward task produced, before it launches anything of the backward.
-      const ComputeTask t = s.shape.task(a.index);
       if (ds && host.era == HostEra::paper && t.kind == TaskKind::forward && t.module == s.shape.modules - 1 &&
           pos + 1 < program.size())
         hp.sync[pos + 1] = 1;
@@ -142,8 +207,9 @@ HostProgram host_program(const Schedule& s, const ModelSpec& model, const std::v
     const CommOp& op = s.ops[static_cast<std::size_t>(a.index)];
     const int group = op.group.size();
     if (a.kind == Action::Kind::issue) {
-      double w = c.collective_issue_s;
-      if (stage3 && op.kind == CollKind::all_gather) w += c.ds_gather_issue.at(group);
+      const int calls = ds_gather_calls(s, model, op, &host);  // 1 but for DeepSpeed's per-submodule gathers
+      double w = c.collective_issue_s * calls;
+      if (stage3 && op.kind == CollKind::all_gather) w += c.ds_gather_issue.at(group) * calls;
       if (stage3 && op.kind == CollKind::reduce_scatter) w += c.ds_reduce_scatter.at(group) * tensors_of(s, model, op);
       hp.ahead_s[pos] = w;
     } else if (a.kind == Action::Kind::wait && !a.carried && stage3 && op.kind == CollKind::all_gather &&

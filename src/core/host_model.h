@@ -38,13 +38,17 @@ struct HostCosts {
   // reduce_scatter_coalesced (runtime/comm/coalesced_collectives.py): per tensor, a slice per rank, the interleave
   // over ranks x tensors into one torch.cat, and the narrow of the result.
   HostLine ds_reduce_scatter;
+  // ZeRO-3's module hooks (parameter_offload.py: pre_ and post_sub_module_forward_function in forward, pre_ and
+  // post_sub_module_backward_function in backward: the trace, fetch_sub_module's bookkeeping, release_sub_module),
+  // per module hooked and pass, besides the gathers' own costs above.
+  double ds_module_hooks_s = 0;
 };
 // The defaults: measured on a two-core x86 host with PyTorch 2.15 (CPU dispatcher) and DeepSpeed 0.19.8; the
 // functions timed are the same in DeepSpeed 0.13.2 (docs/engines.md).
 HostCosts default_host_costs();
 
 // The host costs a `python -m lins_peers.host_costs` CSV holds (columns kind, a_s, b_s; kinds collective_issue,
-// ds_gather_issue, ds_gather_wait, ds_reduce_scatter); kinds the file lacks keep their defaults.
+// ds_gather_issue, ds_gather_wait, ds_reduce_scatter, ds_module_hooks); kinds the file lacks keep their defaults.
 Result<HostCosts> read_host_costs(const std::string& path);
 
 // Which host synchronisations DeepSpeed's step has (docs/engines.md).
@@ -67,12 +71,36 @@ struct HostModel {
   // The device's work runs in the host's own thread (DeepSpeed and PyTorch on a CPU): the host never runs ahead, its
   // work adds to every step (--host-device cpu). Default: a GPU, which the host only launches work on.
   bool device_in_host_thread = false;
+  // DeepSpeed's ZeRO-3 fetches parameters per leaf module: fetch_sub_module (partitioned_param_coordinator.py, run by
+  // the pre-forward and pre-backward hook of every module) all-gathers the module's own parameters
+  // (parameters(recurse=False)) in one call, so a lins module of several Linear and RMSNorm layers is that many
+  // all-gathers in the real system. On (the default of every host model): the projection prices each DeepSpeed
+  // ZeRO-3 gather as ds_gather_calls() collectives of those layers' sizes, and the host issues each one.
+  bool ds_gather_per_submodule = true;
 };
+
+// The collectives the real system issues for `op`: with a host model whose ds_gather_per_submodule is on, a
+// DeepSpeed ZeRO-3 engine's (zero3, mics, zeropp) all-gather of a module is one per submodule with parameters (the
+// tensors of the module grouped by the name before their last component: "layers.0.attention.wq.weight" is
+// submodule "layers.0.attention.wq"); otherwise 1.
+int ds_gather_calls(const Schedule& s, const ModelSpec& model, const CommOp& op, const HostModel* host);
+// Per lins module, the torch modules whose hooks DeepSpeed's ZeRO-3 runs in that module's forward (and again in its
+// backward): every module path that prefixes one of its tensors' names ("layers.0", "layers.0.attention",
+// "layers.0.attention.wq"), each counted at the first lins module that has it, the root model with the first; the
+// list that holds the layers ("layers", an nn.ModuleList) is hooked but never called, so it is not counted. LLaMA
+// as lins_torch builds it: embed 2 (the root, tok_embeddings), attn 7, mlp 5, head 2.
+std::vector<int> ds_hooked_modules(const ModelSpec& model);
+// The elements of each of those calls, in forward order: per submodule the sum of its tensors, each padded to a
+// multiple of the op's group as DeepSpeed partitions a parameter (ceil(numel / group) x group). One element (the
+// op's own) when ds_gather_calls is 1.
+std::vector<int64_t> ds_gather_call_elems(const Schedule& s, const ModelSpec& model, const CommOp& op,
+                                          const HostModel* host);
 
 // The host's program of one step: per program position, the host seconds spent before the action and whether the
 // host first waits for the compute stream or for an op. Every engine pays collective_issue_s per issue; DeepSpeed's
 // ZeRO-3 engines (zero3, mics, zeropp) add their per-rank costs per gather call, per gathered parameter at its wait
-// and per reduce-scattered tensor, and at a gather's wait the host waits for the gather waited before it
+// and per reduce-scattered tensor, their module hooks before each forward and backward task
+// (ds_module_hooks_s x ds_hooked_modules), and at a gather's wait the host waits for the gather waited before it
 // (fetch_sub_module synchronises on the event of the parameter three back, __max_ongoing_fetch_events = 2, which on
 // modules of three or more parameters lies in the previous module's gather); every DeepSpeed engine of the paper's
 // era waits for the loss before each backward.

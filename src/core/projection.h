@@ -40,8 +40,11 @@ struct PlanProjection {
   StepProjection step;    // the timed step program
 };
 
-// Seconds of one run of every op of `s` under `pricing`; ops of equal (kind, bytes, mesh) are priced once.
-std::vector<double> price_ops(const Schedule& s, const CostModel& cost, Pricing pricing);
+// Seconds of one run of every op of `s` under `pricing`; ops of equal (kind, bytes, mesh) are priced once. With a
+// host model and the model, an op the real system issues as several collectives (ds_gather_calls, host_model.h) is
+// the sum of those collectives, each priced at its own size.
+std::vector<double> price_ops(const Schedule& s, const CostModel& cost, Pricing pricing,
+                              const ModelSpec* model = nullptr, const HostModel* host = nullptr);
 
 // Projects `plan`; `trace`, when given, receives the projected timeline.
 Result<PlanProjection> project_plan(const ProjectionSetup& setup, const Workload& w, const Topology& topo,

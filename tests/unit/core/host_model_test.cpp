@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "core/projection.h"
 #include "core/simulator.h"
 
 namespace lins {
@@ -103,6 +104,17 @@ struct Projected {
     o.engine.ds_overlap_comm = overlap_comm;
     return build_schedule(model, parse_plan(plan, topo).value(), topo, o).value();
   }
+  // DeepSpeed's ZeRO-3 comparison settings (docs/peers.md): every module gathered before its forward and again
+  // before its backward, no prefetch, nothing persistent.
+  Schedule comparison(const std::string& plan, Topology topo) {
+    ScheduleOptions o;
+    o.micro_batches = 2;
+    o.expand_micro_batches = true;
+    o.engine.ds_prefetch_bucket_elems = 0;
+    o.engine.ds_max_reuse_distance_elems = 0;
+    o.engine.ds_param_persistence_threshold_elems = 0;
+    return build_schedule(model, parse_plan(plan, topo).value(), topo, o).value();
+  }
   StepProjection run(const Schedule& s, const HostModel* host) {
     return project_step(s, model, 128, 2, false, ComputeRates{1e12, 1e12},
                         [](const CommOp& op) { return 1e-6 + op.bytes() * 1e-10; }, nullptr, host);
@@ -175,6 +187,122 @@ TEST(HostModel, OnACpuDeviceEveryHostCostAddsToTheStep) {
   EXPECT_LT(g.step_s, c.step_s);
 }
 
+// DeepSpeed's fetch_sub_module gathers each leaf module's own parameters: a lins attention module (attention_norm,
+// wq, wk, wv, wo) is five all-gathers, an MLP four, the head two (norm, output), the embedding one. On the small
+// model (4 layers) at M = 2 that is 156 all-gathers per step, the count the real DeepSpeed 0.19.8 run logs
+// (docs/peers.md); without a host model, or with the mechanism off, every op stays one collective.
+TEST(HostModel, DeepSpeedGathersOnePerSubmoduleWithParameters) {
+  Projected p;
+  HostModel host;
+  host.costs = default_host_costs();
+  HostModel off = host;
+  off.ds_gather_per_submodule = false;
+  for (const char* plan : {"zero3", "zeropp"}) {
+    const Schedule s = p.comparison(plan, Topology{2, 2});
+    int calls = 0, ops = 0;
+    for (const CommOp& op : s.ops) {
+      if (op.kind != CollKind::all_gather) continue;
+      ++ops;
+      const int n = ds_gather_calls(s, p.model, op, &host);
+      const std::string& kind = p.model.modules[static_cast<std::size_t>(op.module)].kind;
+      EXPECT_EQ(n, kind == "attn" ? 5 : kind == "mlp" ? 4 : kind == "head" ? 2 : 1) << plan << " " << op.label;
+      EXPECT_EQ(ds_gather_calls(s, p.model, op, nullptr), 1);
+      EXPECT_EQ(ds_gather_calls(s, p.model, op, &off), 1);
+      // Each call's parameters padded to the group, as DeepSpeed partitions them: never fewer than the module's.
+      int64_t sum = 0;
+      for (int64_t e : ds_gather_call_elems(s, p.model, op, &host)) {
+        EXPECT_EQ(e % op.group.size(), 0);
+        sum += e;
+      }
+      EXPECT_GE(sum, p.model.modules[static_cast<std::size_t>(op.module)].elems);
+      calls += n;
+    }
+    EXPECT_EQ(ops, 40) << plan;  // lins's per-module gathers
+    EXPECT_EQ(calls, 156) << plan;
+  }
+  // Other engines' gathers are one collective each.
+  for (const char* plan : {"fsdp", "zero1"}) {
+    const Schedule s = p.schedule(plan, Topology{2, 2});
+    for (const CommOp& op : s.ops) EXPECT_EQ(ds_gather_calls(s, p.model, op, &host), 1) << plan << " " << op.label;
+  }
+}
+
+// The host issues each of those calls (c10d's dispatch and _all_gather_dtype per call), and the cost model prices
+// each at its own size: with a latency-bound cost every call pays the latency.
+TEST(HostModel, PerSubmoduleGathersAreIssuedAndPricedPerCall) {
+  Projected p;
+  HostModel host;
+  host.costs = default_host_costs();
+  HostModel off = host;
+  off.ds_gather_per_submodule = false;
+  const Schedule s = p.comparison("zero3", Topology{2, 2});
+  const std::vector<Action> prog = step_program(s);
+  const HostProgram on_hp = host_program(s, p.model, prog, host), off_hp = host_program(s, p.model, prog, off);
+  double extra = 0;
+  for (const CommOp& op : s.ops)
+    if (op.kind == CollKind::all_gather)
+      extra += (ds_gather_calls(s, p.model, op, &host) - 1) *
+               (host.costs.collective_issue_s + host.costs.ds_gather_issue.at(op.group.size()));
+  EXPECT_NEAR(on_hp.ahead_total_s() - off_hp.ahead_total_s(), extra, 1e-12);
+  EXPECT_GT(extra, 0);
+
+  AlphaBeta net = network_preset("paper-a800").value();
+  const CostModel cost(net);
+  const std::vector<double> plain = price_ops(s, cost, Pricing::paper_isolated);
+  const std::vector<double> unhosted = price_ops(s, cost, Pricing::paper_isolated, &p.model, nullptr);
+  const std::vector<double> per_call = price_ops(s, cost, Pricing::paper_isolated, &p.model, &host);
+  ASSERT_EQ(plain.size(), s.ops.size());
+  for (std::size_t i = 0; i < s.ops.size(); ++i) {
+    EXPECT_EQ(unhosted[i], plain[i]);
+    const CommOp& op = s.ops[i];
+    const std::vector<int64_t> calls = ds_gather_call_elems(s, p.model, op, &host);
+    double want = 0;
+    for (int64_t e : calls) {
+      CommOp one = op;
+      one.elems = e;
+      want += cost.op_time_s(one, s.topo, Pricing::paper_isolated);
+    }
+    EXPECT_NEAR(per_call[i], want, 1e-15) << op.label;
+    if (calls.size() > 1) {
+      EXPECT_GT(per_call[i], plain[i]) << op.label;  // each call pays the latency again
+    }
+  }
+}
+
+// ZeRO-3 hooks every torch module: per micro-batch and pass, 52 of them on the small model (the root, the
+// embedding, per layer the layer, attention, feed_forward, both norms and seven Linear layers, the final norm and
+// the output) and 28 on the tiny one, the counts the real DeepSpeed 0.19.8 runs' hooks are called (lins_peers
+// .host_breakdown: 104 and 56 forward hook calls per step at M = 2). The host pays them before each forward and
+// backward task of a DeepSpeed ZeRO-3 engine, and never in another engine.
+TEST(HostModel, DeepSpeedHooksEveryTorchModuleOfTheModel) {
+  Projected p;
+  const std::vector<int> hooked = ds_hooked_modules(p.model);
+  ASSERT_EQ(hooked.size(), p.model.modules.size());
+  int total = 0;
+  for (std::size_t m = 0; m < hooked.size(); ++m) {
+    const std::string& kind = p.model.modules[m].kind;
+    EXPECT_EQ(hooked[m], kind == "embed" ? 2 : kind == "attn" ? 7 : kind == "mlp" ? 5 : 2) << p.model.modules[m].name;
+    total += hooked[m];
+  }
+  EXPECT_EQ(total, 52);
+  int tiny = 0;
+  for (int n : ds_hooked_modules(make_model_preset("tiny").value())) tiny += n;
+  EXPECT_EQ(tiny, 28);
+
+  HostModel with, without;
+  with.costs = without.costs = default_host_costs();
+  with.costs.ds_module_hooks_s = 1e-3;
+  without.costs.ds_module_hooks_s = 0;
+  for (const char* plan : {"zero3", "zeropp", "mics", "zero1", "fsdp", "ddp"}) {
+    const Schedule s = p.comparison(plan, Topology{2, 2});
+    const std::vector<Action> prog = step_program(s);
+    const double added =
+        host_program(s, p.model, prog, with).ahead_total_s() - host_program(s, p.model, prog, without).ahead_total_s();
+    const bool stage3 = std::string(plan) == "zero3" || std::string(plan) == "zeropp" || std::string(plan) == "mics";
+    EXPECT_NEAR(added, stage3 ? 2 * 2 * 52 * 1e-3 : 0.0, 1e-12) << plan;  // M = 2, forward and backward
+  }
+}
+
 TEST(HostModel, DefaultsAreTheMeasuredFile) {
   auto measured = read_host_costs(LINS_HOST_DATA_DIR "/host_costs.csv");
   ASSERT_TRUE(measured) << measured.error();
@@ -186,6 +314,8 @@ TEST(HostModel, DefaultsAreTheMeasuredFile) {
     EXPECT_DOUBLE_EQ(m.a_s, e.a_s);
     EXPECT_DOUBLE_EQ(m.b_s, e.b_s);
   }
+  EXPECT_DOUBLE_EQ(measured->ds_module_hooks_s, d.ds_module_hooks_s);
+  EXPECT_GT(d.ds_module_hooks_s, 0);
 }
 
 TEST(HostModel, ABadCostsFileIsRefusedWithItsLine) {

@@ -1,0 +1,66 @@
+"""lins_peers.host_costs --kinds ds_module_hooks: the hooks' cost measured, the other kinds' rows and points kept
+from the folder's files, and lins simulate --host-costs reads the result; lins_peers.host_breakdown on 4 CPU ranks
+(tiny, zero3, M = 2): DeepSpeed's hooks run for 28 torch modules per micro-batch and pass, 21 of them with
+parameters, and it issues one all-gather for each, the counts lins's host model uses (ds_hooked_modules,
+ds_gather_calls). Skipped (77) without the peers' Python."""
+
+import csv
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def main():
+    lins, port = sys.argv[1], sys.argv[2]
+    venv = os.environ.get("LINS_PEERS_VENV") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "lins", "peers-venv")
+    python = os.path.join(venv, "bin", "python")
+    if not Path(python).exists():
+        print(f"skipped: no peers' Python at {python} (run scripts/install-peers.sh)")
+        return 77
+    env = dict(os.environ, PYTHONPATH=str(REPO / "python"), OMP_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1",
+               MASTER_PORT=port)
+    with tempfile.TemporaryDirectory() as d:
+        out = Path(d) / "host"
+        shutil.copytree(REPO / "data" / "host", out)
+        before = {r["kind"]: r for r in csv.DictReader(open(out / "host_costs.csv"))}
+        points = (out / "host_cost_points.csv").read_text()
+        subprocess.run([python, "-m", "lins_peers.host_costs", "--out", str(out), "--kinds", "ds_module_hooks",
+                        "--hook-steps", "3"], env=env, check=True, timeout=240, capture_output=True)
+        after = {r["kind"]: r for r in csv.DictReader(open(out / "host_costs.csv"))}
+        assert set(after) == set(before) | {"ds_module_hooks"}, sorted(after)
+        for k, r in before.items():
+            if k != "ds_module_hooks":
+                assert after[k] == r, (k, after[k], r)
+        assert float(after["ds_module_hooks"]["a_s"]) > 0, after["ds_module_hooks"]
+        assert (out / "host_cost_points.csv").read_text() == points
+        sim = subprocess.run([lins, "simulate", "--model", "tiny", "--gpus", "4", "--gpus-per-node", "2", "--seq",
+                              "64", "--micro-batches", "2", "--strategies", "zero3", "--host-model", "today",
+                              "--host-costs", str(out / "host_costs.csv"), "-o", str(Path(d) / "proj.csv")],
+                             capture_output=True, text=True)
+        assert sim.returncode in (0, 1), sim.stderr  # 1: nothing fits the default memory (not the point here)
+        assert (Path(d) / "proj.csv").exists(), sim.stdout + sim.stderr
+
+        subprocess.run([python, "-m", "torch.distributed.run", "--nproc-per-node", "4", "--master-port", port, "-m",
+                        "lins_peers.host_breakdown", "--model", "tiny", "--gpus-per-node", "2", "--steps", "1",
+                        "--strategies", "zero3", "--out", d, "--name", "b"], env=env, check=True, timeout=300,
+                       capture_output=True)
+        for rank in range(4):
+            rows = csv.DictReader(open(Path(d) / f"b.host_breakdown.rank{rank}.csv"))
+            c = {r["counter"]: float(r["value"]) for r in rows}
+            want = {"modules_fwd": 56, "modules_bwd": 56, "modules_fwd_with_params": 42,
+                    "modules_bwd_with_params": 42, "gathers": 84}
+            for k, v in want.items():
+                assert c.get(k) == v, (rank, k, c.get(k), v)
+            assert 0 < c["gather_wait"] < c["fwd_hooks"] + c["bwd_hooks"], c
+    print("host costs: ds_module_hooks measured, the other kinds kept; the real run's hooks and gathers counted")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
