@@ -16,7 +16,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A fresh folder standing in for /dev, holding the named (empty) files.
+// A fresh folder standing in for /dev, holding the named (empty) files. Removed when it goes out of scope, and at
+// the latest when the process ends through std::exit: a death test's child (which re-runs the test and exits inside
+// it) would otherwise leave its folder behind.
 class FakeDev {
  public:
   explicit FakeDev(std::initializer_list<const char*> names) {
@@ -24,6 +26,14 @@ class FakeDev {
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     for (const char* n : names) std::ofstream(dir_ / n).put('\n');
+    static const struct AtExit {
+      ~AtExit() {
+        std::error_code ignored;
+        for (const auto& e : fs::directory_iterator(fs::temp_directory_path(), ignored))
+          if (e.path().filename().string().rfind("lins_fake_dev_" + std::to_string(getpid()) + "_", 0) == 0)
+            fs::remove_all(e.path(), ignored);
+      }
+    } at_exit;
   }
   ~FakeDev() { fs::remove_all(dir_); }
   const char* path() const { return dir_.c_str(); }
