@@ -26,7 +26,8 @@ std::string action_log_csv(const Schedule& s, const ModelSpec& model, const std:
     if (is_op) {
       const CommOp& c = s.ops[static_cast<std::size_t>(r.action.index)];
       label = c.label, purpose = purpose_name(c.purpose), kind = coll_kind_name(c.kind);
-      stream = std::to_string(c.stream), after = std::to_string(c.after), next = c.wait.next_step ? "1" : "0";
+      stream = std::to_string(c.stream), after = std::to_string(c.after);
+      next.assign(1, c.wait.next_step ? '1' : '0');  // a char: GCC 12 warns falsely (-Wrestrict) on = "1"
     } else {
       const ComputeTask t = s.shape.task(r.action.index);
       label = kTaskKindNames.name(t.kind);
