@@ -12,16 +12,15 @@ import sys
 import tempfile
 from pathlib import Path
 
+from peers_python import found, peers_python
+
 REPO = Path(__file__).resolve().parents[2]
 
 
 def main():
     lins, port = sys.argv[1], sys.argv[2]
-    venv = os.environ.get("LINS_PEERS_VENV") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "lins", "peers-venv")
-    python = os.path.join(venv, "bin", "python")
-    if not Path(python).exists():
-        print(f"skipped: no peers' Python at {python} (run scripts/install-peers.sh)")
+    python = peers_python()
+    if not found(python):
         return 77
     env = dict(os.environ, PYTHONPATH=str(REPO / "python"), OMP_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1",
                MASTER_PORT=port)

@@ -30,6 +30,7 @@ sys.path.insert(0, str(REPO / "python"))
 
 from lins_peers import check, expectations  # noqa: E402
 from lins_peers.recorder import read_log  # noqa: E402
+from peers_python import found, peers_python  # noqa: E402  (beside this file)
 
 SYSTEMS = {"fsdp2": "lins_peers.fsdp2", "deepspeed": "lins_peers.deepspeed_zero", "ddp": "lins_peers.ddp"}
 DEFAULT_STRATEGIES = {"fsdp2": "full,zero2,hpz,hsdp", "deepspeed": "zero1,zero2,zero3,zeropp", "ddp": "ddp"}
@@ -117,12 +118,8 @@ def main():
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
 
-    if not args.python:
-        venv = os.environ.get("LINS_PEERS_VENV") or os.path.join(
-            os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "lins", "peers-venv")
-        args.python = os.path.join(venv, "bin", "python")
-    if not Path(args.python).exists():
-        print(f"skipped: no peers' Python at {args.python} (run scripts/install-peers.sh)")
+    args.python = args.python or peers_python()
+    if not found(args.python):
         return 77
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
