@@ -12,29 +12,27 @@ std::vector<double> price_ops(const Schedule& s, const CostModel& cost, Pricing 
                               const HostModel* host) {
   // A step repeats a few shapes (every layer's modules, equal buckets, every micro-batch's copy): price each once.
   std::map<std::tuple<int, int64_t, int, int>, double> priced;
+  auto price = [&](const CommOp& op) {
+    const auto key = std::make_tuple(int(op.kind), op.bytes(), op.mesh.intra, op.mesh.inter);
+    auto it = priced.find(key);
+    if (it == priced.end()) it = priced.emplace(key, cost.op_time_s(op, s.topo, pricing)).first;
+    return it->second;
+  };
   std::vector<double> out(s.ops.size());
   for (std::size_t i = 0; i < s.ops.size(); ++i) {
     const CommOp& op = s.ops[i];
     if (model && host) {
       const std::vector<int64_t> calls = ds_gather_call_elems(s, *model, op, host);
       if (calls.size() > 1) {  // the real system's collectives for this op, one after another on its stream
-        double sum = 0;
+        CommOp one = op;
         for (const int64_t elems : calls) {
-          CommOp one = op;
           one.elems = elems;
-          const auto key = std::make_tuple(int(one.kind), one.bytes(), one.mesh.intra, one.mesh.inter);
-          auto it = priced.find(key);
-          if (it == priced.end()) it = priced.emplace(key, cost.op_time_s(one, s.topo, pricing)).first;
-          sum += it->second;
+          out[i] += price(one);
         }
-        out[i] = sum;
         continue;
       }
     }
-    const auto key = std::make_tuple(int(op.kind), op.bytes(), op.mesh.intra, op.mesh.inter);
-    auto it = priced.find(key);
-    if (it == priced.end()) it = priced.emplace(key, cost.op_time_s(op, s.topo, pricing)).first;
-    out[i] = it->second;
+    out[i] = price(op);
   }
   return out;
 }
