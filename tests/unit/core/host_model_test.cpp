@@ -94,6 +94,15 @@ TEST(HostTimeline, AnOpStartsNoEarlierThanTheHostIssuedIt) {
   EXPECT_DOUBLE_EQ(r.step_s, 3.2);
 }
 
+// A host model with the measured default costs (data/host/host_costs.csv), DeepSpeed's per-submodule gathers on or
+// off.
+HostModel measured_host(bool per_submodule = true) {
+  HostModel h;
+  h.costs = default_host_costs();
+  h.ds_gather_per_submodule = per_submodule;
+  return h;
+}
+
 struct Projected {
   ModelSpec model = make_model_preset("small").value();
   Schedule schedule(const std::string& plan, Topology topo, std::optional<bool> overlap_comm = {}) {
@@ -123,8 +132,7 @@ struct Projected {
 
 TEST(HostModel, DeepSpeedStage3HostWorkGrowsWithTheGroup) {
   Projected p;
-  HostModel host;
-  host.costs = default_host_costs();
+  const HostModel host = measured_host();
   double previous = 0;
   for (int nodes : {1, 4, 16}) {
     const Schedule s = p.schedule("zero3", Topology{8, nodes});
@@ -159,8 +167,7 @@ TEST(HostModel, OnlyTheDeepSpeedEnginesWaitForTheLossInThePapersEra) {
 
 TEST(HostModel, AHostModelOnlyAddsTime) {
   Projected p;
-  HostModel host;
-  host.costs = default_host_costs();
+  const HostModel host = measured_host();
   for (const char* plan : {"zero3", "mics", "zeropp", "zero1", "ddp", "fsdp", "p=8x1,g=8x2,os=8x2"}) {
     const Schedule s = p.schedule(plan, Topology{8, 4});
     const StepProjection device = p.run(s, nullptr), hosted = p.run(s, &host);
@@ -193,10 +200,7 @@ TEST(HostModel, OnACpuDeviceEveryHostCostAddsToTheStep) {
 // (docs/peers.md); without a host model, or with the mechanism off, every op stays one collective.
 TEST(HostModel, DeepSpeedGathersOnePerSubmoduleWithParameters) {
   Projected p;
-  HostModel host;
-  host.costs = default_host_costs();
-  HostModel off = host;
-  off.ds_gather_per_submodule = false;
+  const HostModel host = measured_host(), off = measured_host(/*per_submodule=*/false);
   for (const char* plan : {"zero3", "zeropp"}) {
     const Schedule s = p.comparison(plan, Topology{2, 2});
     int calls = 0, ops = 0;
@@ -231,10 +235,7 @@ TEST(HostModel, DeepSpeedGathersOnePerSubmoduleWithParameters) {
 // each at its own size: with a latency-bound cost every call pays the latency.
 TEST(HostModel, PerSubmoduleGathersAreIssuedAndPricedPerCall) {
   Projected p;
-  HostModel host;
-  host.costs = default_host_costs();
-  HostModel off = host;
-  off.ds_gather_per_submodule = false;
+  const HostModel host = measured_host(), off = measured_host(/*per_submodule=*/false);
   const Schedule s = p.comparison("zero3", Topology{2, 2});
   const std::vector<Action> prog = step_program(s);
   const HostProgram on_hp = host_program(s, p.model, prog, host), off_hp = host_program(s, p.model, prog, off);
