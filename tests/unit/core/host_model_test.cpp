@@ -125,8 +125,9 @@ struct Projected {
     return build_schedule(model, parse_plan(plan, topo).value(), topo, o).value();
   }
   StepProjection run(const Schedule& s, const HostModel* host) {
-    return project_step(s, model, 128, 2, false, ComputeRates{1e12, 1e12},
-                        [](const CommOp& op) { return 1e-6 + op.bytes() * 1e-10; }, nullptr, host);
+    return project_step(
+        s, model, 128, 2, false, ComputeRates{1e12, 1e12}, [](const CommOp& op) { return 1e-6 + op.bytes() * 1e-10; },
+        nullptr, host);
   }
 };
 
@@ -186,8 +187,8 @@ TEST(HostModel, OnACpuDeviceEveryHostCostAddsToTheStep) {
   cpu.device_in_host_thread = true;
   const Schedule s = p.schedule("zero3", Topology{8, 4});
   auto run = [&](const HostModel& h) {
-    return project_step(s, p.model, 128, 2, false, ComputeRates{1e12, 1e12}, [](const CommOp&) { return 0.0; },
-                        nullptr, &h);
+    return project_step(
+        s, p.model, 128, 2, false, ComputeRates{1e12, 1e12}, [](const CommOp&) { return 0.0; }, nullptr, &h);
   };
   const StepProjection g = run(gpu), c = run(cpu);
   EXPECT_NEAR(c.step_s, c.compute_s() + c.host_work_s, 1e-9);
@@ -309,9 +310,9 @@ TEST(HostModel, DefaultsAreTheMeasuredFile) {
   ASSERT_TRUE(measured) << measured.error();
   const HostCosts d = default_host_costs();
   EXPECT_DOUBLE_EQ(measured->collective_issue_s, d.collective_issue_s);
-  for (auto [m, e] : {std::pair{measured->ds_gather_issue, d.ds_gather_issue},
-                      std::pair{measured->ds_gather_wait, d.ds_gather_wait},
-                      std::pair{measured->ds_reduce_scatter, d.ds_reduce_scatter}}) {
+  for (auto [m, e] :
+       {std::pair{measured->ds_gather_issue, d.ds_gather_issue}, std::pair{measured->ds_gather_wait, d.ds_gather_wait},
+        std::pair{measured->ds_reduce_scatter, d.ds_reduce_scatter}}) {
     EXPECT_DOUBLE_EQ(m.a_s, e.a_s);
     EXPECT_DOUBLE_EQ(m.b_s, e.b_s);
   }
