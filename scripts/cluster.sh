@@ -222,6 +222,16 @@ node_answers() {
   [[ $answer == *refused* ]]
 }
 
+# Whether node $1 answers within five tries: a link shaped with packet loss drops a try's reset now and then (5% loss
+# on every uplink drops about one try in ten), and TCP would wait a second before it sends its SYN again.
+node_reachable() {
+  local tries
+  for ((tries = 0; tries < 5; tries++)); do
+    node_answers "$1" && return 0
+  done
+  return 1
+}
+
 # Waits until every node answers (the bridge ports take a moment to forward).
 wait_reachable() {
   local nodes=$1 i tries
@@ -275,7 +285,7 @@ cmd_run() {
   [ $# -gt 0 ] || die "run: no command after --"
   local i
   for ((i = 0; i < nodes; i++)); do
-    node_answers "$i" || die "node $i ($(node_addr "$i")) does not answer from the launcher (its link is down?); nothing was started"
+    node_reachable "$i" || die "node $i ($(node_addr "$i")) does not answer from the launcher (its link is down?); nothing was started"
   done
   local root_flags=()
   [ "$(id -u)" -ne 0 ] || root_flags=(--allow-run-as-root)
