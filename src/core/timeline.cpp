@@ -12,22 +12,18 @@ namespace {
 
 // The ops of each slot in op order, as one array (a counting sort by slot): the ops of slot k are
 // items[start[k] .. start[k + 1]). A step has a few ops per slot over many slots; one array per slot would cost an
-// allocation each.
+// allocation each. `slot_of[i]` is op i's slot, or -1 for an op of no slot here.
 struct OpsBySlot {
   std::vector<int> start, items;
-  template <class SlotOf>
-  OpsBySlot(const Schedule& s, int slots, SlotOf slot_of) : start(static_cast<std::size_t>(slots) + 1, 0) {
-    for (std::size_t i = 0; i < s.ops.size(); ++i) {
-      const int k = slot_of(s.ops[i]);
+  OpsBySlot(const std::vector<int>& slot_of, int slots) : start(static_cast<std::size_t>(slots) + 1, 0) {
+    for (const int k : slot_of)
       if (k >= 0) ++start[static_cast<std::size_t>(k) + 1];
-    }
     for (std::size_t k = 1; k < start.size(); ++k) start[k] += start[k - 1];
     items.resize(static_cast<std::size_t>(start.back()));
     std::vector<int> next(start.begin(), start.end() - 1);
-    for (std::size_t i = 0; i < s.ops.size(); ++i) {
-      const int k = slot_of(s.ops[i]);
-      if (k >= 0) items[static_cast<std::size_t>(next[static_cast<std::size_t>(k)]++)] = static_cast<int>(i);
-    }
+    for (std::size_t i = 0; i < slot_of.size(); ++i)
+      if (const int k = slot_of[i]; k >= 0)
+        items[static_cast<std::size_t>(next[static_cast<std::size_t>(k)]++)] = static_cast<int>(i);
   }
   const int* begin(int slot) const { return items.data() + start[static_cast<std::size_t>(slot)]; }
   const int* end(int slot) const { return items.data() + start[static_cast<std::size_t>(slot) + 1]; }
@@ -37,20 +33,25 @@ struct OpsBySlot {
 
 std::vector<Action> step_program(const Schedule& s) {
   const int slots = 2 * s.shape.task_count() + 1;  // slot 2K is the end of the step
-  const OpsBySlot issues(s, slots, [](const CommOp& op) { return int(op.issue.slot); });
-  const OpsBySlot waits(s, slots, [](const CommOp& op) { return op.wait.next_step ? -1 : int(op.wait.slot); });
-  const OpsBySlot carried(s, slots, [](const CommOp& op) { return op.wait.next_step ? int(op.wait.slot) : -1; });
+  // The ops' slots, read in one pass: an expanded step has 10^4-10^5 ops, too many to walk their records again.
+  std::vector<int> issue_slot(s.ops.size()), wait_slot(s.ops.size(), -1), carried_slot(s.ops.size(), -1);
+  for (std::size_t i = 0; i < s.ops.size(); ++i) {
+    const CommOp& op = s.ops[i];
+    issue_slot[i] = int(op.issue.slot);
+    (op.wait.next_step ? carried_slot : wait_slot)[i] = int(op.wait.slot);
+  }
+  const OpsBySlot issues(issue_slot, slots), waits(wait_slot, slots), carried(carried_slot, slots);
   std::vector<Action> out;
   out.reserve(s.ops.size() * 2 + static_cast<std::size_t>(s.shape.task_count()));
   for (int slot = 1; slot < slots; ++slot) {
     for (const int* i = carried.begin(slot); i != carried.end(slot); ++i)
       out.push_back(Action{Action::Kind::wait, *i, true});
     for (const int* i = waits.begin(slot); i != waits.end(slot); ++i)
-      if (s.ops[static_cast<std::size_t>(*i)].issue.slot < slot) out.push_back(Action{Action::Kind::wait, *i, false});
+      if (issue_slot[static_cast<std::size_t>(*i)] < slot) out.push_back(Action{Action::Kind::wait, *i, false});
     for (const int* i = issues.begin(slot); i != issues.end(slot); ++i)
       out.push_back(Action{Action::Kind::issue, *i, false});
     for (const int* i = waits.begin(slot); i != waits.end(slot); ++i)
-      if (s.ops[static_cast<std::size_t>(*i)].issue.slot == slot) out.push_back(Action{Action::Kind::wait, *i, false});
+      if (issue_slot[static_cast<std::size_t>(*i)] == slot) out.push_back(Action{Action::Kind::wait, *i, false});
     if (slot % 2 == 1) out.push_back(Action{Action::Kind::compute, slot / 2, false});
   }
   return out;
