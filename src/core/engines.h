@@ -94,6 +94,7 @@ class EngineBuilder {
   Schedule& s_;
   GroupSpec role_group_[kGroupRoleCount];
   Mesh role_mesh_[kGroupRoleCount];
+  bool ops_reserved_ = false;  // add(): the expanded step's ops reserved at the second micro-batch
 };
 
 // A run of the local gradient buffer reduced by one collective: [offset, offset + elems), produced once the backward

@@ -110,6 +110,12 @@ std::vector<MicroBatchCopy> EngineBuilder::copies() const {
 int EngineBuilder::add(const MicroBatchCopy& c, Phase phase, const OpSpec& spec) {
   const GroupSpec& g = role_group_[static_cast<int>(spec.role)];
   if (g.size() <= 1 || spec.elems == 0) return -1;
+  if (c.mb == 1 && expanded() && !ops_reserved_) {
+    // The ops so far are about one micro-batch's: room for M of them, and one more for what only the last adds, at
+    // once, instead of growing by doubling (each growth moves every op; an expanded step has up to 10^5).
+    s_.ops.reserve(s_.ops.size() * static_cast<std::size_t>(micro_batches() + 1));
+    ops_reserved_ = true;
+  }
   CommOp& op = s_.ops.emplace_back();  // filled in place: the planner builds ~10^5 ops per search
   op.phase = phase;
   op.micro_batch = c.mb;
