@@ -433,6 +433,7 @@ Result<PlanOptions> read_plan_options(const ParsedArgs& args) {
   o.planner.rank_by = o.view.rank_by;
   o.planner.include_baselines = !args.flag("no-baselines");
   o.planner.reserve = *reserve;
+  o.planner.threads = available_cores();
   if (args.has("plan") && args.get("plan") != "lins") o.plan = args.get("plan");
   o.explain = args.flag("explain");
   o.csv = args.get("csv");

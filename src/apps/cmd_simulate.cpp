@@ -335,6 +335,7 @@ Result<SweepTally> project_all(const SimulateOptions& o, const ParsedArgs& args,
       popt.compute = o.compute;
       popt.engine = o.engine;
       popt.host = o.host;
+      popt.threads = available_cores();
       for (const auto& strategy : o.strategies) {
         auto plan = resolve_strategy(o, strategy, *workload, topo, popt);
         if (!plan) return make_error(plan.error());

@@ -1,9 +1,14 @@
 // Plan search: evaluate, filter by memory, rank, explain; see planner.h.
 #include "core/planner.h"
 
+#include <sched.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <optional>
+#include <thread>
 
 #include "core/projection.h"
 #include "core/units.h"
@@ -204,6 +209,12 @@ PlanSearch rank_plans(std::vector<PlanEvaluation> evals, Pricing rank_by, Object
   return out;
 }
 
+int available_cores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
 Result<PlanSearch> search_plans(const Workload& w, const Topology& topo, const CostModel& cost,
                                 const PlannerOptions& opt) {
   std::vector<Plan> candidates;
@@ -214,11 +225,26 @@ Result<PlanSearch> search_plans(const Workload& w, const Topology& topo, const C
   }
   if (opt.include_baselines)
     for (auto& b : baseline_plans(topo)) candidates.push_back(std::move(b));
+  // Each candidate is evaluated alone (a schedule of its own, read-only inputs), so they run on opt.threads threads,
+  // each taking the next candidate; every result lands in its candidate's slot.
+  std::vector<std::optional<Result<PlanEvaluation>>> results(candidates.size());
+  std::atomic<std::size_t> next{0};
+  auto work = [&] {
+    for (std::size_t i = next++; i < candidates.size(); i = next++)
+      results[i].emplace(evaluate_plan(w, topo, candidates[i], cost, opt));
+  };
+  const std::size_t threads = std::min<std::size_t>(static_cast<std::size_t>(std::max(1, opt.threads)),
+                                                    candidates.size());
+  {
+    std::vector<std::jthread> pool;
+    for (std::size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+    work();
+  }
   std::vector<PlanEvaluation> evals;
   evals.reserve(candidates.size());
-  for (const auto& plan : candidates) {
-    auto e = evaluate_plan(w, topo, plan, cost, opt);
-    if (!e) return make_error("plan " + plan.to_string() + ": " + e.error());
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    auto& e = *results[i];
+    if (!e) return make_error("plan " + candidates[i].to_string() + ": " + e.error());
     evals.push_back(std::move(*e));
   }
   PlanSearch out = rank_plans(std::move(evals), opt.rank_by, opt.objective);

@@ -53,6 +53,9 @@ struct PlannerOptions {
   EngineOptions engine;
   std::optional<HostModel> host;  // the real systems' host side (host_model.h); none: the device schedule only
   Overlap overlap = Overlap::all;
+  // Threads that evaluate the candidates (each plan on one thread, into its own slot: the ranking is the same for any
+  // count). 1 under MPI, where the ranks share the cores; lins plan and lins simulate use every core.
+  int threads = 1;
 };
 
 struct PlanEvaluation {
@@ -102,6 +105,10 @@ Result<PlanEvaluation> evaluate_plan(const Workload& w, const Topology& topo, co
 // (one node); those a topology cannot hold are left out.
 std::vector<Plan> baseline_plans(const Topology& topo);
 // Evaluates every candidate and ranks them; fills rank and why.
+// The cores this process may run on (its CPU affinity; at least 1): PlannerOptions::threads for lins plan and lins
+// simulate.
+int available_cores();
+
 Result<PlanSearch> search_plans(const Workload& w, const Topology& topo, const CostModel& cost,
                                 const PlannerOptions& opt);
 // Ranks already evaluated plans by `objective` (exposed so a single --plan evaluation gets the same feasibility text);
