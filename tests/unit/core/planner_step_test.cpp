@@ -112,6 +112,33 @@ TEST(PlannerStep, ChoosesTheFastestProjectedPlanAcrossModelsMeshesNetworksAndLim
     for (int i = 0; i < 2; ++i) check_step_search(c, (rng() % 100) / 100.0);
 }
 
+// The candidates evaluated on several threads give the one-thread search, plan by plan and number by number.
+TEST(PlannerStep, ThreadsChangeNothing) {
+  const Topology t{4, 4};
+  const auto cost = CostModel::make(resolve_network_spec("paper-a800").value(), NetworkModel::nccl).value();
+  const Workload w = workload("llama-7b", 4, 2048);
+  PlannerOptions opt;
+  opt.include_baselines = true;
+  opt.gpu_mem_bytes = 40.0 * (1ull << 30);
+  auto one = search_plans(w, t, cost, opt);
+  ASSERT_TRUE(one) << one.error();
+  for (int threads : {2, 3, 8}) {
+    opt.threads = threads;
+    auto many = search_plans(w, t, cost, opt);
+    ASSERT_TRUE(many) << many.error();
+    ASSERT_EQ(many->plans.size(), one->plans.size());
+    EXPECT_EQ(many->best, one->best);
+    for (std::size_t i = 0; i < one->plans.size(); ++i) {
+      const auto &a = one->plans[i], &b = many->plans[i];
+      EXPECT_EQ(b.label(), a.label()) << threads << " threads, plan " << i;
+      EXPECT_EQ(b.step.step_s, a.step.step_s) << a.label();
+      EXPECT_EQ(b.memory.required_bytes(), a.memory.required_bytes()) << a.label();
+      EXPECT_EQ(b.rank, a.rank) << a.label();
+      EXPECT_EQ(b.why, a.why) << a.label();
+    }
+  }
+}
+
 TEST(PlannerStep, PricingEachDistinctCollectiveOnceChangesNothing) {
   std::mt19937 rng(11);
   const Topology t{8, 4};
