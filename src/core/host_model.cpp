@@ -15,13 +15,18 @@ HostCosts default_host_costs() {
   // peers' Python (scripts/install-peers.sh: PyTorch 2.15, DeepSpeed 0.19.8) on one core of a two-core x86 host;
   // the fits' largest relative errors over groups of 2 to 1024 are 2%, 2% and 6%; ds_module_hooks measured later by
   // `--kinds ds_module_hooks --hook-steps 40` into the same file (the other kinds kept; repeated runs on the
-  // two-core host gave 147 to 166 us). The unit test HostModel.DefaultsAreTheMeasuredFile holds these to that file.
+  // two-core host gave 147 to 166 us); fsdp2_hooks, ddp_bucket and lins_issue by `--kinds
+  // fsdp2_hooks,ddp_bucket,lins_issue --hook-steps 40 --ddp-steps 400` (repeated runs: 488 to 610 us, 4 to 8 us with
+  // outliers to 21 us, 1.0 to 1.8 us). The unit test HostModel.DefaultsAreTheMeasuredFile holds these to that file.
   HostCosts c;
   c.collective_issue_s = 3.976e-05;
   c.ds_gather_issue = {7.506e-06, 1.845e-06};
   c.ds_gather_wait = {7.814e-06, 2.406e-06};
   c.ds_reduce_scatter = {9.117e-06, 1.722e-06};
   c.ds_module_hooks_s = 1.659e-04;
+  c.fsdp2_hooks_s = 5.624e-04;
+  c.ddp_bucket_s = 8.049e-06;
+  c.lins_issue_s = 1.172e-06;
   return c;
 }
 
@@ -50,10 +55,16 @@ Result<HostCosts> read_host_costs(const std::string& path) {
       c.ds_reduce_scatter = {*a, *b};
     else if (kind == "ds_module_hooks")
       c.ds_module_hooks_s = *a + *b;  // per module and pass, whatever the group (b is 0)
+    else if (kind == "fsdp2_hooks")
+      c.fsdp2_hooks_s = *a + *b;  // per parameter group and pass (b is 0)
+    else if (kind == "ddp_bucket")
+      c.ddp_bucket_s = *a + *b;  // per bucket (b is 0)
+    else if (kind == "lins_issue")
+      c.lins_issue_s = *a + *b;  // per issue (b is 0)
     else
       return make_error(table->at(r) + ": unknown kind '" + kind +
                         "'; valid: collective_issue, ds_gather_issue, ds_gather_wait, ds_reduce_scatter, "
-                        "ds_module_hooks");
+                        "ds_module_hooks, fsdp2_hooks, ddp_bucket, lins_issue");
   }
   return c;
 }
@@ -188,6 +199,7 @@ HostProgram host_program(const Schedule& s, const ModelSpec& model, const std::v
   const bool ds = is_deepspeed(s.plan.engine);
   const bool stage3 = ds && zero_stage(s.plan) == 3;
   const std::vector<int> hooked = stage3 ? ds_hooked_modules(model) : std::vector<int>();
+  const double issue_s = s.plan.engine == Engine::lins ? c.lins_issue_s : c.collective_issue_s;
   for (std::size_t pos = 0; pos < program.size(); ++pos) {
     const Action& a = program[pos];
     if (host.device_in_host_thread) hp.sync[pos] = 1;  // nothing runs ahead of the host's own thread
@@ -197,6 +209,9 @@ HostProgram host_program(const Schedule& s, const ModelSpec& model, const std::v
       if (stage3 && t.kind != TaskKind::optimizer && t.module >= 0 &&
           static_cast<std::size_t>(t.module) < hooked.size())
         hp.ahead_s[pos] += c.ds_module_hooks_s * hooked[static_cast<std::size_t>(t.module)];
+      // FSDP2's hooks of the module's parameter group run around its forward and its backward.
+      if (s.plan.engine == Engine::fsdp && t.kind != TaskKind::optimizer && t.module >= 0)
+        hp.ahead_s[pos] += c.fsdp2_hooks_s;
       // engine.backward() of the paper's DeepSpeed starts with loss.mean().item(): the host waits for the loss,
       // which the last forward task produced, before it launches anything of the backward.
       if (ds && host.era == HostEra::paper && t.kind == TaskKind::forward && t.module == s.shape.modules - 1 &&
@@ -208,7 +223,8 @@ HostProgram host_program(const Schedule& s, const ModelSpec& model, const std::v
     const int group = op.group.size();
     if (a.kind == Action::Kind::issue) {
       const int calls = ds_gather_calls(s, model, op, &host);  // 1 but for DeepSpeed's per-submodule gathers
-      double w = c.collective_issue_s * calls;
+      double w = issue_s * calls;
+      if (s.plan.engine == Engine::ddp && op.kind == CollKind::all_reduce) w += c.ddp_bucket_s;
       if (stage3 && op.kind == CollKind::all_gather) w += c.ds_gather_issue.at(group) * calls;
       if (stage3 && op.kind == CollKind::reduce_scatter) w += c.ds_reduce_scatter.at(group) * tensors_of(s, model, op);
       hp.ahead_s[pos] = w;

@@ -42,13 +42,23 @@ struct HostCosts {
   // post_sub_module_backward_function in backward: the trace, fetch_sub_module's bookkeeping, release_sub_module),
   // per module hooked and pass, besides the gathers' own costs above.
   double ds_module_hooks_s = 0;
+  // PyTorch FSDP2's hooks (_fsdp_state.py, _fsdp_param_group.py: pre_ and post_forward, pre_ and post_backward with
+  // the foreach copy-in and copy-out and the reduce-scatter's chunk_cat), per parameter group (a lins module) and
+  // pass, besides the collective calls.
+  double fsdp2_hooks_s = 0;
+  // PyTorch DDP's reducer (C++: the gradient hooks filling a bucket, the bucket's views and its all-reduce), per
+  // bucket, besides the collective's issue.
+  double ddp_bucket_s = 0;
+  // The Lins engine's own issue of one collective (lins's executor, C++), in place of collective_issue_s.
+  double lins_issue_s = 0;
 };
 // The defaults: measured on a two-core x86 host with PyTorch 2.15 (CPU dispatcher) and DeepSpeed 0.19.8; the
 // functions timed are the same in DeepSpeed 0.13.2 (docs/engines.md).
 HostCosts default_host_costs();
 
 // The host costs a `python -m lins_peers.host_costs` CSV holds (columns kind, a_s, b_s; kinds collective_issue,
-// ds_gather_issue, ds_gather_wait, ds_reduce_scatter, ds_module_hooks); kinds the file lacks keep their defaults.
+// ds_gather_issue, ds_gather_wait, ds_reduce_scatter, ds_module_hooks, fsdp2_hooks, ddp_bucket, lins_issue); kinds the
+// file lacks keep their defaults.
 Result<HostCosts> read_host_costs(const std::string& path);
 
 // Which host synchronisations DeepSpeed's step has (docs/engines.md).
@@ -97,7 +107,9 @@ std::vector<int64_t> ds_gather_call_elems(const Schedule& s, const ModelSpec& mo
                                           const HostModel* host);
 
 // The host's program of one step: per program position, the host seconds spent before the action and whether the
-// host first waits for the compute stream or for an op. Every engine pays collective_issue_s per issue; DeepSpeed's
+// host first waits for the compute stream or for an op. Every engine pays collective_issue_s per issue (the Lins
+// engine its own lins_issue_s instead), DDP ddp_bucket_s more per bucket all-reduce, FSDP2 fsdp2_hooks_s before each
+// forward and backward task of a module; DeepSpeed's
 // ZeRO-3 engines (zero3, mics, zeropp) add their per-rank costs per gather call, per gathered parameter at its wait
 // and per reduce-scattered tensor, their module hooks before each forward and backward task
 // (ds_module_hooks_s x ds_hooked_modules), and at a gather's wait the host waits for the gather waited before it

@@ -177,6 +177,38 @@ TEST(HostModel, AHostModelOnlyAddsTime) {
   }
 }
 
+// FSDP2, DDP and the Lins engine pay their own small costs: the Lins engine its own issue in place of torch's, DDP
+// its reducer per bucket besides the issue, FSDP2 its hooks per module and pass besides the issues.
+TEST(HostModel, FsdpDdpAndLinsPayTheirOwnCosts) {
+  Projected p;
+  HostModel h;
+  h.costs.collective_issue_s = 1e-3;
+  h.costs.lins_issue_s = 1e-4;
+  h.costs.ddp_bucket_s = 1e-2;
+  h.costs.fsdp2_hooks_s = 1e-1;
+  const Topology topo{4, 2};
+  auto work = [&](const std::string& plan, int* issues, int* tasks) {
+    const Schedule s = p.schedule(plan, topo);
+    const std::vector<Action> prog = step_program(s);
+    *issues = *tasks = 0;
+    for (const Action& a : prog) {
+      if (a.kind == Action::Kind::issue) ++*issues;
+      if (a.kind == Action::Kind::compute && s.shape.task(a.index).kind != TaskKind::optimizer) ++*tasks;
+    }
+    return host_program(s, p.model, prog, h).ahead_total_s();
+  };
+  int issues = 0, tasks = 0;
+  const double lins = work("p=4x2,g=4x2,os=4x2", &issues, &tasks);
+  EXPECT_GT(issues, 0);
+  EXPECT_NEAR(lins, issues * 1e-4, 1e-12);
+  const double ddp = work("ddp", &issues, &tasks);
+  EXPECT_GT(issues, 0);
+  EXPECT_NEAR(ddp, issues * (1e-3 + 1e-2), 1e-12);  // every DDP op is a bucket all-reduce
+  const double fsdp = work("fsdp", &issues, &tasks);
+  EXPECT_EQ(tasks, 2 * 2 * int(p.model.modules.size()));  // forward and backward of every module, M = 2
+  EXPECT_NEAR(fsdp, issues * 1e-3 + tasks * 1e-1, 1e-9);
+}
+
 TEST(HostModel, OnACpuDeviceEveryHostCostAddsToTheStep) {
   // Free communication: on a GPU the host's work hides under compute; with the device in the host's thread the
   // step is compute plus all of it.
@@ -318,6 +350,11 @@ TEST(HostModel, DefaultsAreTheMeasuredFile) {
   }
   EXPECT_DOUBLE_EQ(measured->ds_module_hooks_s, d.ds_module_hooks_s);
   EXPECT_GT(d.ds_module_hooks_s, 0);
+  EXPECT_DOUBLE_EQ(measured->fsdp2_hooks_s, d.fsdp2_hooks_s);
+  EXPECT_DOUBLE_EQ(measured->ddp_bucket_s, d.ddp_bucket_s);
+  EXPECT_DOUBLE_EQ(measured->lins_issue_s, d.lins_issue_s);
+  EXPECT_GT(d.fsdp2_hooks_s, 0);
+  EXPECT_GT(d.lins_issue_s, 0);
 }
 
 TEST(HostModel, ABadCostsFileIsRefusedWithItsLine) {
