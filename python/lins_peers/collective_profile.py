@@ -113,6 +113,7 @@ def main(argv=None):
                 "as CommOp::bytes()\n# provenance: " + json.dumps(prov) + "\n"
                 "op,mesh_intra,mesh_inter,message_bytes,time_s,algbw_gbps,busbw_gbps\n" + "\n".join(rows) + "\n")
         tmp = args.out + ".partial"
+        os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
         with open(tmp, "w") as f:
             f.write(text)
         os.replace(tmp, args.out)
