@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <exception>
 #include <optional>
 #include <thread>
 
@@ -228,18 +229,28 @@ Result<PlanSearch> search_plans(const Workload& w, const Topology& topo, const C
   // Each candidate is evaluated alone (a schedule of its own, read-only inputs), so they run on opt.threads threads,
   // each taking the next candidate; every result lands in its candidate's slot.
   std::vector<std::optional<Result<PlanEvaluation>>> results(candidates.size());
+  // What a thread throws (an allocation that failed) is thrown again here, after every thread has ended, as the
+  // one-thread search would throw it.
   std::atomic<std::size_t> next{0};
+  std::vector<std::exception_ptr> thrown(candidates.size());
   auto work = [&] {
-    for (std::size_t i = next++; i < candidates.size(); i = next++)
-      results[i].emplace(evaluate_plan(w, topo, candidates[i], cost, opt));
+    for (std::size_t i = next++; i < candidates.size(); i = next++) {
+      try {
+        results[i].emplace(evaluate_plan(w, topo, candidates[i], cost, opt));
+      } catch (...) {
+        thrown[i] = std::current_exception();
+      }
+    }
   };
-  const std::size_t threads = std::min<std::size_t>(static_cast<std::size_t>(std::max(1, opt.threads)),
-                                                    candidates.size());
+  const std::size_t threads =
+      std::min<std::size_t>(static_cast<std::size_t>(std::max(1, opt.threads)), candidates.size());
   {
     std::vector<std::jthread> pool;
     for (std::size_t t = 1; t < threads; ++t) pool.emplace_back(work);
     work();
   }
+  for (const auto& e : thrown)
+    if (e) std::rethrow_exception(e);
   std::vector<PlanEvaluation> evals;
   evals.reserve(candidates.size());
   for (std::size_t i = 0; i < candidates.size(); ++i) {

@@ -104,11 +104,10 @@ Result<PlanEvaluation> evaluate_plan(const Workload& w, const Topology& topo, co
 // The baselines the planner compares with on `topo`: ddp, zero1, zero2, zero3, mics (one node), zeropp, fsdp, hsdp
 // (one node); those a topology cannot hold are left out.
 std::vector<Plan> baseline_plans(const Topology& topo);
-// Evaluates every candidate and ranks them; fills rank and why.
 // The cores this process may run on (its CPU affinity; at least 1): PlannerOptions::threads for lins plan and lins
 // simulate.
 int available_cores();
-
+// Evaluates every candidate and ranks them; fills rank and why.
 Result<PlanSearch> search_plans(const Workload& w, const Topology& topo, const CostModel& cost,
                                 const PlannerOptions& opt);
 // Ranks already evaluated plans by `objective` (exposed so a single --plan evaluation gets the same feasibility text);
