@@ -12,6 +12,7 @@
 #include "core/cli.h"
 #include "core/csv.h"
 #include "core/json.h"
+#include "core/host_model.h"
 #include "core/replay.h"
 #include "core/text.h"
 
@@ -29,6 +30,11 @@ CommandSpec replay_spec() {
           {"detail", 0, "", "", "print every action of each log: measured end, replayed end and their difference"},
           {"max-error", 0, "FRACTION", "",
            "exit 1 when a strategy's replayed step time is further than this from the measured one (e.g. 0.05)"},
+          {"host-model", 0, "off|lins", "off",
+           "off: every host time as measured; lins: each issue's host time from the host model of lins's executor "
+           "(the lins_issue cost, docs/engines.md), the rest as measured"},
+          {"host-costs", 0, "FILE", "",
+           "with --host-model lins: host costs measured by python -m lins_peers.host_costs instead of the built-in"},
       },
       "DIR: a `lins step --out` folder (its timeline.*.rank*.csv files); FILE: one action log.\n"
       "A strategy's step time is its slowest rank's, measured and replayed alike.\n"
@@ -118,7 +124,7 @@ struct ReplayTable {
 };
 
 // Replays every log, printing a line for each (and its actions with --detail).
-Result<ReplayTable> replay_logs(const std::vector<Entry>& files, bool detail) {
+Result<ReplayTable> replay_logs(const std::vector<Entry>& files, bool detail, const ReplayOptions& options) {
   ReplayTable t;
   std::printf("%-22s %5s %12s %12s %8s %10s %10s %10s %11s\n", "strategy", "rank", "measured_s", "replayed_s", "error",
               "compute_s", "host_s", "waited_s", "dispatch_s");
@@ -127,7 +133,7 @@ Result<ReplayTable> replay_logs(const std::vector<Entry>& files, bool detail) {
     if (!text) return make_error(text.error());
     auto log = parse_action_log(*text, f.path);
     if (!log) return make_error(log.error());
-    auto r = replay(*log);
+    auto r = replay(*log, options);
     if (!r) return make_error(f.path + ": " + r.error());
     if (detail) print_detail(f, *log, *r);
     std::printf("%-22s %5d %12.6f %12.6f %+7.2f%% %10.6f %10.6f %10.6f %11.6f%s\n", f.strategy.substr(0, 22).c_str(),
@@ -207,9 +213,24 @@ int run_replay(const Args& argv) {
   if (!csv_path.empty())
     if (auto s = check_output_file("--csv", csv_path); !s) return fail(s.error());
 
+  ReplayOptions options;
+  const std::string host_model = args->get("host-model"), host_costs = args->get("host-costs");
+  if (host_model != "off" && host_model != "lins")
+    return fail("--host-model " + host_model + ": valid values are off (every host time as measured) and lins");
+  if (host_model == "off" && !host_costs.empty()) return fail("--host-costs needs --host-model lins");
+  if (host_model == "lins") {
+    HostCosts costs = default_host_costs();
+    if (!host_costs.empty()) {
+      auto c = read_host_costs(host_costs);
+      if (!c) return fail("--host-costs: " + c.error());
+      costs = *c;
+    }
+    options.issue_host_s = costs.lins_issue_s;
+  }
+
   auto files = find_logs(args->positional());
   if (!files) return fail(files.error());
-  auto table = replay_logs(*files, args->flag("detail"));
+  auto table = replay_logs(*files, args->flag("detail"), options);
   if (!table) return fail(table.error());
   const bool over = print_per_strategy(*table, max_error);
   if (!csv_path.empty()) {

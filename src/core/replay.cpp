@@ -115,7 +115,7 @@ Result<ActionLog> parse_action_log(std::string_view text, const std::string& whe
   return log;
 }
 
-Result<ReplayResult> replay(const ActionLog& log) {
+Result<ReplayResult> replay(const ActionLog& log, const ReplayOptions& options) {
   // A schedule holding just what the timeline reads of each op: its stream, the op it runs after, and whether the
   // next step waits for it. Compute tasks are indexed as the log names them.
   Schedule s;
@@ -156,7 +156,7 @@ Result<ReplayResult> replay(const ActionLog& log) {
     op.wait.next_step = r.next_step;
     if (a.kind == Action::Kind::issue) {
       // The op is on its stream from the start of its issue action; the rest of the action is host time after it.
-      after[pos] = r.rec.end_s - r.rec.start_s;
+      after[pos] = options.issue_host_s >= 0 ? options.issue_host_s : r.rec.end_s - r.rec.start_s;
       issued_at[i] = r.rec.start_s;
       if (!r.next_step) issue_order.push_back(a.index);
     }

@@ -44,6 +44,12 @@ struct ReplayResult {
   std::vector<double> replayed_end_s;  // per action of the log: when the replay has it end
   double error() const { return measured_s > 0 ? (replayed_s - measured_s) / measured_s : 0.0; }
 };
-Result<ReplayResult> replay(const ActionLog& log);
+// What the replay takes as measured. By default everything; with issue_host_s (>= 0) every issue action's own host
+// time is that instead (a host model of lins's executor: HostCosts::lins_issue_s, `lins replay --host-model lins`),
+// the gaps between actions and everything else still as measured.
+struct ReplayOptions {
+  double issue_host_s = -1;
+};
+Result<ReplayResult> replay(const ActionLog& log, const ReplayOptions& options = {});
 
 }  // namespace lins
