@@ -299,18 +299,16 @@ def time_fsdp2_hooks(steps, group):
     calls = {}
 
     def collective(name, fn):
+        """fn timed (the outermost collective call) and counted when called from inside the hooks."""
+        timed = _timed_outermost(fn, coll_depth, coll_spent)
+
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            if not depth[0] or coll_depth[0]:  # outside the hooks, or one collective calling another
+            if not depth[0]:  # outside the hooks
                 return fn(*args, **kwargs)
-            coll_depth[0] += 1
-            t0 = time.perf_counter()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                coll_spent[0] += time.perf_counter() - t0
-                coll_depth[0] -= 1
+            if not coll_depth[0]:
                 calls[name] = calls.get(name, 0) + 1
+            return timed(*args, **kwargs)
         return wrapper
 
     # The hooks are patched before the model is built: fully_shard registers the forward hooks as bound methods.
@@ -542,15 +540,16 @@ def main(argv=None):
     import deepspeed
 
     points = {k: [] for k in KINDS}
-    issue = time_collective_issue(args.repeats) if "collective_issue" in kinds else None
+    # the kinds measured as one constant: (seconds, details for the provenance)
+    measured = {}
+    if "collective_issue" in kinds:
+        measured["collective_issue"] = (time_collective_issue(args.repeats), {})
     timers = {"ds_gather_issue": time_gather_issue, "ds_gather_wait": time_gather_wait,
               "ds_reduce_scatter": time_reduce_scatter}
     for g in groups:
         for k, timer in timers.items():
             if k in kinds:
                 points[k].append((g, timer(g, args.repeats)))
-    # the kinds measured as one constant: (seconds, details for the provenance)
-    measured = {}
     if "ds_module_hooks" in kinds:
         measured["ds_module_hooks"] = (time_module_hooks(args.hook_steps), {})
     if "ddp_bucket" in kinds:
@@ -602,7 +601,7 @@ def main(argv=None):
         if k in measured:  # one constant, per call (b = 0); a difference below the noise written as 0
             a, b, err = max(measured[k][0], 0.0), 0.0, 0.0
         else:
-            a, b, err = fit(points[k]) if k != "collective_issue" else (issue, 0.0, 0.0)
+            a, b, err = fit(points[k])
         rows.append([k, f"{a:.3e}", f"{b:.3e}", f"{err:.3f}", sources[k]])
     _write_csv(out / "host_costs.csv", rows)
     new_points = [[k, g, f"{s:.4e}"] for k in timers if k in kinds for g, s in points[k]]
