@@ -313,6 +313,7 @@ Result<SweepTally> project_all(const SimulateOptions& o, const ParsedArgs& args,
               "exposed_s", "tgs", "mfu", "mem");
   SweepTally tally;
   const int per_cluster = int(o.strategies.size() * o.overlaps.size());
+  const int cores = available_cores();  // the planner's threads
   for (const auto& model : o.models) {
     for (int gpus : o.gpu_counts) {
       const Topology topo{o.gpus_per_node, gpus / o.gpus_per_node};
@@ -335,7 +336,7 @@ Result<SweepTally> project_all(const SimulateOptions& o, const ParsedArgs& args,
       popt.compute = o.compute;
       popt.engine = o.engine;
       popt.host = o.host;
-      popt.threads = available_cores();
+      popt.threads = cores;
       for (const auto& strategy : o.strategies) {
         auto plan = resolve_strategy(o, strategy, *workload, topo, popt);
         if (!plan) return make_error(plan.error());
