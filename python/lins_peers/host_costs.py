@@ -26,7 +26,11 @@ but for lins_issue, which runs lins itself on 2 ranks:
                        post_sub_module_backward_function; the trace, fetch_sub_module's bookkeeping,
                        release_sub_module), DeepSpeed's own, on lins's small model under deepspeed.initialize
                        (stage 3, every threshold 0) on this one-rank group, where DeepSpeed gathers nothing (its
-                       no-gather handles): per module and pass (a forward, or a backward), whatever the group
+                       no-gather handles): per module and pass (a forward, or a backward), whatever the group.
+                       With --ds-hook-group G > 1 on torch's fake process group of G ranks instead: the gather
+                       path (all_gather_coalesced, its handle's wait, the release's partition) runs; the time in
+                       the torch.distributed collectives and in the gather handles' waits (ds_gather_wait's part)
+                       is left out; the gather's issue (ds_gather_issue's part, microseconds) stays inside
     fsdp2_hooks        FSDP2's hooks, PyTorch's own (torch/distributed/fsdp/_fully_shard: FSDPState's
                        _pre_forward, _post_forward, _pre_backward and _root_post_backward_final_callback and
                        FSDPParamGroup.post_backward, timed where outermost; inside them the groups' unshard,
@@ -190,18 +194,27 @@ def time_collective_issue(repeats):
     return statistics.median(samples)
 
 
-def time_module_hooks(repeats):
+def time_module_hooks(repeats, group=1):
     """Seconds per module and pass of ZeRO-3's four module hooks: lins's small model (seq 128, one micro-batch) under
-    deepspeed.initialize on the one-rank group, the hooks timed inside repeats training steps (median over steps of
-    the hooks' seconds over the hooks' module passes)."""
+    deepspeed.initialize, the hooks timed inside repeats training steps (median over steps of the hooks' seconds over
+    the hooks' module passes). group 1: on the one-rank group already made, where DeepSpeed gathers nothing. group > 1:
+    on torch's fake process group of that many ranks in this process (made here, destroyed at the end), so that the
+    hooks take DeepSpeed's gather path (fetch_sub_module's all_gather_coalesced and its handle's wait, the release's
+    partition); the time inside the torch.distributed collectives they call and inside the gather handles' waits
+    (which ds_gather_wait prices) is left out. The gather's issue (what ds_gather_issue prices, a few microseconds per
+    call) stays inside. Returns (seconds, details)."""
     import lins_torch
     from deepspeed.runtime.zero import parameter_offload as po
 
     from . import workload as wl
     from .deepspeed_zero import DeepSpeedPeer
 
+    if group > 1:
+        from torch.testing._internal.distributed.fake_pg import FakeStore  # registers the "fake" backend
+        os.environ["WORLD_SIZE"] = str(group)
+        dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=group)
     w = wl.Workload(model_name="small", config=lins_torch.preset("small"), seq=128, micro_batch_size=1,
-                    micro_batches=1, world=1, gpus_per_node=1, seed=1, adamw=wl.AdamWConfig())
+                    micro_batches=1, world=group, gpus_per_node=group, seed=1, adamw=wl.AdamWConfig())
     z = po.DeepSpeedZeRoOffload
     names = ("pre_sub_module_forward_function", "post_sub_module_forward_function",
              "pre_sub_module_backward_function", "post_sub_module_backward_function")
@@ -220,23 +233,44 @@ def time_module_hooks(repeats):
                 passes[0] += name.startswith("pre_")
         return wrapper
 
+    from deepspeed.runtime.zero import partition_parameters as pp
+
+    saved_colls = {n: getattr(dist, n) for n in FSDP2_COLLECTIVES if hasattr(dist, n)}
+    # the handles' waits, which ds_gather_wait prices per parameter
+    saved_waits = [(cls, cls.__dict__["wait"]) for cls in (pp.AllGatherCoalescedHandle, pp.AllGatherHandle)]
+    coll_depth, coll_spent = [0], [0.0]  # the collectives and the handles' waits, timed where outermost
     for n in names:
         setattr(z, n, timed(n))
+    for n, fn in saved_colls.items():
+        setattr(dist, n, _timed_outermost(fn, coll_depth, coll_spent))
+    for cls, fn in saved_waits:
+        setattr(cls, "wait", _timed_outermost(fn, coll_depth, coll_spent))
     try:
         peer = DeepSpeedPeer("zero3", w, torch.device("cpu"), "bf16", "comparison")
         ids, targets = wl.batch(w, 0, 0, 0, torch.device("cpu"))
         samples = []
         for step in range(repeats + 2):
-            spent[0], passes[0] = 0.0, 0
+            spent[0], passes[0], coll_spent[0] = 0.0, 0, 0.0
             peer.backward(peer.forward(ids, targets, 0, True), 0, True)
             peer.optimizer_step()
             if step >= 2:  # the first steps record DeepSpeed's trace
-                samples.append(spent[0] / passes[0])
+                # on the one-rank group the hooks call no collective and wait on no gather handle: all of coll_spent
+                # is the step's own (its gradient all-reduce), outside them; on the fake group it is mostly the
+                # gathers and their waits inside them
+                samples.append((spent[0] - (coll_spent[0] if group > 1 else 0.0)) / passes[0])
         peer.close()
-        return statistics.median(samples)
+        details = {"group": group, "module_passes_per_step": passes[0], "steps": repeats,
+                   "hooks_s_per_module_pass_min": min(samples), "hooks_s_per_module_pass_max": max(samples)}
+        return statistics.median(samples), details
     finally:
         for n, f in saved.items():
             setattr(z, n, f)
+        for n, fn in saved_colls.items():
+            setattr(dist, n, fn)
+        for cls, fn in saved_waits:
+            setattr(cls, "wait", fn)
+        if group > 1:
+            dist.destroy_process_group()
 
 
 def _timed_outermost(fn, depth, spent):
@@ -496,6 +530,9 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=200, help="timed calls per point (median taken)")
     ap.add_argument("--hook-steps", type=int, default=20,
                     help="training steps timed for ds_module_hooks and fsdp2_hooks (median taken)")
+    ap.add_argument("--ds-hook-group", type=int, default=1,
+                    help="ranks of the group ds_module_hooks runs DeepSpeed on (default 1: the one-rank group, no "
+                         "gathers; more: torch's fake process group, DeepSpeed's gather path, its collectives left out)")
     ap.add_argument("--fsdp2-group", type=int, default=2,
                     help="ranks of the fake process group fsdp2_hooks runs FSDP2 on (default 2; 1: FSDP2's one-rank "
                          "path, without its copy-in, copy-out and collectives)")
@@ -511,8 +548,8 @@ def main(argv=None):
         raise SystemExit(f"--kinds {args.kinds}: valid kinds are {', '.join(KINDS)}")
     if args.hook_steps < 1:
         raise SystemExit("--hook-steps must be at least 1")
-    if args.fsdp2_group < 1:
-        raise SystemExit("--fsdp2-group must be at least 1")
+    if args.fsdp2_group < 1 or args.ds_hook_group < 1:
+        raise SystemExit("--fsdp2-group and --ds-hook-group must be at least 1")
     if args.ddp_steps < 2:
         raise SystemExit("--ddp-steps must be at least 2")
     mpirun = None
@@ -550,11 +587,13 @@ def main(argv=None):
         for k, timer in timers.items():
             if k in kinds:
                 points[k].append((g, timer(g, args.repeats)))
-    if "ds_module_hooks" in kinds:
-        measured["ds_module_hooks"] = (time_module_hooks(args.hook_steps), {})
+    if "ds_module_hooks" in kinds and args.ds_hook_group == 1:
+        measured["ds_module_hooks"] = time_module_hooks(args.hook_steps)
     if "ddp_bucket" in kinds:
         measured["ddp_bucket"] = time_ddp_bucket(args.ddp_steps)
     dist.destroy_process_group()
+    if "ds_module_hooks" in kinds and args.ds_hook_group > 1:  # on a process group of its own
+        measured["ds_module_hooks"] = time_module_hooks(args.hook_steps, args.ds_hook_group)
     if "fsdp2_hooks" in kinds:  # on a process group of its own
         measured["fsdp2_hooks"] = time_fsdp2_hooks(args.hook_steps, args.fsdp2_group)
     if "lins_issue" in kinds:
@@ -573,6 +612,10 @@ def main(argv=None):
         "ddp_bucket": "DDP reducer (built-in all-reduce) per bucket: backward at its default buckets vs one per "
                       "parameter, collective_issue excluded",
     }
+    if "ds_module_hooks" in measured and args.ds_hook_group > 1:
+        sources["ds_module_hooks"] = f"parameter_offload module hooks on DeepSpeed's gather path (fake group of " \
+                                     f"{args.ds_hook_group}; collectives and gather-handle waits excluded, " \
+                                     "the gather issue included), per module and pass"
     if "fsdp2_hooks" in measured and args.fsdp2_group == 1:
         sources["fsdp2_hooks"] = "FSDP2 _fsdp_state/_fsdp_param_group hooks on one rank (no copy-in/out, no " \
                                  "collectives), per group and pass"
@@ -614,6 +657,8 @@ def main(argv=None):
             "command": "python -m lins_peers.host_costs " + " ".join(argv if argv is not None else sys.argv[1:])}
     if "fsdp2_hooks" in kinds:
         prov["fsdp2_group"] = args.fsdp2_group
+    if "ds_module_hooks" in kinds:
+        prov["ds_hook_group"] = args.ds_hook_group
     if "ddp_bucket" in kinds:
         prov["ddp_steps"] = args.ddp_steps
     for k, (_, details) in measured.items():  # how each constant was derived

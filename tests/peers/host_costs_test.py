@@ -2,9 +2,11 @@
 positive and finite, the other kinds' rows and points kept from the folder's files, and lins simulate --host-costs
 reads the result; lins_peers.host_breakdown on 4 CPU ranks (tiny, zero3, M = 2): DeepSpeed's hooks run for 28 torch
 modules per micro-batch and pass, 21 of them with parameters, and it issues one all-gather for each, the counts lins's
-host model uses (ds_hooked_modules, ds_gather_calls). Skipped (77) without the peers' Python."""
+host model uses (ds_hooked_modules, ds_gather_calls); --ds-hook-group 2 measures the hooks on DeepSpeed's gather path
+and says so. Skipped (77) without the peers' Python."""
 
 import csv
+import json
 import math
 import os
 import shutil
@@ -52,6 +54,18 @@ def main():
         assert sim.returncode in (0, 1), sim.stderr  # 1: nothing fits the default memory (not the point here)
         assert (Path(d) / "proj.csv").exists(), sim.stdout + sim.stderr
 
+        # on the gather path (a fake group of 2): its own source and provenance, every other row kept
+        subprocess.run([python, "-m", "lins_peers.host_costs", "--out", str(out), "--kinds", "ds_module_hooks",
+                        "--hook-steps", "3", "--ds-hook-group", "2"], env=env, check=True, timeout=240,
+                       capture_output=True)
+        gathered = {r["kind"]: r for r in csv.DictReader(open(out / "host_costs.csv"))}
+        g = gathered["ds_module_hooks"]
+        assert 0 < float(g["a_s"]) < math.inf and "gather path (fake group of 2" in g["source"], g
+        assert {k: r for k, r in gathered.items() if k != "ds_module_hooks"} == {
+            k: r for k, r in after.items() if k != "ds_module_hooks"}
+        prov = json.loads((out / "host_costs.provenance.json").read_text())
+        assert prov["ds_hook_group"] == 2 and prov["ds_module_hooks"]["group"] == 2, prov
+
         subprocess.run([python, "-m", "torch.distributed.run", "--nproc-per-node", "4", "--master-port", port, "-m",
                         "lins_peers.host_breakdown", "--model", "tiny", "--gpus-per-node", "2", "--steps", "1",
                         "--strategies", "zero3", "--out", d, "--name", "b"], env=env, check=True, timeout=300,
@@ -64,8 +78,8 @@ def main():
             for k, v in want.items():
                 assert c.get(k) == v, (rank, k, c.get(k), v)
             assert 0 < c["gather_wait"] < c["fwd_hooks"] + c["bwd_hooks"], c
-    print("host costs: ds_module_hooks, fsdp2_hooks, ddp_bucket and lins_issue measured, the other kinds kept; the "
-          "real run's hooks and gathers counted")
+    print("host costs: ds_module_hooks (one rank and the gather path), fsdp2_hooks, ddp_bucket and lins_issue "
+          "measured, the other kinds kept; the real run's hooks and gathers counted")
     return 0
 
 
