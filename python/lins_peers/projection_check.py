@@ -1,0 +1,211 @@
+"""How close `lins simulate` comes to a real DeepSpeed run on this machine: every input of the projection measured in
+the same set as the run it predicts, then the projection against the run's step time.
+
+    python -m lins_peers.projection_check --ranks 4 --gpus-per-node 2 --strategies zero3,zeropp --sets 3 --out DIR
+
+One set, in this order (each launched with torchrun on this host, the small model, seq 128, M = 2, bf16,
+DeepSpeed's comparison settings):
+  1. the collectives back to back (collective_profile);
+  2. torch DDP at M = 2 and 4, lins's compute calibration (`--calibrate-as ddp`);
+  3. the DeepSpeed run itself (deepspeed_zero), the measured step: the median over its steps of the slowest rank;
+  4. ZeRO-3's module hooks on DeepSpeed's gather path (host_costs --ds-hook-group RANKS), written into a copy of
+     data/host/host_costs.csv;
+  5. per strategy, the projection with the back-to-back profile, and from it W, the step's work between two
+     collectives: (step - exposed communication) / the collectives a rank issues per step (the run's own
+     collectives.csv);
+  6. per strategy, the collectives priced after W ms of work (collective_profile --work-ms W), and the projection
+     with that profile: the one compared.
+Writes DIR/projection_check.csv (per set and strategy a `measured` row and a `projected` one) and its provenance;
+every set's files stay in DIR/setK. Reports; asserts nothing about the times.
+"""
+
+import argparse
+import csv
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+SIM_FLAGS = ["--model", "small", "--seq", "128", "--micro-batches", "2", "--ds-prefetch-bucket", "0",
+             "--ds-max-reuse-distance", "0", "--ds-persistence-threshold", "0", "--host-model", "today",
+             "--host-device", "cpu"]
+
+
+def rows_of(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(line for line in f if not line.startswith("#")))
+
+
+def measured_step_s(path, strategy):
+    """The median over steps of the slowest rank's step time of `strategy` in a runner's CSV."""
+    by_step = {}
+    for r in rows_of(path):
+        if r["source"] == "measured" and r["strategy"].split(":")[-1] == strategy:
+            by_step[r["step"]] = max(by_step.get(r["step"], 0.0), float(r["step_time_s"]))
+    if not by_step:
+        raise SystemExit(f"{path} has no measured row of {strategy}")
+    return statistics.median(by_step.values())
+
+
+def collectives_per_step(path, strategy):
+    """Collectives rank 0 issued per timed step of `strategy` (the runner's NAME.collectives.csv)."""
+    steps = {}
+    for r in rows_of(path):
+        if r["strategy"] == strategy and r["rank"] == "0":
+            steps[r["step"]] = steps.get(r["step"], 0) + 1
+    if not steps:
+        raise SystemExit(f"{path} has no collective of {strategy} on rank 0")
+    return statistics.median(steps.values())
+
+
+def as_ddp(src, dst):
+    """A copy of a torch DDP run's CSV with its engine column named ddp, for lins simulate --calibrate-as ddp."""
+    with open(src, newline="") as f:
+        lines = f.read().splitlines(True)
+    comments = [ln for ln in lines if ln.startswith("#")]
+    table = list(csv.reader(ln for ln in lines if not ln.startswith("#")))
+    i = table[0].index("engine")
+    for r in table[1:]:
+        r[i] = "ddp"
+    with open(dst, "w", newline="") as f:
+        f.writelines(comments)
+        csv.writer(f, lineterminator="\n").writerows(table)
+
+
+def with_row(base, measured, kind, dst):
+    """`base`'s host costs with the `kind` row taken from `measured`."""
+    new = next(r for r in rows_of(measured) if r["kind"] == kind)
+    rows = [new if r["kind"] == kind else r for r in rows_of(base)]
+    with open(dst, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]), lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+    return float(new["a_s"])
+
+
+class Set:
+    def __init__(self, args, folder, env):
+        self.args, self.dir, self.env = args, folder, env
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.log = open(self.dir / "log.txt", "w")
+
+    def run(self, *argv, torchrun=True):
+        cmd = [self.args.python]
+        if torchrun:
+            cmd += ["-m", "torch.distributed.run", "--nproc-per-node", str(self.args.ranks), "--master-port",
+                    str(self.args.port)]
+        cmd += ["-m"] + [str(a) for a in argv]
+        self.log.write("$ " + " ".join(cmd) + "\n")
+        self.log.flush()
+        t0 = time.perf_counter()
+        done = subprocess.run(cmd, env=self.env, stdout=self.log, stderr=subprocess.STDOUT, timeout=900)
+        if done.returncode:
+            raise SystemExit(f"{' '.join(cmd)} failed ({done.returncode}); see {self.dir / 'log.txt'}")
+        self.log.write(f"# {time.perf_counter() - t0:.1f} s\n")
+
+    def profile(self, name, work_ms=0.0):
+        extra = ["--work-ms", f"{work_ms:.3g}"] if work_ms else []
+        self.run("lins_peers.collective_profile", "--gpus-per-node", self.args.gpus_per_node, "-e", "4M", "-n",
+                 self.args.profile_iters, *extra, "--out", self.dir / name)
+        return self.dir / name
+
+    def simulate(self, strategy, profile, host_costs):
+        out = self.dir / f"sim_{strategy}_{profile.stem}.csv"
+        cmd = [self.args.lins, "simulate", *SIM_FLAGS, "--gpus", str(self.args.ranks), "--gpus-per-node",
+               str(self.args.gpus_per_node), "--profile", str(profile), "--calibrate",
+               f"{self.dir / 'ddp_m2_as_ddp.csv'},{self.dir / 'ddp_m4_as_ddp.csv'}", "--calibrate-as", "ddp",
+               "--strategies", strategy, "--host-costs", str(host_costs), "-o", str(out)]
+        self.log.write("$ " + " ".join(cmd) + "\n")
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        self.log.write(done.stdout + done.stderr)
+        if done.returncode:
+            raise SystemExit(f"lins simulate failed ({done.returncode}): {done.stderr.strip()}")
+        r = rows_of(out)[0]
+        return float(r["step_time_s"]), float(r["exposed_comm_s"])
+
+
+def one_set(args, k, env):
+    s = Set(args, Path(args.out) / f"set{k}", env)
+    a = args
+    common = ["--model", "small", "--seq", "128", "--gpus-per-node", a.gpus_per_node, "--out", s.dir]
+    back_to_back = s.profile("gloo.csv")
+    for m in (2, 4):
+        s.run("lins_peers.ddp", *common, "--micro-batches", m, "--name", f"ddp_m{m}")
+        as_ddp(s.dir / f"ddp_m{m}.csv", s.dir / f"ddp_m{m}_as_ddp.csv")
+    s.run("lins_peers.deepspeed_zero", *common, "--micro-batches", 2, "--steps", a.steps, "--strategies",
+          ",".join(a.strategies), "--name", "ds")
+    s.run("lins_peers.host_costs", "--out", s.dir / "hooks", "--kinds", "ds_module_hooks", "--hook-steps", 20,
+          "--ds-hook-group", a.ranks, torchrun=False)
+    hooks_s = with_row(REPO / "data" / "host" / "host_costs.csv", s.dir / "hooks" / "host_costs.csv",
+                       "ds_module_hooks", s.dir / "host_costs.csv")
+    rows = []
+    for strategy in a.strategies:
+        step0, exposed0 = s.simulate(strategy, back_to_back, s.dir / "host_costs.csv")
+        calls = collectives_per_step(s.dir / "ds.collectives.csv", strategy)
+        work_ms = (step0 - exposed0) / calls * 1e3
+        step, _ = s.simulate(strategy, s.profile(f"gloo_{strategy}_work.csv", work_ms), s.dir / "host_costs.csv")
+        measured = measured_step_s(s.dir / "ds.csv", strategy)
+        place = {"set": k, "ranks": a.ranks, "gpus_per_node": a.gpus_per_node, "strategy": strategy}
+        rows.append({"source": "measured", **place, "step_time_s": f"{measured:.4f}"})
+        rows.append({"source": "projected", **place, "step_time_s": f"{step:.4f}",
+                     "back_to_back_step_time_s": f"{step0:.4f}", "collectives_per_step": calls,
+                     "work_ms": f"{work_ms:.3f}", "ds_module_hooks_us": f"{hooks_s * 1e6:.0f}",
+                     "error_vs_measured": f"{step / measured - 1:+.3f}"})
+        print(f"set {k} {strategy}: measured {measured:.3f} s, projected {step:.3f} s ({step / measured - 1:+.1%}; "
+              f"back to back {step0:.3f} s, W {work_ms:.2f} ms, hooks {hooks_s * 1e6:.0f} us)", flush=True)
+    return rows
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m lins_peers.projection_check", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--ranks", type=int, default=4, help="ranks on this host (default 4)")
+    ap.add_argument("--gpus-per-node", type=int, default=2, help="ranks per emulated node (default 2)")
+    ap.add_argument("--strategies", default="zero3,zeropp", help="DeepSpeed strategies (default zero3,zeropp)")
+    ap.add_argument("--sets", type=int, default=3, help="sets measured one after another (default 3)")
+    ap.add_argument("--steps", type=int, default=5, help="timed steps of the DeepSpeed run (default 5)")
+    ap.add_argument("--profile-iters", type=int, default=10, help="iterations per profile point (default 10)")
+    ap.add_argument("--lins", default=str(REPO / "build" / "lins"), help="the lins binary (default build/lins)")
+    ap.add_argument("--python", default=sys.executable, help="the peers' Python (default this one)")
+    ap.add_argument("--port", type=int, default=29531, help="torchrun's master port (default 29531)")
+    ap.add_argument("--out", required=True, help="output folder")
+    args = ap.parse_args(argv)
+    args.strategies = [x.strip() for x in args.strategies.split(",") if x.strip()]
+    bad = [x for x in args.strategies if x not in ("zero3", "zeropp")]
+    if bad or not args.strategies:
+        raise SystemExit(f"--strategies: {', '.join(bad) or '(none)'}; valid: zero3, zeropp")
+    if args.ranks < 2 or args.gpus_per_node < 1 or args.ranks % args.gpus_per_node:
+        raise SystemExit("need --ranks >= 2 and --gpus-per-node dividing it")
+    if "zeropp" in args.strategies and args.gpus_per_node < 2:
+        raise SystemExit("zeropp needs --gpus-per-node >= 2 (hpZ's secondary partition is inside a node)")
+    if args.sets < 1 or args.steps < 1 or args.profile_iters < 1:
+        raise SystemExit("--sets, --steps and --profile-iters must be at least 1")
+    if not Path(args.lins).exists():
+        raise SystemExit(f"--lins {args.lins}: no such binary (build it with scripts/build.sh)")
+    env = dict(os.environ, PYTHONPATH=str(REPO / "python"), OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
+               PYTHONDONTWRITEBYTECODE="1")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for k in range(1, args.sets + 1):
+        rows += one_set(args, k, env)
+    fields = ["source", "set", "ranks", "gpus_per_node", "strategy", "step_time_s", "back_to_back_step_time_s",
+              "collectives_per_step", "work_ms", "ds_module_hooks_us", "error_vs_measured"]
+    tmp = out / "projection_check.csv.partial"
+    with open(tmp, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields, restval="", lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+    os.replace(tmp, out / "projection_check.csv")
+    prov = {"tool": "lins_peers.projection_check", "argv": argv if argv is not None else sys.argv[1:],
+            "cpus": os.cpu_count(), "lins": args.lins, "simulate_flags": SIM_FLAGS}
+    (out / "projection_check.provenance.json").write_text(json.dumps(prov, indent=2) + "\n")
+    print(f"wrote {len(rows)} rows to {out / 'projection_check.csv'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
