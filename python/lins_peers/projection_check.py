@@ -8,8 +8,8 @@ DeepSpeed's comparison settings):
   1. the collectives back to back (collective_profile);
   2. torch DDP at M = 2 and 4, lins's compute calibration (`--calibrate-as ddp`);
   3. the DeepSpeed run itself (deepspeed_zero), the measured step: the median over its steps of the slowest rank;
-  4. ZeRO-3's module hooks on DeepSpeed's gather path (host_costs --ds-hook-group RANKS), written into a copy of
-     data/host/host_costs.csv;
+  4. ZeRO-3's module hooks on DeepSpeed's gather path (host_costs --ds-hook-group RANKS) into a copy of data/host,
+     whose other rows host_costs keeps;
   5. per strategy, the projection with the back-to-back profile, and from it W, the step's work between two
      collectives: (step - exposed communication) / the collectives a rank issues per step (the run's own
      collectives.csv);
@@ -23,6 +23,7 @@ import argparse
 import csv
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -76,17 +77,6 @@ def as_ddp(src, dst):
         csv.writer(f, lineterminator="\n").writerows(table)
 
 
-def with_row(base, measured, kind, dst):
-    """`base`'s host costs with the `kind` row taken from `measured`."""
-    new = next(r for r in rows_of(measured) if r["kind"] == kind)
-    rows = [new if r["kind"] == kind else r for r in rows_of(base)]
-    with open(dst, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]), lineterminator="\n")
-        w.writeheader()
-        w.writerows(rows)
-    return float(new["a_s"])
-
-
 class Set:
     def __init__(self, args, folder, env):
         self.args, self.dir, self.env = args, folder, env
@@ -138,16 +128,18 @@ def one_set(args, k, env):
         as_ddp(s.dir / f"ddp_m{m}.csv", s.dir / f"ddp_m{m}_as_ddp.csv")
     s.run("lins_peers.deepspeed_zero", *common, "--micro-batches", 2, "--steps", a.steps, "--strategies",
           ",".join(a.strategies), "--name", "ds")
+    # host_costs keeps the rows of the kinds it does not measure from its --out folder: the built-in costs
+    shutil.copytree(REPO / "data" / "host", s.dir / "hooks", dirs_exist_ok=True)
     s.run("lins_peers.host_costs", "--out", s.dir / "hooks", "--kinds", "ds_module_hooks", "--hook-steps", 20,
           "--ds-hook-group", a.ranks, torchrun=False)
-    hooks_s = with_row(REPO / "data" / "host" / "host_costs.csv", s.dir / "hooks" / "host_costs.csv",
-                       "ds_module_hooks", s.dir / "host_costs.csv")
+    host_costs = s.dir / "hooks" / "host_costs.csv"
+    hooks_s = next(float(r["a_s"]) for r in rows_of(host_costs) if r["kind"] == "ds_module_hooks")
     rows = []
     for strategy in a.strategies:
-        step0, exposed0 = s.simulate(strategy, back_to_back, s.dir / "host_costs.csv")
+        step0, exposed0 = s.simulate(strategy, back_to_back, host_costs)
         calls = collectives_per_step(s.dir / "ds.collectives.csv", strategy)
         work_ms = (step0 - exposed0) / calls * 1e3
-        step, _ = s.simulate(strategy, s.profile(f"gloo_{strategy}_work.csv", work_ms), s.dir / "host_costs.csv")
+        step, _ = s.simulate(strategy, s.profile(f"gloo_{strategy}_work.csv", work_ms), host_costs)
         measured = measured_step_s(s.dir / "ds.csv", strategy)
         place = {"set": k, "ranks": a.ranks, "gpus_per_node": a.gpus_per_node, "strategy": strategy}
         rows.append({"source": "measured", **place, "step_time_s": f"{measured:.4f}"})
