@@ -219,17 +219,19 @@ def time_module_hooks(repeats, group=1):
     names = ("pre_sub_module_forward_function", "post_sub_module_forward_function",
              "pre_sub_module_backward_function", "post_sub_module_backward_function")
     saved = {n: getattr(z, n) for n in names}
-    spent, passes = [0.0], [0]
+    depth, spent, passes = [0], [0.0], [0]
 
     def timed(name):
         original = saved[name]
 
         def wrapper(*args, **kwargs):
+            depth[0] += 1
             t0 = time.perf_counter()
             try:
                 return original(*args, **kwargs)
             finally:
                 spent[0] += time.perf_counter() - t0
+                depth[0] -= 1
                 passes[0] += name.startswith("pre_")
         return wrapper
 
@@ -238,13 +240,13 @@ def time_module_hooks(repeats, group=1):
     saved_colls = {n: getattr(dist, n) for n in FSDP2_COLLECTIVES if hasattr(dist, n)}
     # the handles' waits, which ds_gather_wait prices per parameter
     saved_waits = [(cls, cls.__dict__["wait"]) for cls in (pp.AllGatherCoalescedHandle, pp.AllGatherHandle)]
-    coll_depth, coll_spent = [0], [0.0]  # the collectives and the handles' waits, timed where outermost
+    coll_depth, coll_spent = [0], [0.0]  # the collectives and the handles' waits inside the hooks, where outermost
     for n in names:
         setattr(z, n, timed(n))
     for n, fn in saved_colls.items():
-        setattr(dist, n, _timed_outermost(fn, coll_depth, coll_spent))
+        setattr(dist, n, _timed_inside(fn, depth, coll_depth, coll_spent))
     for cls, fn in saved_waits:
-        setattr(cls, "wait", _timed_outermost(fn, coll_depth, coll_spent))
+        setattr(cls, "wait", _timed_inside(fn, depth, coll_depth, coll_spent))
     try:
         peer = DeepSpeedPeer("zero3", w, torch.device("cpu"), "bf16", "comparison")
         ids, targets = wl.batch(w, 0, 0, 0, torch.device("cpu"))
@@ -254,10 +256,7 @@ def time_module_hooks(repeats, group=1):
             peer.backward(peer.forward(ids, targets, 0, True), 0, True)
             peer.optimizer_step()
             if step >= 2:  # the first steps record DeepSpeed's trace
-                # on the one-rank group the hooks call no collective and wait on no gather handle: all of coll_spent
-                # is the step's own (its gradient all-reduce), outside them; on the fake group it is mostly the
-                # gathers and their waits inside them
-                samples.append((spent[0] - (coll_spent[0] if group > 1 else 0.0)) / passes[0])
+                samples.append((spent[0] - coll_spent[0]) / passes[0])
         peer.close()
         details = {"group": group, "module_passes_per_step": passes[0], "steps": repeats,
                    "hooks_s_per_module_pass_min": min(samples), "hooks_s_per_module_pass_max": max(samples)}
@@ -271,6 +270,21 @@ def time_module_hooks(repeats, group=1):
             setattr(cls, "wait", fn)
         if group > 1:
             dist.destroy_process_group()
+
+
+def _timed_inside(fn, hooks_depth, depth, spent, on_call=None):
+    """fn timed where outermost (into spent[0]) when called from inside the hooks (hooks_depth[0] > 0), on_call()
+    for each such outermost call; outside the hooks it runs untimed."""
+    timed = _timed_outermost(fn, depth, spent)
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if not hooks_depth[0]:
+            return fn(*args, **kwargs)
+        if on_call is not None and not depth[0]:
+            on_call()
+        return timed(*args, **kwargs)
+    return wrapper
 
 
 def _timed_outermost(fn, depth, spent):
@@ -334,16 +348,9 @@ def time_fsdp2_hooks(steps, group):
 
     def collective(name, fn):
         """fn timed (the outermost collective call) and counted when called from inside the hooks."""
-        timed = _timed_outermost(fn, coll_depth, coll_spent)
-
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            if not depth[0]:  # outside the hooks
-                return fn(*args, **kwargs)
-            if not coll_depth[0]:
-                calls[name] = calls.get(name, 0) + 1
-            return timed(*args, **kwargs)
-        return wrapper
+        def count():
+            calls[name] = calls.get(name, 0) + 1
+        return _timed_inside(fn, depth, coll_depth, coll_spent, count)
 
     # The hooks are patched before the model is built: fully_shard registers the forward hooks as bound methods.
     for cls, name, fn in saved_hooks:
@@ -532,7 +539,8 @@ def main(argv=None):
                     help="training steps timed for ds_module_hooks and fsdp2_hooks (median taken)")
     ap.add_argument("--ds-hook-group", type=int, default=1,
                     help="ranks of the group ds_module_hooks runs DeepSpeed on (default 1: the one-rank group, no "
-                         "gathers; more: torch's fake process group, DeepSpeed's gather path, its collectives left out)")
+                         "gathers; more: torch's fake process group, DeepSpeed's gather path, its collectives "
+                         "left out)")
     ap.add_argument("--fsdp2-group", type=int, default=2,
                     help="ranks of the fake process group fsdp2_hooks runs FSDP2 on (default 2; 1: FSDP2's one-rank "
                          "path, without its copy-in, copy-out and collectives)")
