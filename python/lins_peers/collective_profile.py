@@ -77,7 +77,7 @@ def work_steps(ms):
     return max(1, round(ms * 1e-3 / (per_step.item() / dist.get_world_size())))
 
 
-def timed_calls(op, group, buf, out, root, args, steps, backend):
+def timed_calls(op, group, buf, out, root, args, steps):
     """Seconds of each timed call: back to back from a barrier, or the wait after `steps` steps of work()."""
     samples = []
     for _ in range(args.n):
@@ -87,7 +87,7 @@ def timed_calls(op, group, buf, out, root, args, steps, backend):
             dist.barrier(group=group)
         t0 = time.perf_counter()
         run_op(op, group, buf, out, root)
-        if backend == "gpu":
+        if args.backend == "gpu":
             torch.cuda.synchronize()
         samples.append(time.perf_counter() - t0)
     return samples
@@ -141,7 +141,7 @@ def main(argv=None):
                 buf, out = {"all_gather": (part, full), "reduce_scatter": (full, part)}.get(op, (full, None))
                 for _ in range(args.w):
                     run_op(op, group, buf, out, members[0])
-                samples = timed_calls(op, group, buf, out, members[0], args, steps, args.backend)
+                samples = timed_calls(op, group, buf, out, members[0], args, steps)
                 mine = torch.tensor([statistics.median(samples)], dtype=torch.float64)
                 if steps:  # the mean rank's wait after its work: what a step's rank waits, on the average
                     dist.all_reduce(mine)
@@ -158,9 +158,11 @@ def main(argv=None):
                 "world_size": world, "gpus_per_node": per, "iters": args.n, "warmup_iters": args.w,
                 "work_ms_before_each_call": args.work_ms, "work_steps": steps,
                 "argv": ["python", "-m", "lins_peers.collective_profile"] + (argv if argv is not None else sys.argv[1:])}
+        timed = ("the mean rank's median wait after its work" if steps else
+                 "median over iterations of the slowest rank")
         text = ("# bandwidth profile of torch.distributed's collectives, measured by python -m "
-                "lins_peers.collective_profile; time_s = " + ("the mean rank's median wait after its work"
-                if steps else "median over iterations of the slowest rank") + "; message_bytes as CommOp::bytes()\n# provenance: " + json.dumps(prov) + "\n"
+                f"lins_peers.collective_profile; time_s = {timed}; message_bytes as CommOp::bytes()\n"
+                "# provenance: " + json.dumps(prov) + "\n"
                 "op,mesh_intra,mesh_inter,message_bytes,time_s,algbw_gbps,busbw_gbps\n" + "\n".join(rows) + "\n")
         tmp = args.out + ".partial"
         os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
