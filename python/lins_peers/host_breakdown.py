@@ -15,6 +15,10 @@ Timed (perf_counter, inclusive), DeepSpeed 0.19.8:
     rs_wire        its _torch_reduce_scatter_fn (the reduce-scatter itself, synchronous)
     modules_fwd / modules_fwd_with_params: pre_sub_module_forward_function calls, all and those of modules with
                    parameters of their own (parameters(recurse=False)); likewise modules_bwd*
+    engine_forward DeepSpeedEngine.forward (engine.py), whole call: the forward's compute, its hooks and gathers
+    engine_backward DeepSpeedEngine.backward, whole call: autograd, the backward hooks, gathers and reduce-scatters
+    engine_step    DeepSpeedEngine.step, whole calls: at the accumulation boundary ZeRO-3's optimizer step (the
+                   gradient norm and overflow check, the partitioned AdamW, the parameters' release)
 
 Writes OUT/NAME.host_breakdown.csv (rank, step, counter, value) beside the runner's files.
 """
@@ -96,6 +100,9 @@ def _patch_deepspeed():
         cls.__init__ = patched
     _timed(stage3, "reduce_scatter_coalesced", "rs_call")
     _timed(cc, "_torch_reduce_scatter_fn", "rs_wire")
+    from deepspeed.runtime.engine import DeepSpeedEngine
+    for name in ("forward", "backward", "step"):
+        _timed(DeepSpeedEngine, name, f"engine_{name}")
 
 
 _install = _recorder.CollectiveRecorder.install

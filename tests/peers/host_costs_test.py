@@ -2,7 +2,8 @@
 positive and finite, the other kinds' rows and points kept from the folder's files, and lins simulate --host-costs
 reads the result; lins_peers.host_breakdown on 4 CPU ranks (tiny, zero3, M = 2): DeepSpeed's hooks run for 28 torch
 modules per micro-batch and pass, 21 of them with parameters, and it issues one all-gather for each, the counts lins's
-host model uses (ds_hooked_modules, ds_gather_calls); --ds-hook-group 2 measures the hooks on DeepSpeed's gather path
+host model uses (ds_hooked_modules, ds_gather_calls), the hooks inside the engine's forward and backward;
+--ds-hook-group 2 measures the hooks on DeepSpeed's gather path
 and says so. Skipped (77) without the peers' Python."""
 
 import csv
@@ -78,6 +79,8 @@ def main():
             for k, v in want.items():
                 assert c.get(k) == v, (rank, k, c.get(k), v)
             assert 0 < c["gather_wait"] < c["fwd_hooks"] + c["bwd_hooks"], c
+            assert 0 < c["fwd_hooks"] < c["engine_forward"] and 0 < c["bwd_hooks"] < c["engine_backward"], c
+            assert c["engine_step"] > 0, c
     print("host costs: ds_module_hooks (one rank and the gather path), fsdp2_hooks, ddp_bucket and lins_issue "
           "measured, the other kinds kept; the real run's hooks and gathers counted")
     return 0
