@@ -7,7 +7,10 @@ One set, in this order (each launched with torchrun on this host, the small mode
 DeepSpeed's comparison settings):
   1. the collectives back to back (collective_profile);
   2. torch DDP at M = 2 and 4, lins's compute calibration (`--calibrate-as ddp`);
-  3. the DeepSpeed run itself (deepspeed_zero), the measured step: the median over its steps of the slowest rank;
+  3. the DeepSpeed run itself (deepspeed_zero under host_breakdown's timers, a few hundred perf_counter pairs per
+     step, well under a millisecond), the measured step: the median over its steps of the slowest rank; and where
+     it went (host_breakdown, the median over ranks and steps): the gathers' waits, the hooks' own work beside
+     them, the reduce-scatter calls, DeepSpeed's optimizer step (engine.step), and the rest of the step;
   4. ZeRO-3's module hooks on DeepSpeed's gather path (host_costs --ds-hook-group RANKS) into a copy of data/host,
      whose other rows host_costs keeps;
   5. per strategy, the projection with the back-to-back profile, and from it W, the step's work between two
@@ -15,8 +18,9 @@ DeepSpeed's comparison settings):
      collectives.csv);
   6. per strategy, the collectives priced after W ms of work (collective_profile --work-ms W), and the projection
      with that profile: the one compared.
-Writes DIR/projection_check.csv (per set and strategy a `measured` row and a `projected` one) and its provenance;
-every set's files stay in DIR/setK. Reports; asserts nothing about the times.
+Writes DIR/projection_check.csv (per set and strategy a `measured` row with its parts and a `projected` one with the
+projection's: forward, backward, optimizer, exposed communication, host work and host stall) and its
+provenance; every set's files stay in DIR/setK. Reports; asserts nothing about the times.
 """
 
 import argparse
@@ -31,6 +35,9 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+PROJECTED_PARTS = ["forward_s", "backward_s", "optimizer_s", "exposed_comm_s", "host_work_s", "host_stall_s"]
+MEASURED_PARTS = ["gathers_per_step", "gather_wait_s", "hooks_beside_waits_s", "reduce_scatter_s", "engine_step_s",
+                  "rest_s"]
 SIM_FLAGS = ["--model", "small", "--seq", "128", "--micro-batches", "2", "--ds-prefetch-bucket", "0",
              "--ds-max-reuse-distance", "0", "--ds-persistence-threshold", "0", "--host-model", "today",
              "--host-device", "cpu"]
@@ -61,6 +68,29 @@ def collectives_per_step(path, strategy):
     if not steps:
         raise SystemExit(f"{path} has no collective of {strategy} on rank 0")
     return statistics.median(steps.values())
+
+
+def measured_parts(folder, name, strategy, step_s):
+    """Where the measured step went: host_breakdown's counters of `strategy`, each the median over ranks and steps."""
+    per = {}
+    for path in sorted(folder.glob(f"{name}.host_breakdown.rank*.csv")):
+        for r in rows_of(path):
+            if r["strategy"].split(":")[-1] == strategy:
+                per.setdefault((r["rank"], r["step"]), {})[r["counter"]] = float(r["value"])
+    if not per:
+        raise SystemExit(f"{folder}: no host_breakdown rows of {strategy}")
+
+    def median(f):
+        return statistics.median(f(c) for c in per.values())
+
+    parts = {"gathers_per_step": median(lambda c: c.get("gathers", 0.0)),
+             "gather_wait_s": median(lambda c: c.get("gather_wait", 0.0)),
+             "hooks_beside_waits_s": median(lambda c: c.get("fwd_hooks", 0.0) + c.get("bwd_hooks", 0.0)
+                                            - c.get("gather_wait", 0.0)),
+             "reduce_scatter_s": median(lambda c: c.get("rs_call", 0.0)),
+             "engine_step_s": median(lambda c: c.get("engine_step", 0.0))}
+    parts["rest_s"] = step_s - sum(v for k, v in parts.items() if k.endswith("_s"))
+    return parts
 
 
 def as_ddp(src, dst):
@@ -114,8 +144,7 @@ class Set:
         self.log.write(done.stdout + done.stderr)
         if done.returncode:
             raise SystemExit(f"lins simulate failed ({done.returncode}): {done.stderr.strip()}")
-        r = rows_of(out)[0]
-        return float(r["step_time_s"]), float(r["exposed_comm_s"])
+        return rows_of(out)[0]
 
 
 def one_set(args, k, env):
@@ -126,7 +155,7 @@ def one_set(args, k, env):
     for m in (2, 4):
         s.run("lins_peers.ddp", *common, "--micro-batches", m, "--name", f"ddp_m{m}")
         as_ddp(s.dir / f"ddp_m{m}.csv", s.dir / f"ddp_m{m}_as_ddp.csv")
-    s.run("lins_peers.deepspeed_zero", *common, "--micro-batches", 2, "--steps", a.steps, "--strategies",
+    s.run("lins_peers.host_breakdown", *common, "--micro-batches", 2, "--steps", a.steps, "--strategies",
           ",".join(a.strategies), "--name", "ds")
     # host_costs keeps the rows of the kinds it does not measure from its --out folder: the built-in costs
     shutil.copytree(REPO / "data" / "host", s.dir / "hooks", dirs_exist_ok=True)
@@ -136,19 +165,29 @@ def one_set(args, k, env):
     hooks_s = next(float(r["a_s"]) for r in rows_of(host_costs) if r["kind"] == "ds_module_hooks")
     rows = []
     for strategy in a.strategies:
-        step0, exposed0 = s.simulate(strategy, back_to_back, host_costs)
+        b2b = s.simulate(strategy, back_to_back, host_costs)
+        step0 = float(b2b["step_time_s"])
         calls = collectives_per_step(s.dir / "ds.collectives.csv", strategy)
-        work_ms = (step0 - exposed0) / calls * 1e3
-        step, _ = s.simulate(strategy, s.profile(f"gloo_{strategy}_work.csv", work_ms), host_costs)
+        work_ms = (step0 - float(b2b["exposed_comm_s"])) / calls * 1e3
+        sim = s.simulate(strategy, s.profile(f"gloo_{strategy}_work.csv", work_ms), host_costs)
+        step = float(sim["step_time_s"])
         measured = measured_step_s(s.dir / "ds.csv", strategy)
+        parts = measured_parts(s.dir, "ds", strategy, measured)
         place = {"set": k, "ranks": a.ranks, "gpus_per_node": a.gpus_per_node, "strategy": strategy}
-        rows.append({"source": "measured", **place, "step_time_s": f"{measured:.4f}"})
+        rows.append({"source": "measured", **place, "step_time_s": f"{measured:.4f}",
+                     **{key: f"{v:.4f}" if key.endswith("_s") else f"{v:g}" for key, v in parts.items()}})
         rows.append({"source": "projected", **place, "step_time_s": f"{step:.4f}",
                      "back_to_back_step_time_s": f"{step0:.4f}", "collectives_per_step": calls,
                      "work_ms": f"{work_ms:.3f}", "ds_module_hooks_us": f"{hooks_s * 1e6:.0f}",
+                     **{key: sim[key] for key in PROJECTED_PARTS},
                      "error_vs_measured": f"{step / measured - 1:+.3f}"})
         print(f"set {k} {strategy}: measured {measured:.3f} s, projected {step:.3f} s ({step / measured - 1:+.1%}; "
               f"back to back {step0:.3f} s, W {work_ms:.2f} ms, hooks {hooks_s * 1e6:.0f} us)", flush=True)
+        print(f"  measured: {parts['gathers_per_step']:g} gathers waited {parts['gather_wait_s']:.3f} s, hooks beside "
+              f"them {parts['hooks_beside_waits_s']:.3f} s, reduce-scatter {parts['reduce_scatter_s']:.3f} s, "
+              f"engine.step {parts['engine_step_s']:.3f} s, the rest {parts['rest_s']:.3f} s", flush=True)
+        print("  projected: " + ", ".join(f"{key[:-2]} {float(sim[key]):.3f} s" for key in PROJECTED_PARTS),
+              flush=True)
     return rows
 
 
@@ -185,7 +224,8 @@ def main(argv=None):
     for k in range(1, args.sets + 1):
         rows += one_set(args, k, env)
     fields = ["source", "set", "ranks", "gpus_per_node", "strategy", "step_time_s", "back_to_back_step_time_s",
-              "collectives_per_step", "work_ms", "ds_module_hooks_us", "error_vs_measured"]
+              "collectives_per_step", "work_ms", "ds_module_hooks_us", *MEASURED_PARTS, *PROJECTED_PARTS,
+              "error_vs_measured"]
     tmp = out / "projection_check.csv.partial"
     with open(tmp, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=fields, restval="", lineterminator="\n")

@@ -1,7 +1,8 @@
 """lins_peers.projection_check, one small set (2 ranks as 2 nodes x 1, zero3, one timed step, 2 profile iterations):
-every input measured, the CSV holds a measured and a projected row per strategy with positive times, the projected
-row's error is its own time against the measured one, and bad options are refused. The times are reported, not
-judged. Skipped (77) without the peers' Python."""
+every input measured, the CSV holds a measured and a projected row per strategy with positive times, the measured
+row's parts (host_breakdown's) add up to its step, the projected row has its forward, backward and exposed
+communication and its error is its own time against the measured one, and bad options are refused. The times are
+reported, not judged. Skipped (77) without the peers' Python."""
 
 import csv
 import math
@@ -37,7 +38,12 @@ def main():
         assert [(r["source"], r["strategy"]) for r in rows] == [("measured", "zero3"), ("projected", "zero3")], rows
         measured, projected = (float(r["step_time_s"]) for r in rows)
         assert 0 < measured < math.inf and 0 < projected < math.inf, rows
-        p = rows[1]
+        m, p = rows
+        assert float(m["gathers_per_step"]) > 0 and float(m["gather_wait_s"]) > 0 and float(m["engine_step_s"]) > 0, m
+        parts = sum(float(m[k]) for k in ("gather_wait_s", "hooks_beside_waits_s", "reduce_scatter_s",
+                                          "engine_step_s", "rest_s"))
+        assert abs(parts - measured) < 1e-3, (parts, m)
+        assert float(p["forward_s"]) > 0 and float(p["backward_s"]) > 0 and float(p["exposed_comm_s"]) >= 0, p
         assert float(p["work_ms"]) > 0 and float(p["ds_module_hooks_us"]) > 0 and float(p["collectives_per_step"]) > 0
         assert abs(float(p["error_vs_measured"]) - (projected / measured - 1)) < 2e-3, p
         assert (Path(d) / "projection_check.provenance.json").exists()
