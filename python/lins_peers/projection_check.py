@@ -12,15 +12,17 @@ DeepSpeed's comparison settings):
      it went (host_breakdown, the median over ranks and steps): the gathers' waits, the hooks' own work beside
      them, the reduce-scatter calls, DeepSpeed's optimizer step (engine.step), and the rest of the step;
   4. ZeRO-3's module hooks on DeepSpeed's gather path (host_costs --ds-hook-group RANKS) into a copy of data/host,
-     whose other rows host_costs keeps;
-  5. per strategy, the projection with the back-to-back profile, and from it W, the step's work between two
-     collectives: (step - exposed communication) / the collectives a rank issues per step (the run's own
-     collectives.csv);
-  6. per strategy, the collectives priced after W ms of work (collective_profile --work-ms W), and the projection
-     with that profile: the one compared.
-Writes DIR/projection_check.csv (per set and strategy a `measured` row with its parts and a `projected` one with the
-projection's: forward, backward, optimizer, exposed communication, host work and host stall) and its
-provenance; every set's files stay in DIR/setK. Reports; asserts nothing about the times.
+     whose other rows host_costs keeps; and a second value of the same cost from a DeepSpeed run of its own at
+     M = 4, launched before the checked one (host_breakdown again): its host time per module and pass
+     (`run_module_host_s` below);
+  5. per strategy and value of the hooks' cost (`hooks` = `gather_path`, `run`), the projection with the
+     back-to-back profile, and from it W, the step's work between two collectives: (step - exposed communication) /
+     the collectives a rank issues per step (the run's own collectives.csv);
+  6. the collectives priced after W ms of work (collective_profile --work-ms W), and the projection with that
+     profile: the one compared.
+Writes DIR/projection_check.csv (per set and strategy a `measured` row with its parts and two `projected` ones, one
+per value of the hooks' cost, with the projection's forward, backward, optimizer, exposed communication, host work
+and host stall) and its provenance; every set's files stay in DIR/setK. Reports; asserts nothing about the times.
 """
 
 import argparse
@@ -93,6 +95,42 @@ def measured_parts(folder, name, strategy, step_s):
     return parts
 
 
+def run_module_host_s(folder, name, strategy, ddp_csv):
+    """DeepSpeed's host time per module and pass in a run of its own (host_breakdown's counters, median over ranks
+    and steps): what its forward, backward and step take beyond torch DDP's forward, backward and optimizer of the same
+    model and micro-batches (`ddp_csv`, median over steps) and beyond its collectives' waits, over the module passes
+    its hooks ran for. DDP's own exposed all-reduce stays in DDP's backward, so this is a little low."""
+    per = {}
+    for path in sorted(folder.glob(f"{name}.host_breakdown.rank*.csv")):
+        for r in rows_of(path):
+            if r["strategy"].split(":")[-1] == strategy:
+                per.setdefault((r["rank"], r["step"]), {})[r["counter"]] = float(r["value"])
+    ddp = rows_of(ddp_csv)
+    torch_s = statistics.median(float(r["forward_s"]) + float(r["backward_s"]) + float(r["optimizer_s"]) for r in ddp)
+    values = [(c["engine_forward"] + c["engine_backward"] + c["engine_step"] - c["gather_wait"] - c.get("rs_wire", 0.0)
+               - torch_s) / (c["modules_fwd"] + c["modules_bwd"]) for c in per.values()]
+    if not values:
+        raise SystemExit(f"{folder}: no host_breakdown rows of {strategy} in {name}")
+    if statistics.median(values) <= 0:
+        raise SystemExit(f"{folder}: {name}'s {strategy} step took no longer than torch DDP's compute beyond its "
+                         f"waits ({statistics.median(values) * 1e6:.0f} us per module and pass); measure more steps")
+    return statistics.median(values)
+
+
+def with_module_hooks(src, dst, a_s, source):
+    """A copy of the host-costs file `src` whose ds_module_hooks row is `a_s` per module and pass."""
+    with open(src, newline="") as f:
+        table = list(csv.DictReader(f))
+    for r in table:
+        if r["kind"] == "ds_module_hooks":
+            r.update(a_s=f"{a_s:.4e}", b_s="0.000e+00", max_rel_error="0.000", source=source)
+    with open(dst, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(table[0]), lineterminator="\n")
+        w.writeheader()
+        w.writerows(table)
+    return dst
+
+
 def as_ddp(src, dst):
     """A copy of a torch DDP run's CSV with its engine column named ddp, for lins simulate --calibrate-as ddp."""
     with open(src, newline="") as f:
@@ -155,6 +193,8 @@ def one_set(args, k, env):
     for m in (2, 4):
         s.run("lins_peers.ddp", *common, "--micro-batches", m, "--name", f"ddp_m{m}")
         as_ddp(s.dir / f"ddp_m{m}.csv", s.dir / f"ddp_m{m}_as_ddp.csv")
+    s.run("lins_peers.host_breakdown", *common, "--micro-batches", 4, "--steps", a.steps, "--strategies",
+          ",".join(a.strategies), "--name", "ds_m4")
     s.run("lins_peers.host_breakdown", *common, "--micro-batches", 2, "--steps", a.steps, "--strategies",
           ",".join(a.strategies), "--name", "ds")
     # host_costs keeps the rows of the kinds it does not measure from its --out folder: the built-in costs
@@ -165,29 +205,34 @@ def one_set(args, k, env):
     hooks_s = next(float(r["a_s"]) for r in rows_of(host_costs) if r["kind"] == "ds_module_hooks")
     rows = []
     for strategy in a.strategies:
-        b2b = s.simulate(strategy, back_to_back, host_costs)
-        step0 = float(b2b["step_time_s"])
         calls = collectives_per_step(s.dir / "ds.collectives.csv", strategy)
-        work_ms = (step0 - float(b2b["exposed_comm_s"])) / calls * 1e3
-        sim = s.simulate(strategy, s.profile(f"gloo_{strategy}_work.csv", work_ms), host_costs)
-        step = float(sim["step_time_s"])
         measured = measured_step_s(s.dir / "ds.csv", strategy)
         parts = measured_parts(s.dir, "ds", strategy, measured)
         place = {"set": k, "ranks": a.ranks, "gpus_per_node": a.gpus_per_node, "strategy": strategy}
         rows.append({"source": "measured", **place, "step_time_s": f"{measured:.4f}",
                      **{key: f"{v:.4f}" if key.endswith("_s") else f"{v:g}" for key, v in parts.items()}})
-        rows.append({"source": "projected", **place, "step_time_s": f"{step:.4f}",
-                     "back_to_back_step_time_s": f"{step0:.4f}", "collectives_per_step": calls,
-                     "work_ms": f"{work_ms:.3f}", "ds_module_hooks_us": f"{hooks_s * 1e6:.0f}",
-                     **{key: sim[key] for key in PROJECTED_PARTS},
-                     "error_vs_measured": f"{step / measured - 1:+.3f}"})
-        print(f"set {k} {strategy}: measured {measured:.3f} s, projected {step:.3f} s ({step / measured - 1:+.1%}; "
-              f"back to back {step0:.3f} s, W {work_ms:.2f} ms, hooks {hooks_s * 1e6:.0f} us)", flush=True)
-        print(f"  measured: {parts['gathers_per_step']:g} gathers waited {parts['gather_wait_s']:.3f} s, hooks beside "
-              f"them {parts['hooks_beside_waits_s']:.3f} s, reduce-scatter {parts['reduce_scatter_s']:.3f} s, "
-              f"engine.step {parts['engine_step_s']:.3f} s, the rest {parts['rest_s']:.3f} s", flush=True)
-        print("  projected: " + ", ".join(f"{key[:-2]} {float(sim[key]):.3f} s" for key in PROJECTED_PARTS),
-              flush=True)
+        print(f"set {k} {strategy}: measured {measured:.3f} s: {parts['gathers_per_step']:g} gathers waited "
+              f"{parts['gather_wait_s']:.3f} s, hooks beside them {parts['hooks_beside_waits_s']:.3f} s, "
+              f"reduce-scatter {parts['reduce_scatter_s']:.3f} s, engine.step {parts['engine_step_s']:.3f} s, "
+              f"the rest {parts['rest_s']:.3f} s", flush=True)
+        run_s = run_module_host_s(s.dir, "ds_m4", strategy, s.dir / "ddp_m4.csv")
+        run_costs = with_module_hooks(
+            host_costs, s.dir / f"host_costs_run_{strategy}.csv", run_s,
+            f"host time per module and pass of a DeepSpeed {strategy} run at M = 4 (lins_peers.projection_check)")
+        for hooks, costs, per_pass in (("gather_path", host_costs, hooks_s), ("run", run_costs, run_s)):
+            b2b = s.simulate(strategy, back_to_back, costs)
+            step0 = float(b2b["step_time_s"])
+            work_ms = (step0 - float(b2b["exposed_comm_s"])) / calls * 1e3
+            sim = s.simulate(strategy, s.profile(f"gloo_{strategy}_{hooks}_work.csv", work_ms), costs)
+            step = float(sim["step_time_s"])
+            rows.append({"source": "projected", **place, "hooks": hooks, "step_time_s": f"{step:.4f}",
+                         "back_to_back_step_time_s": f"{step0:.4f}", "collectives_per_step": calls,
+                         "work_ms": f"{work_ms:.3f}", "ds_module_hooks_us": f"{per_pass * 1e6:.0f}",
+                         **{key: sim[key] for key in PROJECTED_PARTS},
+                         "error_vs_measured": f"{step / measured - 1:+.3f}"})
+            print(f"  projected, {hooks} hooks ({per_pass * 1e6:.0f} us per module and pass): {step:.3f} s "
+                  f"({step / measured - 1:+.1%}; back to back {step0:.3f} s, W {work_ms:.2f} ms): "
+                  + ", ".join(f"{key[:-2]} {float(sim[key]):.3f} s" for key in PROJECTED_PARTS), flush=True)
     return rows
 
 
@@ -223,7 +268,7 @@ def main(argv=None):
     rows = []
     for k in range(1, args.sets + 1):
         rows += one_set(args, k, env)
-    fields = ["source", "set", "ranks", "gpus_per_node", "strategy", "step_time_s", "back_to_back_step_time_s",
+    fields = ["source", "set", "ranks", "gpus_per_node", "strategy", "hooks", "step_time_s", "back_to_back_step_time_s",
               "collectives_per_step", "work_ms", "ds_module_hooks_us", *MEASURED_PARTS, *PROJECTED_PARTS,
               "error_vs_measured"]
     tmp = out / "projection_check.csv.partial"
@@ -232,8 +277,12 @@ def main(argv=None):
         w.writeheader()
         w.writerows(rows)
     os.replace(tmp, out / "projection_check.csv")
-    prov = {"tool": "lins_peers.projection_check", "argv": argv if argv is not None else sys.argv[1:],
-            "cpus": os.cpu_count(), "lins": args.lins, "simulate_flags": SIM_FLAGS}
+    # the runs' own provenance (the last set's DeepSpeed run) for the versions, the commit and the time
+    run = json.loads((out / f"set{args.sets}" / "ds.provenance.json").read_text())
+    options = {k: v for k, v in vars(args).items() if k not in ("python", "lins", "out")}
+    prov = {"tool": "lins_peers.projection_check", "options": options, "cpus": os.cpu_count(),
+            "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "git_commit": run.get("git_commit"),
+            "versions": run.get("versions"), "simulate_flags": SIM_FLAGS}
     (out / "projection_check.provenance.json").write_text(json.dumps(prov, indent=2) + "\n")
     print(f"wrote {len(rows)} rows to {out / 'projection_check.csv'}")
     return 0

@@ -4,15 +4,12 @@ timed after each rank's work and the file says so; a bad --work-ms is refused. S
 
 import csv
 import json
-import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from peers_python import found, peers_python
-
-REPO = Path(__file__).resolve().parents[2]
+from peers_python import found, peers_env, peers_python
 
 
 def main():
@@ -20,7 +17,7 @@ def main():
     python = peers_python()
     if not found(python):
         return 77
-    env = dict(os.environ, PYTHONPATH=str(REPO / "python"), OMP_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1")
+    env = peers_env()
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "profile.csv"
         subprocess.run([python, "-m", "torch.distributed.run", "--nproc-per-node", "4", "--master-port", port, "-m",

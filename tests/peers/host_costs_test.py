@@ -9,16 +9,13 @@ and says so. Skipped (77) without the peers' Python."""
 import csv
 import json
 import math
-import os
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from peers_python import found, peers_python
-
-REPO = Path(__file__).resolve().parents[2]
+from peers_python import REPO, found, peers_env, peers_python
 
 
 def main():
@@ -26,8 +23,7 @@ def main():
     python = peers_python()
     if not found(python):
         return 77
-    env = dict(os.environ, PYTHONPATH=str(REPO / "python"), OMP_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1",
-               MASTER_PORT=port)
+    env = peers_env(MASTER_PORT=port)
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "host"
         shutil.copytree(REPO / "data" / "host", out)

@@ -1,8 +1,10 @@
 """The peers' Python that scripts/install-peers.sh makes, for the peers tests: under $LINS_PEERS_VENV, else the
-user's cache (${XDG_CACHE_HOME:-~/.cache}/lins/peers-venv)."""
+user's cache (${XDG_CACHE_HOME:-~/.cache}/lins/peers-venv); and the environment the tests run it in."""
 
 import os
 from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def peers_python():
@@ -18,3 +20,10 @@ def found(python):
         return True
     print(f"skipped: no peers' Python at {python} (run scripts/install-peers.sh)")
     return False
+
+
+def peers_env(**more):
+    """This environment with the project's Python package on the path, one BLAS/OpenMP thread per rank, no bytecode
+    written into the tree, and `more`."""
+    return dict(os.environ, PYTHONPATH=str(REPO / "python"), OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
+                PYTHONDONTWRITEBYTECODE="1", **more)
