@@ -114,12 +114,20 @@ def versions() -> Dict[str, str]:
 
 
 def git_commit() -> str:
+    """HEAD of the checkout, with -dirty when tracked files outside data/ differ from it (measured results are not
+    code), as the C++ side's provenance says it (cmake/git_commit.cmake)."""
     head = _REPO / ".git"
     try:
         import subprocess
 
-        return subprocess.run(["git", "-C", str(_REPO), "rev-parse", "HEAD"], capture_output=True, text=True,
-                              timeout=10).stdout.strip()
+        def git(*argv):
+            return subprocess.run(["git", "-C", str(_REPO), *argv], capture_output=True, text=True,
+                                  timeout=10).stdout.strip()
+
+        commit = git("rev-parse", "HEAD")
+        if commit and git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)data"):
+            commit += "-dirty"
+        return commit
     except Exception:  # noqa: BLE001
         return "" if not head.exists() else "unknown"
 
