@@ -175,8 +175,10 @@ class Set:
     def run(self, *argv, torchrun=True):
         cmd = [self.args.python]
         if torchrun:
+            # torchrun's own logs in the set's folder (left to itself, it makes a folder in the temporary directory
+            # per launch and never removes it)
             cmd += ["-m", "torch.distributed.run", "--nproc-per-node", str(self.args.ranks), "--master-port",
-                    str(self.args.port)]
+                    str(self.args.port), "--log-dir", str(self.dir / "torchrun")]
         cmd += ["-m"] + [str(a) for a in argv]
         self.log.write("$ " + " ".join(cmd) + "\n")
         self.log.flush()

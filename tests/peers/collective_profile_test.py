@@ -20,7 +20,8 @@ def main():
     env = peers_env()
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "profile.csv"
-        subprocess.run([python, "-m", "torch.distributed.run", "--nproc-per-node", "4", "--master-port", port, "-m",
+        subprocess.run([python, "-m", "torch.distributed.run", "--nproc-per-node", "4", "--master-port", port,
+                        "--log-dir", str(Path(d) / "torchrun"), "-m",
                         "lins_peers.collective_profile", "--gpus-per-node", "2", "-b", "4K", "-e", "16K", "-n", "3",
                         "-w", "1", "--out", str(out)], env=env, check=True, timeout=240)
         lines = [ln for ln in out.read_text().splitlines() if not ln.startswith("#")]
@@ -37,7 +38,8 @@ def main():
         assert sim.returncode in (0, 1), sim.stderr  # 1: nothing fits the default memory (not the point here)
         assert (Path(d) / "proj.csv").exists(), sim.stdout + sim.stderr
         work = Path(d) / "work.csv"
-        subprocess.run([python, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", port, "-m",
+        subprocess.run([python, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", port,
+                        "--log-dir", str(Path(d) / "torchrun"), "-m",
                         "lins_peers.collective_profile", "--gpus-per-node", "1", "-b", "4K", "-e", "8K", "-n", "3",
                         "-w", "1", "--work-ms", "0.5", "--out", str(work)], env=env, check=True, timeout=240)
         text = work.read_text()

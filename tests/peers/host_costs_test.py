@@ -63,7 +63,8 @@ def main():
         prov = json.loads((out / "host_costs.provenance.json").read_text())
         assert prov["ds_hook_group"] == 2 and prov["ds_module_hooks"]["group"] == 2, prov
 
-        subprocess.run([python, "-m", "torch.distributed.run", "--nproc-per-node", "4", "--master-port", port, "-m",
+        subprocess.run([python, "-m", "torch.distributed.run", "--nproc-per-node", "4", "--master-port", port,
+                        "--log-dir", str(Path(d) / "torchrun"), "-m",
                         "lins_peers.host_breakdown", "--model", "tiny", "--gpus-per-node", "2", "--steps", "1",
                         "--strategies", "zero3", "--out", d, "--name", "b"], env=env, check=True, timeout=300,
                        capture_output=True)

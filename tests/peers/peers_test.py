@@ -22,6 +22,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -155,14 +156,17 @@ def main():
         peer_args += ["--zero3", args.zero3]
     if args.overlap_comm:
         peer_args += ["--overlap-comm", args.overlap_comm]
-    if args.launcher == "torchrun":
-        cmd = [args.python, "-m", "torch.distributed.run", "--nproc-per-node", str(RANKS),
-               "--master-port", str(args.port)] + peer_args
-    else:
-        cmd = [args.mpiexec, "--oversubscribe", "--allow-run-as-root", "--bind-to", "none", "-np", str(RANKS),
-               "-x", "PYTHONPATH", "-x", "OMP_NUM_THREADS", "-x", "MASTER_ADDR", "-x", "MASTER_PORT",
-               args.python] + peer_args
-    run(cmd, env, f"{module} under {args.launcher} ({RANKS} ranks)", 600)
+    # torchrun's own logs go to a folder removed after the run (left to itself, it makes one in the temporary
+    # directory per launch and never removes it)
+    with tempfile.TemporaryDirectory(prefix="lins-torchrun-") as logs:
+        if args.launcher == "torchrun":
+            cmd = [args.python, "-m", "torch.distributed.run", "--nproc-per-node", str(RANKS),
+                   "--master-port", str(args.port), "--log-dir", logs] + peer_args
+        else:
+            cmd = [args.mpiexec, "--oversubscribe", "--allow-run-as-root", "--bind-to", "none", "-np", str(RANKS),
+                   "-x", "PYTHONPATH", "-x", "OMP_NUM_THREADS", "-x", "MASTER_ADDR", "-x", "MASTER_PORT",
+                   args.python] + peer_args
+        run(cmd, env, f"{module} under {args.launcher} ({RANKS} ranks)", 600)
     stem = args.system
     peer_rows = check_files(out, stem, args.system, args.precision)
     log = read_log(str(out / f"{stem}.collectives.csv"))
