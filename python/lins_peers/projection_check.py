@@ -153,7 +153,8 @@ def with_module_hooks(src, dst, a_s, source):
 
 
 def as_ddp(src, dst):
-    """A copy of a torch DDP run's CSV with its engine column named ddp, for lins simulate --calibrate-as ddp."""
+    """A copy of a torch DDP run's CSV with its engine column named ddp, for lins simulate --calibrate-as ddp; returns
+    `dst`."""
     with open(src, newline="") as f:
         lines = f.read().splitlines(True)
     comments = [ln for ln in lines if ln.startswith("#")]
@@ -164,6 +165,7 @@ def as_ddp(src, dst):
     with open(dst, "w", newline="") as f:
         f.writelines(comments)
         csv.writer(f, lineterminator="\n").writerows(table)
+    return dst
 
 
 class Set:
@@ -171,6 +173,7 @@ class Set:
         self.args, self.dir, self.env = args, folder, env
         self.dir.mkdir(parents=True, exist_ok=True)
         self.log = open(self.dir / "log.txt", "w")
+        self.calibration = []  # the torch DDP CSVs lins simulate calibrates compute from
 
     def run(self, *argv, torchrun=True):
         cmd = [self.args.python]
@@ -198,7 +201,7 @@ class Set:
         out = self.dir / f"sim_{strategy}_{profile.stem}.csv"
         cmd = [self.args.lins, "simulate", *SIM_FLAGS, "--gpus", str(self.args.ranks), "--gpus-per-node",
                str(self.args.gpus_per_node), "--profile", str(profile), "--calibrate",
-               ",".join(str(p) for p in sorted(self.dir.glob("ddp_m*_r*_as_ddp.csv"))), "--calibrate-as", "ddp",
+               ",".join(str(p) for p in self.calibration), "--calibrate-as", "ddp",
                "--strategies", strategy, "--host-costs", str(host_costs), "-o", str(out)]
         self.log.write("$ " + " ".join(cmd) + "\n")
         done = subprocess.run(cmd, capture_output=True, text=True)
@@ -221,12 +224,13 @@ def one_set(args, k, env):
         for m in (2, 4):
             s.run("lins_peers.ddp", *common, "--micro-batches", m, "--warmup", 2, "--steps", a.ddp_steps, "--name",
                   f"ddp_m{m}_r{r}")
-            as_ddp(s.dir / f"ddp_m{m}_r{r}.csv", s.dir / f"ddp_m{m}_r{r}_as_ddp.csv")
+            s.calibration.append(as_ddp(s.dir / f"ddp_m{m}_r{r}.csv", s.dir / f"ddp_m{m}_r{r}_as_ddp.csv"))
         s.run("lins_peers.host_breakdown", *common, "--micro-batches", 4, "--warmup", 2, "--steps", a.steps,
               "--strategies", ",".join(a.strategies), "--name", f"ds_m4_r{r}")
         s.run("lins_peers.host_breakdown", *common, "--micro-batches", 2, "--warmup", 2, "--steps", a.steps,
               "--strategies", ",".join(a.strategies), "--name", f"ds_r{r}")
     checked = [f"ds_r{r}" for r in rounds]
+    spread = gemm_spread([s.dir / f"{n}_r{r}.csv" for n in ("ddp_m2", "ddp_m4", "ds_m4", "ds") for r in rounds])
     # host_costs keeps the rows of the kinds it does not measure from its --out folder: the built-in costs
     shutil.copytree(REPO / "data" / "host", s.dir / "hooks", dirs_exist_ok=True)
     s.run("lins_peers.host_costs", "--out", s.dir / "hooks", "--kinds", "ds_module_hooks", "--hook-steps", 20,
@@ -239,7 +243,6 @@ def one_set(args, k, env):
         measured = measured_step_s([s.dir / f"{n}.csv" for n in checked], strategy)
         parts = measured_parts(s.dir, checked, strategy, measured)
         place = {"set": k, "ranks": a.ranks, "gpus_per_node": a.gpus_per_node, "strategy": strategy}
-        spread = gemm_spread([s.dir / f"{n}_r{r}.csv" for n in ("ddp_m2", "ddp_m4", "ds_m4", "ds") for r in rounds])
         rows.append({"source": "measured", **place, "step_time_s": f"{measured:.4f}", "gemm_spread": f"{spread:.3f}",
                      **{key: f"{v:.4f}" if key.endswith("_s") else f"{v:g}" for key, v in parts.items()}})
         print(f"set {k} {strategy}: measured {measured:.3f} s: {parts['gathers_per_step']:g} gathers waited "

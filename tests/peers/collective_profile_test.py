@@ -9,7 +9,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from peers_python import found, peers_env, peers_python
+from peers_python import found, peers_env, peers_python, torchrun
 
 
 def main():
@@ -20,10 +20,9 @@ def main():
     env = peers_env()
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "profile.csv"
-        subprocess.run([python, "-m", "torch.distributed.run", "--nproc-per-node", "4", "--master-port", port,
-                        "--log-dir", str(Path(d) / "torchrun"), "-m",
-                        "lins_peers.collective_profile", "--gpus-per-node", "2", "-b", "4K", "-e", "16K", "-n", "3",
-                        "-w", "1", "--out", str(out)], env=env, check=True, timeout=240)
+        subprocess.run(torchrun(python, 4, port, Path(d) / "torchrun")
+                       + ["-m", "lins_peers.collective_profile", "--gpus-per-node", "2", "-b", "4K", "-e", "16K", "-n",
+                          "3", "-w", "1", "--out", str(out)], env=env, check=True, timeout=240)
         lines = [ln for ln in out.read_text().splitlines() if not ln.startswith("#")]
         rows = list(csv.DictReader(lines))
         seen = {(r["op"], r["mesh_intra"], r["mesh_inter"]) for r in rows}
@@ -38,10 +37,9 @@ def main():
         assert sim.returncode in (0, 1), sim.stderr  # 1: nothing fits the default memory (not the point here)
         assert (Path(d) / "proj.csv").exists(), sim.stdout + sim.stderr
         work = Path(d) / "work.csv"
-        subprocess.run([python, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", port,
-                        "--log-dir", str(Path(d) / "torchrun"), "-m",
-                        "lins_peers.collective_profile", "--gpus-per-node", "1", "-b", "4K", "-e", "8K", "-n", "3",
-                        "-w", "1", "--work-ms", "0.5", "--out", str(work)], env=env, check=True, timeout=240)
+        subprocess.run(torchrun(python, 2, port, Path(d) / "torchrun")
+                       + ["-m", "lins_peers.collective_profile", "--gpus-per-node", "1", "-b", "4K", "-e", "8K", "-n",
+                          "3", "-w", "1", "--work-ms", "0.5", "--out", str(work)], env=env, check=True, timeout=240)
         text = work.read_text()
         assert "the mean rank's median wait after its work" in text, text[:400]
         prov = json.loads(next(ln for ln in text.splitlines() if ln.startswith("# provenance: "))[len("# provenance: "):])

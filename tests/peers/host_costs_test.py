@@ -15,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from peers_python import REPO, found, peers_env, peers_python
+from peers_python import REPO, found, peers_env, peers_python, torchrun
 
 
 def main():
@@ -63,10 +63,9 @@ def main():
         prov = json.loads((out / "host_costs.provenance.json").read_text())
         assert prov["ds_hook_group"] == 2 and prov["ds_module_hooks"]["group"] == 2, prov
 
-        subprocess.run([python, "-m", "torch.distributed.run", "--nproc-per-node", "4", "--master-port", port,
-                        "--log-dir", str(Path(d) / "torchrun"), "-m",
-                        "lins_peers.host_breakdown", "--model", "tiny", "--gpus-per-node", "2", "--steps", "1",
-                        "--strategies", "zero3", "--out", d, "--name", "b"], env=env, check=True, timeout=300,
+        subprocess.run(torchrun(python, 4, port, Path(d) / "torchrun")
+                       + ["-m", "lins_peers.host_breakdown", "--model", "tiny", "--gpus-per-node", "2", "--steps", "1",
+                          "--strategies", "zero3", "--out", d, "--name", "b"], env=env, check=True, timeout=300,
                        capture_output=True)
         for rank in range(4):
             rows = csv.DictReader(open(Path(d) / f"b.host_breakdown.rank{rank}.csv"))

@@ -1,5 +1,6 @@
 """The peers' Python that scripts/install-peers.sh makes, for the peers tests: under $LINS_PEERS_VENV, else the
-user's cache (${XDG_CACHE_HOME:-~/.cache}/lins/peers-venv); and the environment the tests run it in."""
+user's cache (${XDG_CACHE_HOME:-~/.cache}/lins/peers-venv); the environment the tests run it in; and their torchrun
+command line."""
 
 import os
 from pathlib import Path
@@ -27,3 +28,10 @@ def peers_env(**more):
     written into the tree, and `more`."""
     return dict(os.environ, PYTHONPATH=str(REPO / "python"), OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
                 PYTHONDONTWRITEBYTECODE="1", **more)
+
+
+def torchrun(python, ranks, port, log_dir):
+    """The head of a torchrun command line: `ranks` ranks on this host, rendezvous on `port`, torchrun's own logs in
+    `log_dir` (left to itself, torchrun makes a folder per launch in the temporary directory and never removes it)."""
+    return [python, "-m", "torch.distributed.run", "--nproc-per-node", str(ranks), "--master-port", str(port),
+            "--log-dir", str(log_dir)]

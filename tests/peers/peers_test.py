@@ -31,7 +31,7 @@ sys.path.insert(0, str(REPO / "python"))
 
 from lins_peers import check, expectations  # noqa: E402
 from lins_peers.recorder import read_log  # noqa: E402
-from peers_python import found, peers_python  # noqa: E402  (beside this file)
+from peers_python import found, peers_python, torchrun  # noqa: E402  (beside this file)
 
 SYSTEMS = {"fsdp2": "lins_peers.fsdp2", "deepspeed": "lins_peers.deepspeed_zero", "ddp": "lins_peers.ddp"}
 DEFAULT_STRATEGIES = {"fsdp2": "full,zero2,hpz,hsdp", "deepspeed": "zero1,zero2,zero3,zeropp", "ddp": "ddp"}
@@ -156,12 +156,9 @@ def main():
         peer_args += ["--zero3", args.zero3]
     if args.overlap_comm:
         peer_args += ["--overlap-comm", args.overlap_comm]
-    # torchrun's own logs go to a folder removed after the run (left to itself, it makes one in the temporary
-    # directory per launch and never removes it)
-    with tempfile.TemporaryDirectory(prefix="lins-torchrun-") as logs:
+    with tempfile.TemporaryDirectory(prefix="lins-torchrun-") as logs:  # torchrun's own logs, removed after the run
         if args.launcher == "torchrun":
-            cmd = [args.python, "-m", "torch.distributed.run", "--nproc-per-node", str(RANKS),
-                   "--master-port", str(args.port), "--log-dir", logs] + peer_args
+            cmd = torchrun(args.python, RANKS, args.port, logs) + peer_args
         else:
             cmd = [args.mpiexec, "--oversubscribe", "--allow-run-as-root", "--bind-to", "none", "-np", str(RANKS),
                    "-x", "PYTHONPATH", "-x", "OMP_NUM_THREADS", "-x", "MASTER_ADDR", "-x", "MASTER_PORT",

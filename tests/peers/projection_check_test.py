@@ -1,9 +1,10 @@
 """lins_peers.projection_check, one small set (2 ranks as 2 nodes x 1, zero3, two rounds of one timed step, 2 profile
-iterations): every input measured, every run launched once per round; the CSV holds per strategy a measured row, whose parts (host_breakdown's) add up to its step,
-and two projected rows, one per value of DeepSpeed's module hooks' cost (its gather path, a run of its own), each
-with its forward, backward and exposed communication, a positive hooks' cost and its error against the measured
-step (each projection has a work profile of its own, so their order is not asserted); bad options are refused. The
-times are reported, not judged. Skipped (77) without the peers' Python."""
+iterations): every input measured, every run launched once per round; the CSV holds per strategy a measured row,
+whose parts (host_breakdown's) add up to its step, and two projected rows, one per value of DeepSpeed's module hooks'
+cost (its gather path, a run of its own), each with its forward, backward and exposed communication, a positive
+hooks' cost and its error against the measured step (each projection has a work profile of its own, so their order
+is not asserted); bad options are refused. The times are reported, not judged. Skipped (77) without the peers'
+Python."""
 
 import csv
 import math
