@@ -12,9 +12,15 @@
 #include "core/cli.h"
 #include "core/plan.h"
 #include "core/result.h"
-#include "core/simulator.h"
 
 namespace lins {
+
+// The rates one step is projected with (simulator.h).
+struct ComputeRates {
+  double sustained_flops_per_s = 0;  // GEMM-dominated forward/backward rate
+  double optimizer_bytes_per_s = 0;  // memory rate of the AdamW update (memory bound)
+  double fixed_step_s = 0;           // host time per step besides compute and communication (calibrate.h)
+};
 
 struct ComputeModel {
   double sustained_flops_per_s = 0.6 * 312e12;  // forward/backward rate per GPU

@@ -226,8 +226,6 @@ double& CommTimeBreakdown::term_s(Term t) {
 }
 double CommTimeBreakdown::term_s(Term t) const { return const_cast<CommTimeBreakdown*>(this)->term_s(t); }
 
-const char* network_model_name(NetworkModel m) { return kNetworkModelNames.name(m); }
-Result<NetworkModel> parse_network_model(std::string_view text) { return kNetworkModelNames.parse(text); }
 
 CostModel::CostModel(AlphaBeta network) : net_(std::move(network)), network_model_(make_alpha_beta_model(net_)) {}
 CostModel::CostModel(AlphaBeta network, BandwidthProfile profile)

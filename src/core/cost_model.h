@@ -67,20 +67,6 @@ class BandwidthProfile {
   std::vector<std::string> notes_;
 };
 
-// Hierarchical alpha-beta model of a cluster network. Bandwidths are per direction, GB/s (1e9 B/s).
-struct AlphaBeta {
-  std::string name;
-  std::string description;
-  double intra_gpu_gbps = 0;   // one GPU's bandwidth to the others of its node (NVLink/NVSwitch)
-  double inter_node_gbps = 0;  // a node's total network bandwidth (all its NICs)
-  double inter_gpu_gbps = 0;   // the most one GPU can drive across nodes (its NIC share, PCIe)
-  double intra_latency_s = 0;  // per step of a ring inside the node
-  double inter_latency_s = 0;  // per step of a ring across nodes
-  // Per doubling of the nodes a group spans: inter-node bandwidth x bw_factor, inter-node latency x latency_factor.
-  double bw_factor_per_node_doubling = 1.0;
-  double latency_factor_per_node_doubling = 1.0;
-};
-
 // The alpha-beta terms of a described network.
 AlphaBeta alpha_beta_of(const NetworkSpec& net);
 // The presets of data/networks/ (cpu-local, ethernet-100g, h100-ndr, paper-a800) as alpha-beta networks.
@@ -102,23 +88,6 @@ static_assert(kPricingNames.complete(Pricing::shared_links));
 const char* pricing_name(Pricing p);
 // "paper" or "shared"; the error names --pricing and lists both.
 Result<Pricing> parse_pricing(std::string_view text);
-
-// Which model prices what no profile measured.
-enum class NetworkModel {
-  alpha_beta,  // the hierarchical ring below
-  nccl,        // NCCL 2.21.5's own algorithm and protocol model (nccl_model.h)
-};
-// --network-model and the network_model column of the plan CSV.
-inline constexpr NameTable<NetworkModel, 2> kNetworkModelNames{
-    "network model",
-    {{
-        {NetworkModel::alpha_beta, "alpha-beta", "", "hierarchical ring"},
-        {NetworkModel::nccl, "nccl", "", "NCCL 2.21.5's algorithm and protocol model"},
-    }}};
-static_assert(kNetworkModelNames.complete(NetworkModel::nccl));
-static_assert(std::string_view(kNcclModelVersion) == "2.21.5", "say the new version in kNetworkModelNames' help");
-const char* network_model_name(NetworkModel m);  // "alpha-beta", "nccl"
-Result<NetworkModel> parse_network_model(std::string_view text);
 
 // Seconds of one collective on the alpha-beta network. `concurrent` = how many groups of the same op share each
 // node's network at the same time (1 = alone). Hierarchical decomposition, see cost_model.cpp.

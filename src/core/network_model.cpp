@@ -5,6 +5,10 @@
 #include "core/nccl_model.h"
 
 namespace lins {
+
+const char* network_model_name(NetworkModel m) { return kNetworkModelNames.name(m); }
+Result<NetworkModel> parse_network_model(std::string_view text) { return kNetworkModelNames.parse(text); }
+
 namespace {
 
 class AlphaBetaModel final : public NetworkCostModel {

@@ -3,21 +3,53 @@
 // (op, mesh) pairs come from the data, every other one from the model.
 //
 // Adding a model is one file (a class implementing NetworkCostModel) and one row: its NetworkModel value and name
-// (cost_model.h) and its case in make_network_model below.
+// and its case in make_network_model, both below.
 #pragma once
 
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "core/groups.h"  // Mesh
+#include "core/names.h"
+#include "core/nccl_model.h"  // kNcclModelVersion
 #include "core/result.h"
 #include "core/vocabulary.h"
 
 namespace lins {
 
-struct AlphaBeta;
 struct NetworkSpec;
-enum class NetworkModel;
+
+// Hierarchical alpha-beta model of a cluster network. Bandwidths are per direction, GB/s (1e9 B/s).
+struct AlphaBeta {
+  std::string name;
+  std::string description;
+  double intra_gpu_gbps = 0;   // one GPU's bandwidth to the others of its node (NVLink/NVSwitch)
+  double inter_node_gbps = 0;  // a node's total network bandwidth (all its NICs)
+  double inter_gpu_gbps = 0;   // the most one GPU can drive across nodes (its NIC share, PCIe)
+  double intra_latency_s = 0;  // per step of a ring inside the node
+  double inter_latency_s = 0;  // per step of a ring across nodes
+  // Per doubling of the nodes a group spans: inter-node bandwidth x bw_factor, inter-node latency x latency_factor.
+  double bw_factor_per_node_doubling = 1.0;
+  double latency_factor_per_node_doubling = 1.0;
+};
+
+// Which model prices what no profile measured.
+enum class NetworkModel {
+  alpha_beta,  // the hierarchical ring of alpha_beta_time_s (cost_model.h)
+  nccl,        // NCCL 2.21.5's own algorithm and protocol model (nccl_model.h)
+};
+// --network-model and the network_model column of the plan CSV.
+inline constexpr NameTable<NetworkModel, 2> kNetworkModelNames{
+    "network model",
+    {{
+        {NetworkModel::alpha_beta, "alpha-beta", "", "hierarchical ring"},
+        {NetworkModel::nccl, "nccl", "", "NCCL 2.21.5's algorithm and protocol model"},
+    }}};
+static_assert(kNetworkModelNames.complete(NetworkModel::nccl));
+static_assert(std::string_view(kNcclModelVersion) == "2.21.5", "say the new version in kNetworkModelNames' help");
+const char* network_model_name(NetworkModel m);  // "alpha-beta", "nccl"
+Result<NetworkModel> parse_network_model(std::string_view text);
 
 class NetworkCostModel {
  public:

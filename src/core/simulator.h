@@ -6,6 +6,7 @@
 #include <functional>
 #include <vector>
 
+#include "core/compute_model.h"  // ComputeRates
 #include "core/host_model.h"
 #include "core/model_spec.h"
 #include "core/schedule.h"
@@ -13,12 +14,6 @@
 #include "core/trace.h"
 
 namespace lins {
-
-struct ComputeRates {
-  double sustained_flops_per_s = 0;  // GEMM-dominated forward/backward rate
-  double optimizer_bytes_per_s = 0;  // memory rate of the AdamW update (memory bound)
-  double fixed_step_s = 0;           // host time per step besides compute and communication (calibrate.h)
-};
 
 struct StepProjection {
   double step_s = 0;
