@@ -16,7 +16,7 @@ flags=(-std=c++20 -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-saniti
        -I"$work/cmake/generated")
 # The pure core library once, instrumented; then one small link per target.
 objects=()
-for src in src/core/*.cpp src/core/engines/*.cpp; do
+for src in src/core/*/*.cpp src/core/schedule/engines/*.cpp; do
   obj="$work/core_$(basename "$(dirname "$src")")_$(basename "$src" .cpp).o"
   clang++ "${flags[@]}" -c "$src" -o "$obj" &
   objects+=("$obj")

@@ -16,7 +16,7 @@
 #include <cstring>
 #include <vector>
 
-#include "core/bf16.h"
+#include "core/util/bf16.h"
 #include "kernels/cpu/exp_poly.h"
 #include "kernels/cpu/row_reductions.h"
 

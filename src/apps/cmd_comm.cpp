@@ -18,12 +18,12 @@
 #include "comm/mesh_comms.h"
 #include "comm/provenance.h"
 #include "comm/watchdog.h"
-#include "core/cli.h"
-#include "core/cost_model.h"  // kProfileHeader, the columns the planner reads
-#include "core/csv.h"
-#include "core/json.h"
-#include "core/results_schema.h"
-#include "core/units.h"
+#include "core/cost/cost_model.h"  // kProfileHeader, the columns the planner reads
+#include "core/output/results_schema.h"
+#include "core/util/cli.h"
+#include "core/util/csv.h"
+#include "core/util/json.h"
+#include "core/util/units.h"
 #include "lins_git_commit.h"  // generated at build time
 
 namespace lins {

@@ -12,17 +12,17 @@
 #include <tuple>
 
 #include "apps/commands.h"
-#include "core/cli.h"
-#include "core/compute_model.h"
-#include "core/cost_model.h"
-#include "core/cost_options.h"
-#include "core/csv.h"
-#include "core/host_model.h"
-#include "core/memory_model.h"
-#include "core/planner.h"
-#include "core/results_schema.h"
-#include "core/units.h"
-#include "core/workload.h"
+#include "core/cost/compute_model.h"
+#include "core/cost/cost_model.h"
+#include "core/cost/cost_options.h"
+#include "core/cost/host_model.h"
+#include "core/output/results_schema.h"
+#include "core/projection/memory_model.h"
+#include "core/projection/planner.h"
+#include "core/schedule/workload.h"
+#include "core/util/cli.h"
+#include "core/util/csv.h"
+#include "core/util/units.h"
 
 namespace lins {
 namespace {

@@ -9,12 +9,12 @@
 #include <vector>
 
 #include "apps/commands.h"
-#include "core/cli.h"
-#include "core/csv.h"
-#include "core/json.h"
-#include "core/host_model.h"
-#include "core/replay.h"
-#include "core/text.h"
+#include "core/cost/host_model.h"
+#include "core/projection/replay.h"
+#include "core/util/cli.h"
+#include "core/util/csv.h"
+#include "core/util/json.h"
+#include "core/util/text.h"
 
 namespace lins {
 namespace {

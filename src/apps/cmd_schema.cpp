@@ -3,8 +3,8 @@
 #include <cstdio>
 
 #include "apps/commands.h"
-#include "core/cli.h"
-#include "core/results_schema.h"
+#include "core/output/results_schema.h"
+#include "core/util/cli.h"
 
 namespace lins {
 namespace {

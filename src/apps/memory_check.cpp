@@ -10,8 +10,8 @@
 #include "comm/gpu_plugin.h"
 #include "comm/mesh_comms.h"
 #include "comm/watchdog.h"
-#include "core/host_memory.h"
-#include "core/units.h"
+#include "core/util/host_memory.h"
+#include "core/util/units.h"
 
 namespace lins {
 namespace {

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "core/resource_check.h"
-#include "core/result.h"
+#include "core/util/resource_check.h"
+#include "core/util/result.h"
 
 namespace lins {
 

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "core/cli.h"
-#include "core/result.h"
+#include "core/util/cli.h"
+#include "core/util/result.h"
 
 namespace lins {
 

@@ -13,12 +13,12 @@
 #include "comm/gpu_plugin.h"
 #include "comm/mesh_comms.h"
 #include "comm/watchdog.h"
-#include "core/json.h"
-#include "core/replay.h"
-#include "core/results_schema.h"
-#include "core/step_columns.h"
-#include "core/trace.h"
-#include "core/units.h"
+#include "core/output/results_schema.h"
+#include "core/output/step_columns.h"
+#include "core/projection/replay.h"
+#include "core/util/json.h"
+#include "core/util/trace.h"
+#include "core/util/units.h"
 #include "train/executor.h"
 
 namespace lins {

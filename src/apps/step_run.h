@@ -12,16 +12,16 @@
 
 #include "comm/gpu_plugin.h"  // AttentionKernel
 #include "comm/mpi_communicator.h"
-#include "core/cost_model.h"
-#include "core/csv.h"
-#include "core/memory_model.h"
-#include "core/names.h"
-#include "core/overlap.h"
-#include "core/plan.h"
-#include "core/planner.h"
-#include "core/result.h"
-#include "core/topology.h"
-#include "core/workload.h"
+#include "core/cost/cost_model.h"
+#include "core/model/plan.h"
+#include "core/model/topology.h"
+#include "core/projection/memory_model.h"
+#include "core/projection/planner.h"
+#include "core/schedule/overlap.h"
+#include "core/schedule/workload.h"
+#include "core/util/csv.h"
+#include "core/util/names.h"
+#include "core/util/result.h"
 #include "train/backend.h"
 
 namespace lins {

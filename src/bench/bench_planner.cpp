@@ -15,10 +15,10 @@
 #include <optional>
 #include <string>
 
-#include "core/cost_model.h"
-#include "core/planner.h"
-#include "core/simulator.h"
-#include "core/step_columns.h"
+#include "core/cost/cost_model.h"
+#include "core/output/step_columns.h"
+#include "core/projection/planner.h"
+#include "core/projection/simulator.h"
 
 namespace {
 

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "core/bf16.h"
+#include "core/util/bf16.h"
 
 namespace lins {
 namespace {

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/vocabulary.h"
+#include "core/model/vocabulary.h"
 
 namespace lins {
 

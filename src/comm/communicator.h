@@ -11,8 +11,8 @@
 #include <memory>
 #include <string>
 
-#include "core/result.h"
-#include "core/vocabulary.h"  // CollKind, DType, Axis
+#include "core/model/vocabulary.h"  // CollKind, DType, Axis
+#include "core/util/result.h"
 
 namespace lins {
 

@@ -17,8 +17,8 @@
 #include <string>
 
 #include "comm/communicator.h"
-#include "core/names.h"
-#include "core/result.h"
+#include "core/util/names.h"
+#include "core/util/result.h"
 
 namespace lins {
 

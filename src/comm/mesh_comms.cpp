@@ -9,7 +9,7 @@
 
 #include "comm/check.h"
 #include "comm/gpu_plugin.h"
-#include "core/units.h"
+#include "core/util/units.h"
 
 namespace lins {
 

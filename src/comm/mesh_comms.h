@@ -13,11 +13,11 @@
 
 #include "comm/communicator.h"
 #include "comm/mpi_communicator.h"
-#include "core/groups.h"
-#include "core/names.h"
-#include "core/plan.h"
-#include "core/result.h"
-#include "core/topology.h"
+#include "core/model/groups.h"
+#include "core/model/plan.h"
+#include "core/model/topology.h"
+#include "core/util/names.h"
+#include "core/util/result.h"
 
 namespace lins {
 

@@ -15,7 +15,7 @@
 
 #include "comm/check.h"
 #include "comm/watchdog.h"
-#include "core/bf16.h"
+#include "core/util/bf16.h"
 
 namespace lins {
 

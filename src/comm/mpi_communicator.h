@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "comm/communicator.h"
-#include "core/names.h"
-#include "core/result.h"
+#include "core/util/names.h"
+#include "core/util/result.h"
 
 namespace lins {
 

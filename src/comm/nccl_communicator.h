@@ -14,7 +14,7 @@
 #include "comm/communicator.h"
 #include "comm/gpu_plugin.h"
 #include "comm/nccl_group.h"
-#include "core/result.h"
+#include "core/util/result.h"
 
 struct CUstream_st;  // cudaStream_t
 struct CUevent_st;   // cudaEvent_t

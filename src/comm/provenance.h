@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "core/json.h"
-#include "core/result.h"
+#include "core/util/json.h"
+#include "core/util/result.h"
 
 namespace lins {
 

@@ -12,8 +12,8 @@
 #include <memory>
 #include <string>
 
-#include "core/result.h"
-#include "core/vocabulary.h"  // DType
+#include "core/model/vocabulary.h"  // DType
+#include "core/util/result.h"
 #include "kernels/ops.h"
 
 namespace lins {

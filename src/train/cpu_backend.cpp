@@ -10,7 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/hash.h"
+#include "core/util/hash.h"
 #include "train/backend.h"
 
 namespace lins {

@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <numeric>
 
-#include "core/hash.h"
+#include "core/util/hash.h"
 
 namespace lins {
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "core/purposes.h"
-#include "core/timeline.h"
+#include "core/schedule/purposes.h"
+#include "core/schedule/timeline.h"
 #include "train/executor.h"
 
 namespace lins {

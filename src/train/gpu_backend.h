@@ -22,7 +22,7 @@
 #include <memory>
 
 #include "comm/gpu_plugin.h"  // GpuBackendOptions, GpuMemoryInfo
-#include "core/result.h"
+#include "core/util/result.h"
 #include "train/backend.h"
 
 namespace lins {

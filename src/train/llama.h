@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "core/model_spec.h"
-#include "core/result.h"
+#include "core/model/model_spec.h"
+#include "core/util/result.h"
 #include "train/backend.h"
 
 namespace lins {

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "core/replay.h"
+#include "core/projection/replay.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size > 16384) return 0;

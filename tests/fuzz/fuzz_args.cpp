@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "core/cli.h"
+#include "core/util/cli.h"
 #include "fuzz_words.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "core/csv.h"
+#include "core/util/csv.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size > 4096) return 0;

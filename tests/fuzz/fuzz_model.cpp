@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "core/workload.h"
+#include "core/schedule/workload.h"
 #include "fuzz_words.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "core/plan.h"
+#include "core/model/plan.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size > 256) return 0;

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "core/cost_model.h"
+#include "core/cost/cost_model.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size > 16384) return 0;

@@ -7,15 +7,15 @@
 #include <string>
 #include <vector>
 
-#include "core/cli.h"
-#include "core/groups.h"
-#include "core/memory_model.h"
-#include "core/model_spec.h"
-#include "core/plan.h"
-#include "core/resource_check.h"
-#include "core/schedule.h"
-#include "core/topology.h"
-#include "core/workload.h"
+#include "core/model/groups.h"
+#include "core/model/model_spec.h"
+#include "core/model/plan.h"
+#include "core/model/topology.h"
+#include "core/projection/memory_model.h"
+#include "core/schedule/schedule.h"
+#include "core/schedule/workload.h"
+#include "core/util/cli.h"
+#include "core/util/resource_check.h"
 #include "fuzz_words.h"
 
 namespace {

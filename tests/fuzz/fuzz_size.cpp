@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "core/units.h"
+#include "core/util/units.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size > 64) return 0;

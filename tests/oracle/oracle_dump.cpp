@@ -12,12 +12,12 @@
 #include <string>
 #include <vector>
 
-#include "core/bf16.h"
-#include "core/cli.h"
-#include "core/json.h"
-#include "core/model_spec.h"
-#include "core/plan.h"
-#include "core/topology.h"
+#include "core/model/model_spec.h"
+#include "core/model/plan.h"
+#include "core/model/topology.h"
+#include "core/util/bf16.h"
+#include "core/util/cli.h"
+#include "core/util/json.h"
 #include "train/backend.h"
 #include "train/executor.h"
 

@@ -20,10 +20,10 @@
 #include <vector>
 
 #include "comm/mesh_comms.h"
-#include "core/memory_model.h"
-#include "core/model_spec.h"
-#include "core/plan.h"
-#include "core/workload.h"
+#include "core/model/model_spec.h"
+#include "core/model/plan.h"
+#include "core/projection/memory_model.h"
+#include "core/schedule/workload.h"
 #include "kernels/cuda/attention_cudnn.h"
 #include "train/executor.h"
 #include "train/gpu_backend.h"

@@ -11,9 +11,9 @@
 
 #include "comm/mesh_comms.h"
 #include "comm/mpi_communicator.h"
-#include "core/bf16.h"
-#include "core/model_spec.h"
-#include "core/schedule.h"
+#include "core/model/model_spec.h"
+#include "core/schedule/schedule.h"
+#include "core/util/bf16.h"
 #include "mpi_world.h"
 #include "reference.h"
 

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "core/bf16.h"
-#include "core/schedule.h"
+#include "core/schedule/schedule.h"
+#include "core/util/bf16.h"
 
 namespace lins::test {
 

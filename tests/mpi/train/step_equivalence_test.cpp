@@ -30,8 +30,8 @@
 
 #include "../comm/mpi_world.h"
 #include "comm/mesh_comms.h"
-#include "core/memory_model.h"
-#include "core/workload.h"
+#include "core/projection/memory_model.h"
+#include "core/schedule/workload.h"
 #include "train/executor.h"
 
 namespace lins {

@@ -10,7 +10,7 @@
 
 #include "../comm/mpi_world.h"
 #include "comm/mesh_comms.h"
-#include "core/simulator.h"
+#include "core/projection/simulator.h"
 #include "train/executor.h"
 
 namespace lins {

@@ -1,6 +1,6 @@
 // bf16 conversion (round to nearest even, NaN, infinity, overflow) and the once-rounded sum, against a reference
 // that rounds through double.
-#include "core/bf16.h"
+#include "core/util/bf16.h"
 
 #include <gtest/gtest.h>
 

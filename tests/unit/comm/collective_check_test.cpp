@@ -7,7 +7,7 @@
 #include <cmath>
 #include <vector>
 
-#include "core/bf16.h"
+#include "core/util/bf16.h"
 
 namespace lins {
 namespace {

@@ -5,7 +5,7 @@
 #include <set>
 
 #include "comm/mesh_comms.h"
-#include "core/cost_model.h"
+#include "core/cost/cost_model.h"
 
 namespace lins {
 namespace {

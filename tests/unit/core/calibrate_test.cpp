@@ -1,12 +1,12 @@
 // Calibration recovers the rate and the fixed cost it was given, per engine, from step rows at two micro-batch counts.
-#include "core/calibrate.h"
+#include "core/cost/calibrate.h"
 
 #include <gtest/gtest.h>
 
 #include <iomanip>
 #include <sstream>
 
-#include "core/model_spec.h"
+#include "core/model/model_spec.h"
 
 namespace lins {
 namespace {

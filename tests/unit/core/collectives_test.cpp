@@ -1,16 +1,16 @@
 // The collective table: every row is self-consistent (its message is its larger buffer, its result reads only
 // elements that exist, its bus factor is nccl-tests'), and all_to_all, the row added through it, is priced by the
 // alpha-beta model under either network model.
-#include "core/collectives.h"
+#include "core/model/collectives.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
-#include "core/cost_model.h"
-#include "core/network_model.h"
-#include "core/network_spec.h"
-#include "core/vocabulary.h"
+#include "core/cost/cost_model.h"
+#include "core/cost/network_model.h"
+#include "core/cost/network_spec.h"
+#include "core/model/vocabulary.h"
 
 namespace lins {
 namespace {

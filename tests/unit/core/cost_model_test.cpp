@@ -1,6 +1,6 @@
 // Cost model: profile parsing (good and every kind of bad line), log-linear interpolation, the alpha-beta fallback,
 // shared-link pricing against the paper's isolated pricing, and fallback counting.
-#include "core/cost_model.h"
+#include "core/cost/cost_model.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // CSV writing: quoting, the .partial file until finish(), resume with its keys, and the damaged-file errors.
-#include "core/csv.h"
+#include "core/util/csv.h"
 
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "core/text.h"
+#include "core/util/text.h"
 
 namespace lins {
 namespace {

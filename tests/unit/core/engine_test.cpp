@@ -23,8 +23,8 @@
 #include <string>
 #include <vector>
 
-#include "core/engines.h"
-#include "core/schedule.h"
+#include "core/schedule/engines.h"
+#include "core/schedule/schedule.h"
 
 #ifndef LINS_GOLDEN_DIR
 #error "LINS_GOLDEN_DIR must name tests/unit/core/golden"

@@ -1,5 +1,5 @@
 // core/gpu_peaks.h: the names CUDA gives devices find their datasheet peak, the specific variant before the family.
-#include "core/gpu_peaks.h"
+#include "core/cost/gpu_peaks.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // group_mesh's closed form against the members themselves: for every group shape of many small meshes and every rank,
 // the nodes the members span and the members on the rank's own node, counted from group_ranks.
-#include "core/groups.h"
+#include "core/model/groups.h"
 
 #include <gtest/gtest.h>
 

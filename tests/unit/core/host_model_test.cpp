@@ -1,15 +1,15 @@
 // The host side of a projected step (core/host_model.h): a host that runs ahead of the device costs nothing while it
 // stays ahead, adds what it falls behind, loses its lead at a synchronisation; DeepSpeed's per-rank costs grow with
 // the group; the built-in costs are the measured file's; overlap_comm off waits for every reduction where issued.
-#include "core/host_model.h"
+#include "core/cost/host_model.h"
 
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <fstream>
 
-#include "core/projection.h"
-#include "core/simulator.h"
+#include "core/projection/projection.h"
+#include "core/projection/simulator.h"
 
 namespace lins {
 namespace {

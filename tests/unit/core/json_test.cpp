@@ -1,6 +1,6 @@
 // JSON as lins prints it (nlohmann-json through json_dump): escaping, member order, numbers, and the atomic file
 // write.
-#include "core/json.h"
+#include "core/util/json.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // Memory model against the closed form 2Phi/s_p + 2Phi/s_g + 12Phi/s_os (the paper's memory analysis: bf16 P and G,
 // fp32 master weights and Adam moments), uneven inter-tensor owners, activations with and without recomputation,
 // buffers, and the reserve a GPU run loses beyond them.
-#include "core/memory_model.h"
+#include "core/projection/memory_model.h"
 
 #include <gtest/gtest.h>
 

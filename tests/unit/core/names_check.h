@@ -8,7 +8,7 @@
 #include <set>
 #include <string>
 
-#include "core/names.h"
+#include "core/util/names.h"
 
 namespace lins {
 

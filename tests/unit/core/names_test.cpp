@@ -1,17 +1,17 @@
 // The name tables of the core enums (core/names.h): each round-trips and its name function agrees with it; the
 // aliases that inputs written by other tools use parse to the right value; help and error text come from the table.
-#include "core/names.h"
+#include "core/util/names.h"
 
 #include <gtest/gtest.h>
 
-#include "core/cost_model.h"
-#include "core/nccl_model.h"
-#include "core/network_spec.h"
-#include "core/overlap.h"
-#include "core/plan.h"
-#include "core/planner.h"
-#include "core/schedule.h"
-#include "core/timeline.h"
+#include "core/cost/cost_model.h"
+#include "core/cost/nccl_model.h"
+#include "core/cost/network_spec.h"
+#include "core/model/plan.h"
+#include "core/projection/planner.h"
+#include "core/schedule/overlap.h"
+#include "core/schedule/schedule.h"
+#include "core/schedule/timeline.h"
 #include "names_check.h"
 
 namespace lins {

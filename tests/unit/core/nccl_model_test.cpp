@@ -1,13 +1,13 @@
 // The nccl model against hand-computed points: NCCL v2.21.5-1's tuning formulas (src/graph/tuning.cc) worked by hand
 // for a few (collective, size, mesh) points of the paper's cluster and an H100 one, the channel search it stands on,
 // the relation to nccl-tests' bus bandwidth, and the networks it refuses.
-#include "core/nccl_model.h"
+#include "core/cost/nccl_model.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "core/cost_model.h"
+#include "core/cost/cost_model.h"
 
 namespace lins {
 namespace {

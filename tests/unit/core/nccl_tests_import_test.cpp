@@ -2,7 +2,7 @@
 // from the rank list or given, the collective from the header or the file name, both result halves, N/A, rows of
 // 0 bytes, interleaved NCCL INFO lines, rows with wrong results left out and reported, and bad text named by line;
 // the JSON nccl-tests writes with -J, which must give what its text gives.
-#include "core/nccl_tests_import.h"
+#include "core/cost/nccl_tests_import.h"
 
 #include <gtest/gtest.h>
 

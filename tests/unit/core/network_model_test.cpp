@@ -1,11 +1,11 @@
 // core/network_model.h: both models answer through the one interface CostModel prices with, and a model of one's own
 // plugs in with a measured profile composed in front of it.
-#include "core/network_model.h"
+#include "core/cost/network_model.h"
 
 #include <gtest/gtest.h>
 
-#include "core/cost_model.h"
-#include "core/network_spec.h"
+#include "core/cost/cost_model.h"
+#include "core/cost/network_spec.h"
 
 namespace lins {
 namespace {

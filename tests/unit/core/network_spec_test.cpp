@@ -1,7 +1,7 @@
 // Network files (TOML): a good one, every kind of bad value with file:line and field, the former format refused, the
 // presets shipped in data/networks/ (compiled in, and equal to the files), the alpha-beta terms they give, and
 // degradation with scale.
-#include "core/network_spec.h"
+#include "core/cost/network_spec.h"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "core/cost_model.h"
+#include "core/cost/cost_model.h"
 
 namespace lins {
 namespace {

@@ -1,5 +1,5 @@
 // Plans: presets, the text syntax, every rule of the sharding space (docs/method.md), and the legal space.
-#include "core/plan.h"
+#include "core/model/plan.h"
 
 #include <gtest/gtest.h>
 

@@ -8,8 +8,8 @@
 #include <limits>
 #include <random>
 
-#include "core/planner.h"
-#include "core/projection.h"
+#include "core/projection/planner.h"
+#include "core/projection/projection.h"
 
 namespace lins {
 namespace {

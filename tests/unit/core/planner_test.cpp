@@ -1,6 +1,6 @@
 // Planner: only legal plans, feasible always above infeasible, the chosen plan equals a brute-force minimum over
 // enumerate_legal_plans, and the reasons it gives.
-#include "core/planner.h"
+#include "core/projection/planner.h"
 
 #include <gtest/gtest.h>
 

@@ -2,7 +2,7 @@
 // complete and agree with each other under every context, every engine's ops keep them (their collective, their
 // range, what they hold), and the memory model's buffer bytes are exactly the holdings the rules give, walked through
 // the step's program, so that the memory model and the executor cannot drift apart.
-#include "core/purposes.h"
+#include "core/schedule/purposes.h"
 
 #include <gtest/gtest.h>
 
@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "core/memory_model.h"
-#include "core/plan.h"
-#include "core/timeline.h"
+#include "core/model/plan.h"
+#include "core/projection/memory_model.h"
+#include "core/schedule/timeline.h"
 
 namespace lins {
 namespace {

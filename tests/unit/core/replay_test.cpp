@@ -1,14 +1,14 @@
 // The trace replay: a run whose durations follow the timeline's rules replays to its own step time exactly; a replay
 // whose rules are too strict (all streams made one) misses the step, and one whose rules are too lax (`after` dropped)
 // shows the wait it no longer knows as dispatch delay.
-#include "core/replay.h"
+#include "core/projection/replay.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
-#include "core/csv.h"
-#include "core/simulator.h"
+#include "core/projection/simulator.h"
+#include "core/util/csv.h"
 
 namespace lins {
 namespace {

@@ -1,6 +1,6 @@
 // The memory budget of a host (MemAvailable, cgroup v1 and v2 limits read from a fake root) and the verdict and
 // message of the check lins step and lins comm make before allocating.
-#include "core/resource_check.h"
+#include "core/util/resource_check.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <fstream>
 #include <string>
 
-#include "core/host_memory.h"
+#include "core/util/host_memory.h"
 
 namespace lins {
 namespace {

@@ -1,6 +1,6 @@
 // The schedule against the closed forms of the paper's communication model (docs/cost-model.md) and the volumes the
 // real systems move (docs/engines.md).
-#include "core/schedule.h"
+#include "core/schedule/schedule.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // The projected step: compute plus exposed communication, timed through the same program the executor performs.
-#include "core/simulator.h"
+#include "core/projection/simulator.h"
 
 #include <gtest/gtest.h>
 

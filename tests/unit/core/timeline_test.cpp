@@ -1,7 +1,7 @@
 // The step program, against its rule written out the slow way: at each point the previous step's ops waited for
 // there, the waits for ops issued earlier, the issues, the waits for ops issued at this very point, then the task the
 // point comes before; ops of each group in op order. Every engine and overlap mode.
-#include "core/timeline.h"
+#include "core/schedule/timeline.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // Shared model/topology/workload options: presets, overrides, world-derived topology, and M from the token budget.
-#include "core/workload.h"
+#include "core/schedule/workload.h"
 
 #include <gtest/gtest.h>
 

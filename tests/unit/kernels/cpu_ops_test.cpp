@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "core/bf16.h"
+#include "core/util/bf16.h"
 #include "kernels/cpu/exp_poly.h"
 #include "kernels/ops.h"
 

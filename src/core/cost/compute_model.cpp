@@ -1,0 +1,63 @@
+// The compute model of a projection and its options; see compute_model.h.
+#include "core/cost/compute_model.h"
+
+namespace lins {
+
+ComputeRates ComputeModel::rates_for(Engine engine) const {
+  if (!calibration) return ComputeRates{sustained_flops_per_s, optimizer_bytes_per_s, 0.0};
+  const EngineCalibration& c =
+      calibration->of(calibration_as.empty() ? std::string(engine_name(engine)) : calibration_as);
+  return ComputeRates{c.flops_per_s, optimizer_bytes_per_s, c.fixed_step_s};
+}
+
+std::vector<OptionSpec> compute_options() {
+  return {
+      {"sustained-tflops", 0, "X", "", "compute rate of forward/backward per GPU [default: efficiency x peak]"},
+      {"compute-efficiency", 0, "X", "0.6", "sustained / peak when --sustained-tflops and --calibrate are absent"},
+      {"calibrate", 0, "FILES", "",
+       "fit each engine's sustained rate and fixed per-step cost to the measured rows of `lins step` CSVs "
+       "(comma-separated; rows at 2+ micro-batch counts separate the two)"},
+      {"calibrate-as", 0, "ENGINE", "",
+       "use this engine's calibration for every strategy (where ranks share cores, only an engine with no "
+       "synchronisation between modules, such as ddp, measures the contended compute rate the others also pay)"},
+      {"hbm-gbps", 0, "X", "1600", "memory rate of the optimizer update, GB/s (A800 80GB: 2039 peak)"},
+  };
+}
+
+Result<ComputeModel> parse_compute_model(const ParsedArgs& args, double peak_tflops) {
+  ComputeModel m;
+  auto hbm = args.get_double("hbm-gbps");
+  auto eff = args.get_double("compute-efficiency");
+  if (!hbm || *hbm <= 0) return make_error(hbm ? "--hbm-gbps must be positive" : hbm.error());
+  if (!eff || *eff <= 0 || *eff > 1) return make_error(eff ? "--compute-efficiency must be in (0, 1]" : eff.error());
+  m.optimizer_bytes_per_s = *hbm * 1e9;
+  m.sustained_flops_per_s = *eff * peak_tflops * 1e12;
+  m.rate_source = "compute-efficiency " + args.get("compute-efficiency") + " x peak";
+  if (args.has("sustained-tflops") && args.has("calibrate"))
+    return make_error("give --sustained-tflops or --calibrate, not both");
+  if (args.has("calibrate-as") && !args.has("calibrate"))
+    return make_error("--calibrate-as needs --calibrate (the measured rows to take the engine's calibration from)");
+  if (args.has("sustained-tflops")) {
+    auto v = args.get_double("sustained-tflops");
+    if (!v || *v <= 0) return make_error(v ? "--sustained-tflops must be positive" : v.error());
+    m.sustained_flops_per_s = *v * 1e12;
+    m.rate_source = "given by --sustained-tflops";
+  } else if (args.has("calibrate")) {
+    auto v = calibrate_from_step_csv(args.get("calibrate"));
+    if (!v) return make_error(v.error());
+    m.sustained_flops_per_s = v->all.flops_per_s;
+    m.rate_source = "calibrated per engine from " + args.get("calibrate") + " (see calibration)";
+    m.calibration = std::move(*v);
+    if (args.has("calibrate-as")) {
+      auto e = kEngineNames.parse(args.get("calibrate-as"), "--calibrate-as");
+      if (!e) return make_error(e.error());
+      const std::string name = engine_name(*e);
+      if (!m.calibration->engine.count(name))
+        return make_error("--calibrate-as " + name + ": the calibration rows have no measured row of that engine");
+      m.calibration_as = name;
+    }
+  }
+  return m;
+}
+
+}  // namespace lins

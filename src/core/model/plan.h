@@ -1,0 +1,108 @@
+// A sharding plan: the 6-tuple (s0_p, s1_p, s0_g, s1_g, s0_os, s1_os) of the sharding space (docs/method.md, "The
+// sharding space"), the optimizer-state layout, and the engine (whose collective pattern runs it). Presets name the
+// systems of the paper; a 6-tuple written as text ("p=4x1,g=4x1,os=8x1") runs on the Lins engine.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/model/topology.h"
+#include "core/util/names.h"
+#include "core/util/result.h"
+
+namespace lins {
+
+// Sharding factor of one component: `intra` GPUs inside a node x `inter` nodes.
+struct ShardFactor {
+  int intra = 1;  // s0_x
+  int inter = 1;  // s1_x
+  int total() const { return intra * inter; }
+  std::string to_string() const { return std::to_string(intra) + "x" + std::to_string(inter); }
+  bool operator==(const ShardFactor&) const = default;
+};
+
+// Whose collective pattern executes the plan: the engine is part of the plan, so that one 6-tuple can run both on
+// its real system's engine and on the Lins engine (the paper's Fig. 16/17). docs/engines.md describes each.
+enum class Engine {
+  lins,    // per-module gathers and reduce-scatters over s_p, bucketed all-reduce + select & drop, broadcasts
+  ddp,     // PyTorch DDP: bucketed all-reduce of gradients over all ranks in the last micro-batch
+  zero,    // DeepSpeed ZeRO-1/2/3 (stage from the factors)
+  mics,    // DeepSpeed MiCS: ZeRO-3 inside a group, all-reduce of gradient shards across groups at the boundary
+  zeropp,  // DeepSpeed ZeRO++ hpZ: ZeRO-3 whose later gathers read a secondary copy of P sharded inside the node
+  fsdp,    // PyTorch FSDP2: full shard, or HSDP (shard inside a group, all-reduce across groups)
+};
+constexpr int kEngineCount = 6;
+// The engine column of the step and plan CSVs.
+inline constexpr NameTable<Engine, kEngineCount> kEngineNames{
+    "engine",
+    {{
+        {Engine::lins, "lins", "", "Lins"},
+        {Engine::ddp, "ddp", "", "PyTorch DDP"},
+        {Engine::zero, "zero", "", "DeepSpeed ZeRO-1/2/3"},
+        {Engine::mics, "mics", "", "DeepSpeed MiCS"},
+        {Engine::zeropp, "zeropp", "", "DeepSpeed ZeRO++ hpZ"},
+        {Engine::fsdp, "fsdp", "", "PyTorch FSDP2 / HSDP"},
+    }}};
+static_assert(kEngineNames.complete(Engine::fsdp));
+
+// How optimizer states are split over the OS group.
+enum class OsLayout {
+  inter_tensor,  // whole tensors (or whole local slices) per rank, largest first to the least loaded (Lins)
+  intra_tensor,  // every module split evenly (DeepSpeed, FSDP)
+};
+// The os_layout column of the CSVs; a 6-tuple's ",layout=" reads the short aliases too.
+inline constexpr NameTable<OsLayout, 2> kOsLayoutNames{
+    "optimizer-state layout",
+    {{
+        {OsLayout::inter_tensor, "inter_tensor", "inter", "whole tensors per rank, as Lins"},
+        {OsLayout::intra_tensor, "intra_tensor", "intra", "every module split evenly"},
+    }}};
+static_assert(kOsLayoutNames.complete(OsLayout::intra_tensor));
+
+struct Plan {
+  std::string name;  // preset name ("zero3", "mics:16") or "custom"
+  Engine engine = Engine::lins;
+  ShardFactor p, g, os;
+  OsLayout os_layout = OsLayout::inter_tensor;
+  // ZeRO++: the secondary partition of P inside the node (GPUs). FSDP2: reshard_after_forward=k, the group that keeps
+  // a 1/k copy of P from forward to backward. 0 = none.
+  int hpz_intra = 0;
+  bool keep_after_forward = false;  // FSDP2 reshard_after_forward=False: gathered P kept from forward to backward
+
+  // "p=4x1,g=4x1,os=8x1" (plus ",hpz=8" for ZeRO++); parse_plan reads it back on the Lins engine.
+  std::string to_string() const;
+  // "(4,1 | 4,1 | 8,1)", the paper's notation.
+  std::string tuple_string() const;
+  bool same_factors(const Plan& o) const { return p == o.p && g == o.g && os == o.os; }
+};
+
+const char* engine_name(Engine e);
+const char* os_layout_name(OsLayout l);
+// The zero engine's stage implied by the factors: 3 when P is sharded, 2 when only G and OS are, 1 when only OS, 0
+// when nothing is.
+int zero_stage(const Plan& plan);
+
+// Preset names accepted by parse_plan, with a one-line description each (for help text).
+std::vector<std::pair<std::string, std::string>> plan_presets();
+
+// Parses a preset ("ddp", "zero1", "zero2", "zero3", "mics", "mics:16", "hsdp", "zeropp", "zeropp:4") or a 6-tuple
+// ("p=4x1,g=4x1,os=8x1"; "p=4,g=4,os=8" means intra-node factors; ",layout=intra" selects the even split), then
+// validates it on `topo`. "lins" is not parsed here: the planner chooses it.
+Result<Plan> parse_plan(std::string_view text, const Topology& topo);
+
+// Splits a comma-separated list of plans ("ddp,p=4x1,g=4x1,os=8x1,mics:16") into plans: the commas inside a
+// 6-tuple (before g=, os=, layout=, hpz=) stay with it.
+std::vector<std::string> split_plan_list(std::string_view text);
+
+// Checks every rule of the sharding space (nesting, s_g equal to s_p or s_os, divisibility, fill the node first;
+// docs/method.md, "The sharding space") and the limits of the plan's engine. The error names the violated rule and
+// the nearest legal plan.
+Status validate_plan(const Plan& plan, const Topology& topo);
+
+// Every legal (s0, s1) pair of one component on `topo`: s0 | R, s1 | N, and s1 > 1 implies s0 = R.
+std::vector<ShardFactor> legal_factors(const Topology& topo);
+// Every legal 6-tuple on the Lins engine (nesting, s_g in {s_p, s_os}, divisibility, node first).
+std::vector<Plan> enumerate_legal_plans(const Topology& topo);
+
+}  // namespace lins

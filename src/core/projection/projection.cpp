@@ -1,0 +1,61 @@
+// One plan's projected step; see projection.h.
+#include "core/projection/projection.h"
+
+#include <map>
+#include <tuple>
+
+#include "core/cost/host_model.h"
+
+namespace lins {
+
+std::vector<double> price_ops(const Schedule& s, const CostModel& cost, Pricing pricing, const ModelSpec* model,
+                              const HostModel* host) {
+  // A step repeats a few shapes (every layer's modules, equal buckets, every micro-batch's copy): price each once.
+  std::map<std::tuple<int, int64_t, int, int>, double> priced;
+  auto price = [&](const CommOp& op) {
+    const auto key = std::make_tuple(int(op.kind), op.bytes(), op.mesh.intra, op.mesh.inter);
+    auto it = priced.find(key);
+    if (it == priced.end()) it = priced.emplace(key, cost.op_time_s(op, s.topo, pricing)).first;
+    return it->second;
+  };
+  std::vector<double> out(s.ops.size());
+  for (std::size_t i = 0; i < s.ops.size(); ++i) {
+    const CommOp& op = s.ops[i];
+    if (model && host) {
+      const std::vector<int64_t> calls = ds_gather_call_elems(s, *model, op, host);
+      if (calls.size() > 1) {  // the real system's collectives for this op, one after another on its stream
+        CommOp one = op;
+        for (const int64_t elems : calls) {
+          one.elems = elems;
+          out[i] += price(one);
+        }
+        continue;
+      }
+    }
+    out[i] = price(op);
+  }
+  return out;
+}
+
+Result<PlanProjection> project_plan(const ProjectionSetup& setup, const Workload& w, const Topology& topo,
+                                    const Plan& plan, std::vector<TraceEvent>* trace) {
+  ScheduleOptions so;
+  so.micro_batches = w.micro_batches;
+  so.bucket_bytes = setup.bucket_bytes;
+  so.dtype = setup.dtype;
+  so.expand_micro_batches = true;
+  so.engine = setup.engine;
+  so.overlap = setup.overlap;
+  auto sched = build_schedule(w.model, plan, topo, so);
+  if (!sched) return make_error(sched.error());
+  PlanProjection out;
+  out.memory = estimate_memory(*sched, w, setup.state_bytes);
+  add_memory_reserve(out.memory, *sched, setup.reserve);
+  const std::vector<double> op_s = price_ops(*sched, *setup.cost, setup.pricing, &w.model, setup.host);
+  out.step = project_step(*sched, w.model, w.seq, w.micro_batch_size, w.recompute, setup.compute.rates_for(plan.engine),
+                          op_s, trace, setup.host);
+  out.schedule = std::move(*sched);
+  return out;
+}
+
+}  // namespace lins

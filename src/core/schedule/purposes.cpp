@@ -1,0 +1,186 @@
+// Each purpose's rules, one case of one switch (no default: -Wswitch names a purpose left out); see purposes.h.
+#include "core/schedule/purposes.h"
+
+namespace lins {
+
+PurposeContext purpose_context(const Schedule& s) {
+  return PurposeContext{s.plan.g.total() > s.plan.p.total(), s.transient_grads};
+}
+
+PurposeRule purpose_rule(Purpose p, const PurposeContext& c) {
+  PurposeRule r;
+  r.purpose = p;
+  switch (p) {
+    case Purpose::forward_gather:
+    case Purpose::backward_gather:
+      r.kind = CollKind::all_gather;
+      r.bucket_range = BucketRange::none;
+      r.held = HeldBuffer::module_params;
+      r.held_state = HeldState::p;
+      r.at_issue = AtIssue::gather_shard;
+      r.at_completion = AtCompletion::nothing;
+      r.summary = "gathers the module's P shards into a full-module buffer, freed by the tasks that read it";
+      break;
+    case Purpose::hpz_gather:
+      r.kind = CollKind::all_gather;
+      r.bucket_range = BucketRange::none;
+      r.held = HeldBuffer::module_params;
+      r.held_state = HeldState::p;
+      r.at_issue = AtIssue::gather_hpz_part;
+      r.at_completion = AtCompletion::nothing;
+      r.summary =
+          "gathers the parts of the module's secondary copy of P into a full-module buffer, freed by the tasks "
+          "that read it";
+      break;
+    case Purpose::grad_reduce_scatter:
+      r.kind = CollKind::reduce_scatter;
+      r.bucket_range = BucketRange::part;
+      r.reads_module_grads = true;
+      r.held = HeldBuffer::bucket_send_buffer;
+      r.held_state = HeldState::g;
+      r.at_issue = AtIssue::reduce_scatter_grads;
+      if (c.transient_grads) {
+        r.at_completion = AtCompletion::slice_into_transient;
+        r.summary =
+            "reduce-scatters whole-module gradients (a bucket of several packed first) into this rank's shard "
+            "of the transient gradient";
+      } else {
+        r.at_completion = AtCompletion::slice_into_g;
+        r.summary =
+            "reduce-scatters whole-module gradients (a bucket of several packed first) into this rank's shard, "
+            "added into G";
+      }
+      break;
+    case Purpose::zero_grad_reduce:
+      r.kind = CollKind::all_reduce;
+      r.bucket_range = BucketRange::elems;
+      if (c.g_owned) {
+        r.reads_module_grads = true;
+        r.held = HeldBuffer::send_buffer;
+        r.held_state = HeldState::g;
+        r.at_issue = AtIssue::all_reduce_packed_grads;
+        r.at_completion = AtCompletion::owned_added_into_g;
+        r.summary =
+            "packs the module gradients of a bucket into a send buffer, all-reduces it there and adds the owned "
+            "part into G";
+      } else {
+        r.at_issue = AtIssue::all_reduce_g;
+        r.at_completion = AtCompletion::nothing;
+        r.summary = "all-reduces a bucket of G in place";
+      }
+      break;
+    case Purpose::grad_bucket_all_reduce:
+    case Purpose::replica_all_reduce:
+      r.kind = CollKind::all_reduce;
+      r.bucket_range = BucketRange::elems;
+      if (c.transient_grads) {
+        r.at_issue = AtIssue::all_reduce_transient;
+        r.at_completion = AtCompletion::owned_added_into_g;
+        r.summary = "all-reduces a bucket of the transient gradient in place and adds the owned part into G";
+      } else {
+        r.at_issue = AtIssue::all_reduce_g;
+        r.at_completion = AtCompletion::nothing;
+        r.summary = "all-reduces a bucket of G in place";
+      }
+      break;
+    case Purpose::sync_bucket_all_reduce:
+      r.kind = CollKind::all_reduce;
+      r.bucket_range = BucketRange::elems;
+      if (c.transient_grads) {
+        r.at_issue = AtIssue::all_reduce_transient_with_g;
+        r.at_completion = AtCompletion::owned_copied_into_g;
+        r.summary =
+            "adds G's owned part into a bucket of the transient gradient, all-reduces it in place and copies "
+            "the owned part back into G";
+      } else {
+        r.at_issue = AtIssue::all_reduce_g;
+        r.at_completion = AtCompletion::nothing;
+        r.summary = "all-reduces a bucket of G in place";
+      }
+      break;
+    case Purpose::update_gather:
+      r.kind = CollKind::all_gather;
+      r.bucket_range = BucketRange::whole_local;
+      r.held_state = HeldState::p;
+      r.at_issue = AtIssue::gather_update;
+      r.at_completion = AtCompletion::nothing;
+      r.summary = "gathers every rank's updated partition in place into P (a persistent module: into its buffer)";
+      break;
+    case Purpose::update_broadcast:
+      r.kind = CollKind::broadcast;
+      r.bucket_range = BucketRange::none;
+      r.held = HeldBuffer::payload;
+      r.held_state = HeldState::p;
+      r.at_issue = AtIssue::broadcast_update;
+      r.at_completion = AtCompletion::unpack_payload;
+      r.summary =
+          "broadcasts the root owner's updated slices of the module's shard of P (packed into a payload "
+          "unless in place)";
+      break;
+  }
+  return r;
+}
+
+LocalRange op_local_range(const CommOp& op, const ShardLayout& L, const PurposeRule& r) {
+  if (op.module >= 0) {
+    const ModuleShard& ms = L.modules[static_cast<std::size_t>(op.module)];
+    return LocalRange{ms.local_offset, ms.shard_elems};
+  }
+  switch (r.bucket_range) {
+    case BucketRange::none:
+      return LocalRange{op.local_offset, 0};
+    case BucketRange::elems:
+      return LocalRange{op.local_offset, op.elems};
+    case BucketRange::part:
+      return LocalRange{op.local_offset, op.elems / op.group.size()};
+    case BucketRange::whole_local:
+      return LocalRange{0, L.local_elems};
+  }
+  return LocalRange{op.local_offset, 0};
+}
+
+OpHold op_hold(const CommOp& op, const PurposeRule& r, std::size_t modules_read) {
+  OpHold h;
+  h.state = r.held_state;
+  switch (r.held) {
+    case HeldBuffer::none:
+      return h;
+    case HeldBuffer::module_params:
+      h.until_task = true;
+      break;
+    case HeldBuffer::send_buffer:
+      break;
+    case HeldBuffer::bucket_send_buffer:
+      if (modules_read <= 1) return h;
+      break;
+    case HeldBuffer::payload:
+      if (op.in_place) return h;
+      break;
+  }
+  h.buffer = r.held == HeldBuffer::bucket_send_buffer ? HeldBuffer::send_buffer : r.held;
+  h.elems = op.elems;
+  return h;
+}
+
+GradientReaders gradient_readers(const Schedule& s, const PurposeContext& c) {
+  const ShardLayout& L = s.layout;
+  const int M = s.shape.micro_batches, n = s.shape.modules;
+  GradientReaders g;
+  g.per_module.assign(static_cast<std::size_t>(M), std::vector<int>(static_cast<std::size_t>(n), 0));
+  g.op_modules.assign(s.ops.size(), {});
+  for (std::size_t i = 0; i < s.ops.size(); ++i) {
+    const CommOp& op = s.ops[i];
+    const PurposeRule r = purpose_rule(op.purpose, c);
+    if (!r.reads_module_grads) continue;
+    const LocalRange range = op_local_range(op, L, r);
+    for (const auto& ms : L.modules) {
+      if (ms.local_offset >= range.end() || ms.local_offset + ms.shard_elems <= range.offset) continue;
+      g.op_modules[i].push_back(ms.module);
+      if (op.micro_batch >= 0 && op.micro_batch < M && ms.module >= 0 && ms.module < n)
+        ++g.per_module[static_cast<std::size_t>(op.micro_batch)][static_cast<std::size_t>(ms.module)];
+    }
+  }
+  return g;
+}
+
+}  // namespace lins

@@ -1,0 +1,115 @@
+// The rules of each op purpose, written once: which gradients or parameter buffers an op reads, which range of the
+// local buffer it covers, what it holds from its issue until it is released, and what happens at its issue and at its
+// completion, in terms of the step's buffers. The executor (src/train/executor_ops.cpp) maps these terms onto the
+// buffers it allocates; the memory model (memory_model.cpp) sizes and frees the same buffers at the same actions.
+// Adding a purpose is one case of purpose_rule (purposes.cpp), plus a block of the executor's buffer mechanics when
+// it does something no purpose did before.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "core/schedule/schedule.h"
+
+namespace lins {
+
+// What a schedule decides that some purposes' rules depend on.
+struct PurposeContext {
+  bool g_owned = false;          // G kept only for the owned elements (s_g > s_p: ZeRO-2, Lins with s_g > s_p)
+  bool transient_grads = false;  // Schedule::transient_grads: each micro-batch's gradient lands in a transient buffer
+};
+PurposeContext purpose_context(const Schedule& s);
+
+// The range of the local buffer an op covers. An op of one module (op.module >= 0) covers the module's shard; an op
+// of a bucket (op.module < 0) covers what its purpose says.
+enum class BucketRange {
+  none,         // every op of the purpose names a module
+  elems,        // op.elems elements from op.local_offset (an all-reduced bucket)
+  part,         // this rank's part of a reduce-scatter's input: op.elems / group size from op.local_offset
+  whole_local,  // the whole local buffer (the all-gather of every rank's updated partition)
+};
+
+// The buffer an op allocates at its issue, beyond P, G, the transient gradient and the whole-module gradients the
+// backward wrote. Its elements are op.elems.
+enum class HeldBuffer {
+  none,                // the op works in place
+  module_params,       // the module's full padded parameters, gathered; freed by the tasks that read them
+                       // (TaskParams), not at the wait
+  send_buffer,         // the module gradients of its range packed into one buffer; freed at the wait
+  bucket_send_buffer,  // the same, only when the range covers several modules (one module's whole gradient already is
+                       // the reduce-scatter's input)
+  payload,             // a broadcast's packed (root) or received (others) slices, unless op.in_place; freed at the wait
+};
+// Whose storage dtype the held buffer is in (the executor's is one for both; the memory model's StateBytes has each).
+enum class HeldState { p, g };
+
+// What the op does when it is issued: its stream's work before the collective, and the collective.
+enum class AtIssue {
+  gather_shard,             // all-gathers the module's P shards into a new full-module buffer
+  gather_hpz_part,          // all-gathers the parts of the module's secondary copy of P into a new full-module buffer
+  reduce_scatter_grads,     // reduce-scatters the whole-module gradients of its range (packed first when several)
+  all_reduce_g,             // all-reduces its range of G in place
+  all_reduce_packed_grads,  // packs the module gradients of its range into a send buffer, all-reduces it there
+  all_reduce_transient,     // all-reduces its range of the transient gradient in place
+  all_reduce_transient_with_g,  // adds G's owned part into its range of the transient gradient, then all-reduces it
+  gather_update,                // all-gathers the updated partitions in place into P (a persistent module: its buffer)
+  broadcast_update,             // the root owner broadcasts its updated slices of the module's shard of P
+};
+
+// What the op's stream does once the collective is in, before compute's wait for it returns.
+enum class AtCompletion {
+  nothing,               // the result is where it is read: the gathered buffer, G, P
+  slice_into_g,          // this rank's slice of the result is added into G
+  slice_into_transient,  // this rank's slice of the result is copied into the transient gradient
+  owned_added_into_g,    // the owned elements of the result are added into G
+  owned_copied_into_g,   // the owned elements of the result are copied into G (they already hold G's earlier part)
+  unpack_payload,        // the ranks other than the root unpack the payload into P (nothing when in place)
+};
+
+// One purpose's rules under one context.
+struct PurposeRule {
+  Purpose purpose = Purpose::forward_gather;
+  CollKind kind = CollKind::all_gather;  // the collective every op of the purpose is
+  BucketRange bucket_range = BucketRange::none;
+  // Reads the whole-module gradients of the modules its range covers (the backward writes each into a buffer of its
+  // own while some op of the micro-batch reads it; the wait of its last reader frees it).
+  bool reads_module_grads = false;
+  HeldBuffer held = HeldBuffer::none;
+  HeldState held_state = HeldState::p;
+  AtIssue at_issue = AtIssue::gather_shard;
+  AtCompletion at_completion = AtCompletion::nothing;
+  const char* summary = nullptr;  // what it does, in one line
+};
+
+// The rules of purpose `p` under context `c` (an exhaustive switch: purposes.cpp).
+PurposeRule purpose_rule(Purpose p, const PurposeContext& c);
+
+// A range of the local buffer, in elements.
+struct LocalRange {
+  int64_t offset = 0, elems = 0;
+  int64_t end() const { return offset + elems; }
+};
+// The range of layout `L`'s local buffer op `op` (of rule `r`) covers.
+LocalRange op_local_range(const CommOp& op, const ShardLayout& L, const PurposeRule& r);
+
+// What one op holds from its issue: which buffer, how many elements, in whose dtype, and whether the tasks reading
+// it release it (gathers) rather than its wait.
+struct OpHold {
+  HeldBuffer buffer = HeldBuffer::none;
+  int64_t elems = 0;
+  HeldState state = HeldState::p;
+  bool until_task = false;
+  bool in_place() const { return buffer == HeldBuffer::none; }
+};
+// `modules_read`: how many modules' whole gradients the op reads (GradientReaders::op_modules).
+OpHold op_hold(const CommOp& op, const PurposeRule& r, std::size_t modules_read);
+
+// Which ops read each module's whole gradient (expanded schedules: one copy of each op per micro-batch).
+struct GradientReaders {
+  std::vector<std::vector<int>> per_module;  // [micro-batch][module]: how many ops read its whole gradient
+  std::vector<std::vector<int>> op_modules;  // [op]: the modules whose whole gradient it reads, local order
+};
+GradientReaders gradient_readers(const Schedule& s, const PurposeContext& c);
+
+}  // namespace lins

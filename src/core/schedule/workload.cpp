@@ -1,0 +1,192 @@
+// Shared model/topology/workload options and their parsing; see workload.h.
+#include "core/schedule/workload.h"
+
+#include "core/util/units.h"
+
+namespace lins {
+
+std::vector<OptionSpec> model_options(const std::string& default_model) {
+  std::string presets;
+  for (const auto& n : model_preset_names()) presets += (presets.empty() ? "" : ", ") + n;
+  return {
+      {"model", 0, "NAME", default_model, "model preset: " + presets},
+      {"hidden", 0, "H", "", "hidden size (overrides the preset's)"},
+      {"layers", 0, "L", "", "transformer layers (overrides the preset's)"},
+      {"heads", 0, "N", "", "attention heads, dividing the hidden size (overrides the preset's)"},
+      {"ffn", 0, "F", "", "SwiGLU inner size (overrides the preset's)"},
+      {"vocab", 0, "V", "", "vocabulary size (overrides the preset's)"},
+  };
+}
+
+std::vector<OptionSpec> topology_options(const std::string& default_gpus_per_node, const std::string& default_nodes) {
+  return {
+      {"gpus-per-node", 0, "R", default_gpus_per_node, "GPUs (ranks) per node"},
+      {"nodes", 0, "N", default_nodes, "nodes (a launched job derives it from the world size)"},
+  };
+}
+
+std::vector<OptionSpec> workload_options(const std::string& default_seq, const std::string& default_micro_batch,
+                                         const std::string& default_global_batch_tokens) {
+  return {
+      {"seq", 0, "TOKENS", default_seq, "sequence length"},
+      {"micro-batch", 0, "SEQS", default_micro_batch, "sequences per micro-batch per GPU"},
+      {"micro-batches", 0, "M", "",
+       "micro-batches (gradient accumulation steps) per step; or give "
+       "--global-batch-tokens"},
+      {"global-batch-tokens", 0, "TOKENS", default_global_batch_tokens,
+       "tokens per step over all GPUs; M = TOKENS / (seq x micro-batch x GPUs), a whole number"},
+      {"recompute", 0, "", "", "full activation recomputation"},
+  };
+}
+
+std::vector<OptionSpec> engine_options() {
+  const EngineOptions d;
+  return {
+      {"ddp-first-bucket", 0, "SIZE", std::to_string(d.ddp_first_bucket_bytes),
+       "ddp: the first gradient bucket (PyTorch DDP's 1 MiB; the others are --bucket)"},
+      {"ds-reduce-bucket", 0, "ELEMS", std::to_string(d.ds_reduce_bucket_elems),
+       "zero1/2/3, mics, zeropp: gradient elements per reduction (DeepSpeed reduce_bucket_size)"},
+      {"ds-prefetch-bucket", 0, "ELEMS", std::to_string(d.ds_prefetch_bucket_elems),
+       "zero3, mics, zeropp: parameter elements gathered ahead (stage3_prefetch_bucket_size)"},
+      {"ds-max-reuse-distance", 0, "ELEMS", std::to_string(d.ds_max_reuse_distance_elems),
+       "zero3, mics, zeropp: a module used again within this many elements stays gathered (stage3_max_reuse_distance)"},
+      {"ds-persistence-threshold", 0, "ELEMS", std::to_string(d.ds_param_persistence_threshold_elems),
+       "zero3, mics, zeropp: modules this small are never gathered in the step (stage3_param_persistence_threshold)"},
+      {"ds-overlap-comm", 0, "on|off", "",
+       "zero1/2/3, mics, zeropp: reduce gradients on a communication stream (on) or on the compute stream, waited "
+       "where issued (off); DeepSpeed overlap_comm, whose default is off for zero1/2 and on for stage 3"},
+  };
+}
+
+Result<EngineOptions> parse_engine_options(const ParsedArgs& args) {
+  EngineOptions e;
+  struct Field {
+    const char* name;
+    int64_t* value;
+    bool positive;
+  };
+  const Field fields[] = {{"ddp-first-bucket", &e.ddp_first_bucket_bytes, true},
+                          {"ds-reduce-bucket", &e.ds_reduce_bucket_elems, true},
+                          {"ds-prefetch-bucket", &e.ds_prefetch_bucket_elems, false},
+                          {"ds-max-reuse-distance", &e.ds_max_reuse_distance_elems, false},
+                          {"ds-persistence-threshold", &e.ds_param_persistence_threshold_elems, false}};
+  for (const Field& f : fields) {
+    auto v = args.get_size(f.name);
+    if (!v) return make_error(v.error());
+    if (f.positive && *v == 0) return make_error(std::string("--") + f.name + " must be at least 1");
+    *f.value = static_cast<int64_t>(*v);
+  }
+  if (const std::string v = args.get("ds-overlap-comm"); !v.empty()) {
+    if (v != "on" && v != "off")
+      return make_error("--ds-overlap-comm " + v +
+                        ": valid values are on and off (absent: DeepSpeed's default, off "
+                        "for zero1/2 and on for zero3, mics and zeropp)");
+    e.ds_overlap_comm = v == "on";
+  }
+  return e;
+}
+
+std::vector<OptionSpec> concat_options(std::vector<OptionSpec> base, const std::vector<OptionSpec>& extra) {
+  base.insert(base.end(), extra.begin(), extra.end());
+  return base;
+}
+
+Result<ModelSpec> parse_model(const ParsedArgs& args) {
+  const std::string name = args.get("model");
+  if (name.empty()) {
+    std::string presets;
+    for (const auto& n : model_preset_names()) presets += (presets.empty() ? "" : ", ") + n;
+    return make_error("--model is empty; valid models: " + presets);
+  }
+  auto preset = make_model_preset(name);
+  if (!preset) return make_error(preset.error());
+  ModelDims dims = preset->dims;
+  bool custom = false;
+  struct Field {
+    const char* flag;
+    int* dim;
+  };
+  const Field fields[] = {{"hidden", &dims.hidden},
+                          {"layers", &dims.layers},
+                          {"heads", &dims.heads},
+                          {"ffn", &dims.ffn},
+                          {"vocab", &dims.vocab}};
+  for (const auto& f : fields) {
+    if (!args.has(f.flag)) continue;
+    auto v = args.get_positive_int(f.flag);
+    if (!v) return make_error(v.error());
+    *f.dim = *v;
+    custom = true;
+  }
+  if (!custom) return preset;
+  auto m = make_model(dims, "custom");
+  if (!m) return make_error(m.error());
+  return m;
+}
+
+Result<Topology> parse_topology(const ParsedArgs& args, int world) {
+  if (args.get("gpus-per-node").empty()) return make_error("--gpus-per-node is required (for example 8)");
+  auto gpn = args.get_positive_int("gpus-per-node");
+  if (!gpn) return make_error(gpn.error());
+  if (world > 0) {
+    if (!args.has("nodes")) return topology_for_world(world, *gpn);
+    auto nodes = args.get_positive_int("nodes");
+    if (!nodes) return make_error(nodes.error());
+    if (static_cast<long long>(*gpn) * *nodes != world)
+      return make_error("--gpus-per-node " + std::to_string(*gpn) + " x --nodes " + std::to_string(*nodes) + " = " +
+                        std::to_string(static_cast<long long>(*gpn) * *nodes) + " ranks, but the job has " +
+                        std::to_string(world) + "; leave --nodes out to derive it, or launch that many ranks");
+    return make_topology(*gpn, *nodes);
+  }
+  if (args.get("nodes").empty()) return make_error("--nodes is required (for example 1)");
+  auto nodes = args.get_positive_int("nodes");
+  if (!nodes) return make_error(nodes.error());
+  return make_topology(*gpn, *nodes);
+}
+
+Result<Workload> parse_workload(const ParsedArgs& args, const ModelSpec& model, const Topology& topo) {
+  Workload w;
+  w.model = model;
+  auto seq = args.get_positive_int("seq");
+  if (!seq) return make_error(seq.error());
+  auto mbs = args.get_positive_int("micro-batch");
+  if (!mbs) return make_error(mbs.error());
+  w.seq = *seq;
+  w.micro_batch_size = *mbs;
+  w.recompute = args.flag("recompute");
+  const int64_t per_micro_step = int64_t(w.seq) * w.micro_batch_size * topo.world();  // tokens of one micro-batch
+  if (args.has("micro-batches") && args.has("global-batch-tokens"))
+    return make_error(
+        "give either --micro-batches or --global-batch-tokens, not both (M = tokens / (seq x "
+        "micro-batch x GPUs) = tokens / " +
+        std::to_string(per_micro_step) + ")");
+  if (args.has("micro-batches") || args.get("global-batch-tokens").empty()) {
+    if (args.get("micro-batches").empty()) {
+      w.micro_batches = 1;
+    } else {
+      auto m = args.get_positive_int("micro-batches");
+      if (!m) return make_error(m.error());
+      w.micro_batches = *m;
+    }
+  } else {
+    auto tokens = args.get_size("global-batch-tokens");
+    if (!tokens) return make_error(tokens.error());
+    const uint64_t t = *tokens;
+    if (t == 0 || t % static_cast<uint64_t>(per_micro_step) != 0 ||
+        t / static_cast<uint64_t>(per_micro_step) > 1000000000ull) {
+      const uint64_t lower = t / per_micro_step * per_micro_step;
+      std::string hint = "; valid values are multiples of " + std::to_string(per_micro_step) + " such as ";
+      if (lower > 0) hint += std::to_string(lower) + " or ";
+      hint += std::to_string(lower + per_micro_step) + " (or give --micro-batches M instead)";
+      return make_error("--global-batch-tokens " + args.get("global-batch-tokens") + " = " + std::to_string(t) +
+                        " tokens is not a whole positive number of micro-batches of seq " + std::to_string(w.seq) +
+                        " x micro-batch " + std::to_string(w.micro_batch_size) + " x " + std::to_string(topo.world()) +
+                        " GPUs = " + std::to_string(per_micro_step) + " tokens" + hint);
+    }
+    w.micro_batches = static_cast<int>(t / per_micro_step);
+  }
+  w.global_batch_tokens = per_micro_step * w.micro_batches;
+  return w;
+}
+
+}  // namespace lins
