@@ -39,6 +39,20 @@ std::string Contention::summary() const {
   return o.str();
 }
 
+TimelineRates timeline_rates(const Contention& c, const Schedule& s, std::function<TaskClass(int task)> task_class,
+                             std::function<double(int op)> latency_s) {
+  TimelineRates r;
+  if (!c.any()) return r;
+  r.compute = [c, task_class = std::move(task_class)](int task, const int active[2]) {
+    return c.compute_rate(task_class ? task_class(task) : TaskClass::gemm, active);
+  };
+  r.transfer = [c, &s](int op, int sharing, bool compute_running) {
+    return c.transfer_rate(int(s.ops[static_cast<std::size_t>(op)].axis()), sharing, compute_running);
+  };
+  r.latency_s = std::move(latency_s);
+  return r;
+}
+
 std::string contention_toml(const Contention& c, const std::string& comment) {
   std::ostringstream o;
   o.precision(4);

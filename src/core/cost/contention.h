@@ -6,8 +6,11 @@
 // [contention] table, or are priors from published measurements; `source` says which (docs/cost-model.md).
 #pragma once
 
+#include <functional>
 #include <string>
 
+#include "core/schedule/schedule.h"
+#include "core/schedule/timeline.h"
 #include "core/util/names.h"
 
 namespace lins {
@@ -59,6 +62,12 @@ struct Contention {
   // One line: the values, for consoles and provenance.
   std::string summary() const;
 };
+
+// The timeline's rates (core/schedule/timeline.h) for the ops and tasks of `s` under `c`: a task's class from
+// `task_class`, an op's fabric from its group's mesh, the part of an op that does not stretch from `latency_s` (may be
+// empty: none). Empty rates when `c` makes overlap free, so the timeline is the plain event model.
+TimelineRates timeline_rates(const Contention& c, const Schedule& s, std::function<TaskClass(int task)> task_class,
+                             std::function<double(int op)> latency_s);
 
 // The [contention] table of a network file, or a file of its own (`lins comm --contention FILE` writes one): keys
 // kappa_gemm_intra, kappa_gemm_inter, kappa_memory_intra, kappa_memory_inter, kappa_combine ("sum"|"max"),

@@ -6,7 +6,10 @@
 // At each point: first the waits for ops issued at earlier points (the previous step's first), then the issues, then
 // the waits for ops issued at this very point; a point just before a compute task is followed by that task.
 // run_timeline gives every op a start on its stream (after the op before it on that stream, after `after`, and not
-// before it is issued) and an end, and advances the compute cursor through the waits.
+// before it is issued) and an end, and advances the compute cursor through the waits. It is a progress-rate model:
+// every compute task and every op advances at a rate recomputed whenever one starts or ends (TimelineCosts::rates:
+// what runs beside a task or an op slows it, core/cost/contention.h); with no rates given, or every rate 1, each
+// lasts exactly its priced duration and the model is the plain event model.
 #pragma once
 
 #include <functional>
@@ -49,6 +52,16 @@ struct ActionRecord {
   double exec_start_s = 0, exec_end_s = 0;
 };
 
+// How fast work advances beside other work (a fraction of its rate alone, in (0, 1]). Both may be empty (rate 1).
+struct TimelineRates {
+  // A compute task's rate with `active[f]` ops running on fabric f (0 inside a node, 1 across nodes).
+  std::function<double(int task, const int active[2])> compute;
+  // An op's bandwidth term's rate with `sharing` ops on its fabric (itself included) and a compute task running.
+  std::function<double(int op, int sharing, bool compute_running)> transfer;
+  // The part of op_s that advances at rate 1 whatever runs beside it (its latency terms); may be empty (none).
+  std::function<double(int op)> latency_s;
+};
+
 struct TimelineCosts {
   std::function<double(int task)> compute_s;  // duration of a compute task
   std::function<double(int op)> op_s;         // duration of an op on its stream, once it starts
@@ -76,6 +89,8 @@ struct TimelineCosts {
   // Before the action at `position` the host waits for this op of the step (issued earlier) to end; -1: none
   // (DeepSpeed's fetch waits for the event of the gather three parameters back). May be empty.
   std::function<int(int position)> host_wait_op;
+  // Contention (core/cost/contention.h); empty: overlap is free.
+  TimelineRates rates;
 };
 
 struct OpTiming {
@@ -84,12 +99,14 @@ struct OpTiming {
 
 struct TimelineResult {
   double step_s = 0;                  // when the last action ends
-  double compute_s = 0;               // sum of compute tasks
+  double compute_s = 0;               // sum of compute tasks (as they ran, contention included)
   double host_s = 0;                  // sum of host_s
   double waited_s = 0;                // time the compute cursor stood still in waits (the exposed communication)
   std::vector<OpTiming> ops;          // this step's ops; next-step waits' ops: the copy carried into this step
   std::vector<double> action_end_s;   // per program position
   std::vector<double> stream_busy_s;  // per stream: sum of op durations
+  std::vector<double> task_s;         // per compute task: how long it ran (its priced time, stretched by contention)
+  double compute_stretch_s = 0;       // sum over tasks of task_s minus the priced time: compute lost to contention
   // With a host of its own (TimelineCosts::host_ahead_s): its work, the time the device's compute stood idle for
   // it, and where the host cursor stood after each action (empty without one).
   double host_ahead_s = 0;

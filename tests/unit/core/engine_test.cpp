@@ -13,6 +13,8 @@
 // against docs/engines.md before committing it.
 #include <gtest/gtest.h>
 
+#include "timeline_reference.h"
+
 #include <cctype>
 #include <cstdlib>
 #include <fstream>
@@ -333,6 +335,62 @@ TEST(EngineOverlap, EnginesThatOverlapDoAndNoneOverlapsNothing) {
       }
     }
   }
+}
+
+// With nothing contending, the progress-rate timeline is the plain event model to the bit, on every golden program and
+// overlap mode: with the rates left empty and with rates that are all 1, with and without a host of its own, with
+// host time on the compute cursor and with the previous step's ops issued before this step began.
+TEST(TimelineProgress, WithoutContentionEveryGoldenProgramTimesAsThePlainEventModel) {
+  // Durations that differ per task and op and are not round (so that any change in the arithmetic shows).
+  auto spread = [](int i, double base) { return base * (1.0 + 0.37 * ((i * 7919) % 13) / 13.0); };
+  int checked = 0;
+  for (const Case& c : golden_cases())
+    for (Overlap mode : kModes) {
+      auto s = build_case(c, mode);
+      ASSERT_TRUE(s) << s.error();
+      const std::vector<Action> program = step_program(*s);
+      for (int variant = 0; variant < 4; ++variant) {
+        TimelineCosts costs;
+        costs.compute_s = [&](int t) { return spread(t, 1.3e-3); };
+        costs.op_s = [&](int i) { return spread(i + 5, 0.9e-3); };
+        if (variant >= 1) {  // the replay's host time on the compute cursor, and carried ops issued before the step
+          costs.host_s = [](int pos) { return pos % 3 == 0 ? 1.1e-5 : 0.0; };
+          costs.after_s = [](int pos) { return pos % 5 == 0 ? 2.3e-5 : 0.0; };
+          costs.wake_s = [](int pos) { return pos % 2 == 0 ? 7e-6 : 0.0; };
+          costs.carried_issue_s = [](int i) { return -1e-4 * (i % 4); };
+        }
+        if (variant >= 2) {  // a host of its own
+          costs.host_ahead_s = [](int pos) { return pos % 4 == 0 ? 4e-4 : 3e-5; };
+          costs.host_sync = [](int pos) { return pos % 17 == 0; };
+          costs.host_wait_op = [&](int pos) { return pos % 11 == 0 && pos > 0 ? (pos / 11) % int(s->ops.size()) : -1; };
+        }
+        if (variant == 3) {  // rates given, all 1
+          costs.rates.compute = [](int, const int*) { return 1.0; };
+          costs.rates.transfer = [](int, int, bool) { return 1.0; };
+          costs.rates.latency_s = [](int) { return 1e-4; };
+        }
+        const TimelineResult want = reference::run_timeline(*s, program, costs);
+        const TimelineResult got = run_timeline(*s, program, costs);
+        const std::string where = c.title() + " overlap=" + overlap_name(mode) + " variant " + std::to_string(variant);
+        ASSERT_EQ(got.step_s, want.step_s) << where;
+        EXPECT_EQ(got.compute_s, want.compute_s) << where;
+        EXPECT_EQ(got.waited_s, want.waited_s) << where;
+        EXPECT_EQ(got.host_s, want.host_s) << where;
+        EXPECT_EQ(got.host_ahead_s, want.host_ahead_s) << where;
+        EXPECT_EQ(got.host_stall_s, want.host_stall_s) << where;
+        EXPECT_EQ(got.action_end_s, want.action_end_s) << where;
+        EXPECT_EQ(got.host_end_s, want.host_end_s) << where;
+        EXPECT_EQ(got.stream_busy_s, want.stream_busy_s) << where;
+        EXPECT_EQ(got.compute_stretch_s, 0.0) << where;
+        ASSERT_EQ(got.ops.size(), want.ops.size());
+        for (std::size_t i = 0; i < got.ops.size(); ++i) {
+          EXPECT_EQ(got.ops[i].start_s, want.ops[i].start_s) << where << " op " << i;
+          EXPECT_EQ(got.ops[i].end_s, want.ops[i].end_s) << where << " op " << i;
+        }
+        ++checked;
+      }
+    }
+  EXPECT_GT(checked, 100);
 }
 
 }  // namespace
