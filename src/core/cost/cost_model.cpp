@@ -242,6 +242,7 @@ Result<CostModel> CostModel::make(const NetworkSpec& net, NetworkModel model, st
   c.model_ = model;
   c.network_model_ = std::move(*m);
   c.profile_ = std::move(profile);
+  c.contention_ = net.contention;
   return c;
 }
 

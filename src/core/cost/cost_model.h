@@ -15,6 +15,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/cost/contention.h"
 #include "core/cost/nccl_model.h"
 #include "core/cost/network_model.h"
 #include "core/cost/network_spec.h"
@@ -137,6 +138,9 @@ class CostModel {
   double model_time_s(CollKind op, double message_bytes, Mesh mesh, int concurrent = 1) const;
 
   const AlphaBeta& network() const { return net_; }
+  // What overlap costs on this network (its [contention] table, or --contention); the timeline's rates.
+  const Contention& contention() const { return contention_; }
+  void set_contention(Contention c) { contention_ = std::move(c); }
   const BandwidthProfile* profile() const { return profile_ ? &*profile_ : nullptr; }
   NetworkModel model() const { return model_; }
   // What prices what the profile lacks (network_model.h).
@@ -150,6 +154,7 @@ class CostModel {
   NetworkModel model_ = NetworkModel::alpha_beta;
   std::shared_ptr<const NetworkCostModel> network_model_;  // shared: a CostModel is copied freely
   std::optional<BandwidthProfile> profile_;
+  Contention contention_;
 };
 
 }  // namespace lins

@@ -36,6 +36,9 @@ std::vector<OptionSpec> cost_options(const std::string& default_network, const s
        "nccl-tests outputs (" + nccl_tests_programs() +
            " stdout, or the JSON of their -J FILE.json), comma-separated, each FILE or FILE@GPUS_PER_NODExNODES when "
            "its rank list does not say"},
+      {"contention", 0, "FILE|network|off", "network",
+       "what overlap costs (compute beside collectives, collectives beside compute, collectives sharing a link): the "
+       "network's [contention] table, a file `lins comm --contention FILE` wrote, or off (overlap is free)"},
       {"pricing", 0, "MODE", default_pricing,
        kPricingNames.described() + (allow_both ? ", or both (ranked by paper, both shown)" : "")},
   };
@@ -78,6 +81,13 @@ Result<CostModel> parse_cost_model(const ParsedArgs& args, int gpus_per_node) {
   if (profile) profile->set_source(sources);
   auto cost = CostModel::make(*net, model, std::move(profile));
   if (!cost) return make_error("--network-model " + std::string(network_model_name(model)) + ": " + cost.error());
+  if (const std::string c = args.get("contention"); c == "off") {
+    cost->set_contention(Contention{});
+  } else if (c != "network") {
+    auto file = load_contention(c);
+    if (!file) return make_error("--contention: " + file.error() + "; or give network or off");
+    cost->set_contention(std::move(*file));
+  }
   return cost;
 }
 

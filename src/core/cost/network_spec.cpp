@@ -232,6 +232,89 @@ std::string toml_problem(std::string_view description) {
   return d.substr(colon + 2) + " (while parsing " + d.substr(kPrefix.size(), colon - kPrefix.size()) + ")";
 }
 
+// ---- the [contention] table ------------------------------------------------------------------------------------------
+
+struct ContentionKey {
+  const char* name;
+  Kind kind;
+  const char* valid;
+  std::function<bool(const toml::node&, Contention&)> set;
+};
+
+std::function<bool(const toml::node&, Contention&)> factor(double lo, double hi, bool lo_open,
+                                                           std::function<void(Contention&, double)> put) {
+  return [=](const toml::node& v, Contention& c) {
+    const auto x = v.value<double>();
+    if (!x || !std::isfinite(*x) || *x > hi || *x < lo || (lo_open && *x == lo)) return false;
+    put(c, *x);
+    return true;
+  };
+}
+
+const std::vector<ContentionKey>& contention_keys() {
+  constexpr const char* kSlowdown = "a slowdown from 0 (none) to 100";
+  static const std::vector<ContentionKey> k = {
+      {"source", Kind::text, "any text on one line: measured (how, where) or prior (the published measurement)",
+       [](const toml::node& n, Contention& c) {
+         const std::string& v = n.as_string()->get();
+         if (v.find('\n') != std::string::npos || has_control_chars(v)) return false;
+         c.source = v;
+         return true;
+       }},
+      {"kappa_gemm_intra", Kind::number, kSlowdown,
+       factor(0, 100, false, [](Contention& c, double v) { c.kappa[int(TaskClass::gemm)][0] = v; })},
+      {"kappa_gemm_inter", Kind::number, kSlowdown,
+       factor(0, 100, false, [](Contention& c, double v) { c.kappa[int(TaskClass::gemm)][1] = v; })},
+      {"kappa_memory_intra", Kind::number, kSlowdown,
+       factor(0, 100, false, [](Contention& c, double v) { c.kappa[int(TaskClass::memory)][0] = v; })},
+      {"kappa_memory_inter", Kind::number, kSlowdown,
+       factor(0, 100, false, [](Contention& c, double v) { c.kappa[int(TaskClass::memory)][1] = v; })},
+      {"kappa_combine", Kind::text, "\"sum\" or \"max\"",
+       [](const toml::node& n, Contention& c) {
+         auto m = kKappaCombineNames.parse(n.as_string()->get());
+         if (m) c.combine = *m;
+         return m.ok();
+       }},
+      {"lambda_intra", Kind::number, kSlowdown, factor(0, 100, false, [](Contention& c, double v) { c.lambda[0] = v; })},
+      {"lambda_inter", Kind::number, kSlowdown, factor(0, 100, false, [](Contention& c, double v) { c.lambda[1] = v; })},
+      {"links_shared", Kind::boolean, "true or false",
+       [](const toml::node& n, Contention& c) {
+         c.links_shared = n.as_boolean()->get();
+         return true;
+       }},
+      {"eta", Kind::number, "an efficiency in (0, 1]",
+       factor(0, 1, true, [](Contention& c, double v) { c.eta = v; })},
+  };
+  return k;
+}
+
+// The keys of a [contention] table, checked one by one in the file's order; `where` is the file.
+Result<Contention> parse_contention_table(const toml::table& t, const std::string& where) {
+  Contention c;
+  c.source = "";
+  std::vector<std::pair<int, std::string>> order;
+  for (auto&& [key, value] : t) order.emplace_back(static_cast<int>(key.source().begin.line), std::string(key.str()));
+  std::sort(order.begin(), order.end());
+  for (const auto& [line_no, key] : order) {
+    const toml::node& value = *t.get(key);
+    const std::string at = where + ":" + std::to_string(line_no) + ": [contention] ";
+    const auto it = std::find_if(contention_keys().begin(), contention_keys().end(),
+                                 [&](const ContentionKey& k) { return key == k.name; });
+    if (it == contention_keys().end()) {
+      std::string names;
+      for (const auto& k : contention_keys()) names += (names.empty() ? "" : ", ") + std::string(k.name);
+      return make_error(at + "unknown key '" + key + "'; valid keys: " + names);
+    }
+    if (!is_kind(value, it->kind))
+      return make_error(at + key + ": " + shown(value) + " is " + type_of(value) + "; valid: " + it->valid);
+    if (!it->set(value, c)) return make_error(at + key + ": " + shown(value) + " is not valid; valid: " + it->valid);
+  }
+  if (c.source.empty())
+    return make_error(where + ": [contention] missing 'source' (say where the values come from: measured, how and "
+                              "where, or prior, and the published measurement)");
+  return c;
+}
+
 // What a file must say, and the defaults derived from it; `where` is the file.
 Status finish(NetworkSpec& s, const std::map<std::string, int>& seen, const std::string& where) {
   auto missing = [&](const char* key, const std::string& why) {
@@ -338,10 +421,17 @@ Result<NetworkSpec> parse_network_spec(std::string_view text, const std::string&
   std::map<std::string, int> seen;  // key -> line
   for (const auto& [line_no, key, value] : entries) {
     const std::string at = where + ":" + std::to_string(line_no) + ": ";
+    if (key == "contention" && value->is_table()) {
+      auto c = parse_contention_table(*value->as_table(), where);
+      if (!c) return make_error(c.error());
+      s.contention = std::move(*c);
+      continue;
+    }
     const Key* k = find_key(key);
     if (!k) {
       const std::string what =
-          value->is_table() ? "table [" + key + "] (network files have no tables)" : "key '" + key + "'";
+          value->is_table() ? "table [" + key + "] (the one table a network file may have is [contention])"
+                            : "key '" + key + "'";
       return make_error(at + "unknown " + what + "; valid keys: " + key_names());
     }
     if (!is_kind(*value, k->kind))
@@ -381,6 +471,30 @@ Result<NetworkSpec> load_network_spec(const std::string& path) {
   std::ostringstream ss;
   ss << in.rdbuf();
   return parse_network_spec(ss.str(), path);
+}
+
+Result<Contention> load_contention(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return make_error("cannot open contention file '" + path +
+                      "' (expected a TOML file with a [contention] table, as `lins comm --contention FILE` writes)");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  const std::string text = ss.str();
+  const toml::parse_result doc = toml::parse(text, std::string_view(path));
+  if (!doc)
+    return make_error(path + ":" + std::to_string(doc.error().source().begin.line) +
+                      ": not valid TOML: " + toml_problem(doc.error().description()));
+  const toml::node* table = doc.table().get("contention");
+  if (!table || !table->is_table())
+    return make_error(path + ": no [contention] table (write one with `lins comm --contention FILE`; its keys are in "
+                             "docs/cost-model.md)");
+  if (doc.table().size() > 1) {  // a network file: read whole, so that its other keys are checked too
+    auto net = parse_network_spec(text, path);
+    if (!net) return make_error(net.error());
+    return net->contention;
+  }
+  return parse_contention_table(*table->as_table(), path);
 }
 
 std::vector<NetworkSpec> network_spec_presets() {

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/cost/contention.h"
 #include "core/util/names.h"
 #include "core/util/result.h"
 
@@ -57,6 +58,9 @@ struct NetworkSpec {
   double bw_factor_per_node_doubling = 1.0;
   double latency_factor_per_node_doubling = 1.0;
 
+  // What overlap costs on this cluster (its [contention] table; none: overlap is free).
+  Contention contention;
+
   bool has_gpu() const { return compute_capability > 0; }
   // NCCL's per-direction rate of a PCIe x16 link, GB/s (src/graph/topo.cc: width x per-lane rate / 80).
   double pcie_gbps() const;
@@ -72,6 +76,9 @@ struct NetworkSpec {
 Result<NetworkSpec> parse_network_spec(std::string_view text, const std::string& where);
 // Reads a file; a path ending in .network (the former format's name) is refused with how to convert it.
 Result<NetworkSpec> load_network_spec(const std::string& path);
+// A contention file: a TOML file holding one [contention] table, as `lins comm --contention FILE` writes it (or a
+// network file, whose [contention] table is taken).
+Result<Contention> load_contention(const std::string& path);
 // The shipped presets (data/networks/*.toml), in name order.
 std::vector<NetworkSpec> network_spec_presets();
 std::vector<std::string> network_preset_names();

@@ -1,6 +1,7 @@
 // One plan's projected step; see projection.h.
 #include "core/projection/projection.h"
 
+#include <algorithm>
 #include <map>
 #include <tuple>
 
@@ -9,7 +10,7 @@
 namespace lins {
 
 std::vector<double> price_ops(const Schedule& s, const CostModel& cost, Pricing pricing, const ModelSpec* model,
-                              const HostModel* host) {
+                              const HostModel* host, std::vector<double>* latency_s) {
   // A step repeats a few shapes (every layer's modules, equal buckets, every micro-batch's copy): price each once.
   std::map<std::tuple<int, int64_t, int, int>, double> priced;
   auto price = [&](const CommOp& op) {
@@ -18,9 +19,21 @@ std::vector<double> price_ops(const Schedule& s, const CostModel& cost, Pricing 
     if (it == priced.end()) it = priced.emplace(key, cost.op_time_s(op, s.topo, pricing)).first;
     return it->second;
   };
+  std::map<std::tuple<int, int, int>, double> latencies;
+  auto latency = [&](const CommOp& op) {
+    const auto key = std::make_tuple(int(op.kind), op.mesh.intra, op.mesh.inter);
+    auto it = latencies.find(key);
+    if (it == latencies.end()) {
+      const int conc = pricing == Pricing::shared_links ? concurrent_groups(op.mesh, s.topo) : 1;
+      it = latencies.emplace(key, cost.model_time_s(op.kind, 1.0, op.mesh, conc)).first;
+    }
+    return it->second;
+  };
   std::vector<double> out(s.ops.size());
+  if (latency_s) latency_s->assign(s.ops.size(), 0.0);
   for (std::size_t i = 0; i < s.ops.size(); ++i) {
     const CommOp& op = s.ops[i];
+    std::size_t call_count = 1;
     if (model && host) {
       const std::vector<int64_t> calls = ds_gather_call_elems(s, *model, op, host);
       if (calls.size() > 1) {  // the real system's collectives for this op, one after another on its stream
@@ -29,10 +42,11 @@ std::vector<double> price_ops(const Schedule& s, const CostModel& cost, Pricing 
           one.elems = elems;
           out[i] += price(one);
         }
-        continue;
+        call_count = calls.size();
       }
     }
-    out[i] = price(op);
+    if (call_count == 1) out[i] = price(op);
+    if (latency_s) (*latency_s)[i] = std::min(out[i], double(call_count) * latency(op));
   }
   return out;
 }
@@ -51,9 +65,12 @@ Result<PlanProjection> project_plan(const ProjectionSetup& setup, const Workload
   PlanProjection out;
   out.memory = estimate_memory(*sched, w, setup.state_bytes);
   add_memory_reserve(out.memory, *sched, setup.reserve);
-  const std::vector<double> op_s = price_ops(*sched, *setup.cost, setup.pricing, &w.model, setup.host);
+  const Contention& contention = setup.cost->contention();
+  std::vector<double> latency_s;
+  const std::vector<double> op_s = price_ops(*sched, *setup.cost, setup.pricing, &w.model, setup.host,
+                                             contention.any() ? &latency_s : nullptr);
   out.step = project_step(*sched, w.model, w.seq, w.micro_batch_size, w.recompute, setup.compute.rates_for(plan.engine),
-                          op_s, trace, setup.host);
+                          op_s, trace, setup.host, &contention, &latency_s);
   out.schedule = std::move(*sched);
   return out;
 }

@@ -43,8 +43,11 @@ struct PlanProjection {
 // Seconds of one run of every op of `s` under `pricing`; ops of equal (kind, bytes, mesh) are priced once. With a
 // host model and the model, an op the real system issues as several collectives (ds_gather_calls, host_model.h) is
 // the sum of those collectives, each priced at its own size.
+// `latency_s`, when given, receives each op's latency terms (the part contention does not stretch): the network
+// model's time of the op at one byte, once per collective the op is issued as.
 std::vector<double> price_ops(const Schedule& s, const CostModel& cost, Pricing pricing,
-                              const ModelSpec* model = nullptr, const HostModel* host = nullptr);
+                              const ModelSpec* model = nullptr, const HostModel* host = nullptr,
+                              std::vector<double>* latency_s = nullptr);
 
 // Projects `plan`; `trace`, when given, receives the projected timeline.
 Result<PlanProjection> project_plan(const ProjectionSetup& setup, const Workload& w, const Topology& topo,

@@ -35,9 +35,14 @@ std::vector<double> compute_task_seconds(const Schedule& s, const ModelSpec& mod
   return out;
 }
 
+TaskClass task_class(const Schedule& s, const ModelSpec& model, int task) {
+  const ComputeTask t = s.shape.task(task);
+  if (t.kind == TaskKind::optimizer) return TaskClass::memory;
+  return model.modules[static_cast<std::size_t>(t.module)].kind == "embed" ? TaskClass::memory : TaskClass::gemm;
+}
+
 std::vector<TraceEvent> timeline_trace(const Schedule& s, const ModelSpec& model, const std::vector<Action>& program,
-                                       const TimelineResult& r, const std::vector<double>& task_s,
-                                       const HostProgram* host) {
+                                       const TimelineResult& r, const HostProgram* host) {
   std::vector<TraceEvent> out;
   double before = 0;  // the cursor before each action
   for (std::size_t pos = 0; pos < program.size(); ++pos) {
@@ -45,7 +50,7 @@ std::vector<TraceEvent> timeline_trace(const Schedule& s, const ModelSpec& model
     const double end = r.action_end_s[pos];
     if (a.kind == Action::Kind::compute) {
       const ComputeTask t = s.shape.task(a.index);
-      const double d = task_s[static_cast<std::size_t>(a.index)];
+      const double d = r.task_s[static_cast<std::size_t>(a.index)];
       std::string name = kTaskKindNames.name(t.kind);
       if (t.kind != TaskKind::optimizer) name += " " + model.modules[static_cast<std::size_t>(t.module)].name;
       out.push_back(TraceEvent{name, "compute", end - d, d, 0});
@@ -88,11 +93,17 @@ StepProjection project_step(const Schedule& s, const ModelSpec& model, int seq, 
 
 StepProjection project_step(const Schedule& s, const ModelSpec& model, int seq, int micro_batch_size, bool recompute,
                             const ComputeRates& rates, const std::vector<double>& op_s, std::vector<TraceEvent>* trace,
-                            const HostModel* host) {
+                            const HostModel* host, const Contention* contention,
+                            const std::vector<double>* op_latency_s) {
   const std::vector<double> task_s = compute_task_seconds(s, model, seq, micro_batch_size, recompute, rates);
   TimelineCosts costs;
   costs.compute_s = [&](int t) { return task_s[static_cast<std::size_t>(t)]; };
   costs.op_s = [&](int i) { return op_s[static_cast<std::size_t>(i)]; };
+  if (contention)
+    costs.rates = timeline_rates(
+        *contention, s, [&](int t) { return task_class(s, model, t); },
+        op_latency_s ? std::function<double(int)>([op_latency_s](int i) { return (*op_latency_s)[std::size_t(i)]; })
+                     : std::function<double(int)>());
   const std::vector<Action> program = step_program(s);
   HostProgram hp;
   if (host) {
@@ -100,7 +111,7 @@ StepProjection project_step(const Schedule& s, const ModelSpec& model, int seq, 
     attach_host(costs, hp);
   }
   const TimelineResult r = run_timeline(s, program, costs);
-  if (trace) *trace = timeline_trace(s, model, program, r, task_s, host ? &hp : nullptr);
+  if (trace) *trace = timeline_trace(s, model, program, r, host ? &hp : nullptr);
   StepProjection out;
   for (int t = 0; t < s.shape.task_count(); ++t) {
     const TaskKind kind = s.shape.task(t).kind;
@@ -120,6 +131,13 @@ StepProjection project_step(const Schedule& s, const ModelSpec& model, int seq, 
     const CommOp& op = s.ops[static_cast<std::size_t>(program[pos].index)];
     out.exposed_kind_axis_s[int(op.kind)][int(op.axis())] += stood;
     out.exposed_purpose_axis_s[int(op.purpose)][int(op.axis())] += stood;
+  }
+  out.contention_compute_s = r.compute_stretch_s;
+  for (std::size_t i = 0; i < s.ops.size(); ++i) {
+    const double stretch = (r.ops[i].end_s - r.ops[i].start_s) - op_s[i];
+    if (stretch <= 1e-15 * op_s[i]) continue;  // an op nothing slowed (its end is its start plus its price)
+    out.contention_comm_s += stretch;
+    out.contention_purpose_s[int(s.ops[i].purpose)] += stretch;
   }
   out.stream_busy_s = r.stream_busy_s;
   for (double b : r.stream_busy_s) out.comm_busy_s += b;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/cost/compute_model.h"  // ComputeRates
+#include "core/cost/contention.h"
 #include "core/cost/host_model.h"
 #include "core/model/model_spec.h"
 #include "core/schedule/schedule.h"
@@ -26,12 +27,18 @@ struct StepProjection {
   // (launches late because the host fell behind, or could not run ahead past a host synchronisation).
   double host_work_s = 0;
   double host_stall_s = 0;
+  // Contention (core/cost/contention.h): compute time lost beside collectives (forward_s, backward_s and optimizer_s
+  // are the tasks alone; this is on top of them), and collectives' time lost beside compute and each other, in all and
+  // by purpose (part of comm_busy_s; it reaches the step only where compute waits for it).
+  double contention_compute_s = 0;
+  double contention_comm_s = 0;
+  double contention_purpose_s[kPurposeCount] = {};
   double comm_busy_s = 0;             // sum of collective durations
   std::vector<double> stream_busy_s;  // per stream of the schedule
   // exposed_comm_s split by the collective compute waited for: its kind or its purpose, and its axis.
   double exposed_kind_axis_s[kCollKindCount][2] = {};
   double exposed_purpose_axis_s[kPurposeCount][2] = {};
-  double compute_s() const { return forward_s + backward_s + optimizer_s; }
+  double compute_s() const { return forward_s + backward_s + optimizer_s; }  // alone, without contention
   double exposed_s(CollKind k) const { return exposed_kind_axis_s[int(k)][0] + exposed_kind_axis_s[int(k)][1]; }
 };
 
@@ -51,15 +58,19 @@ StepProjection project_step(const Schedule& schedule, const ModelSpec& model, in
                             const std::function<double(const CommOp&)>& op_seconds,
                             std::vector<TraceEvent>* trace = nullptr, const HostModel* host = nullptr);
 // The same with every op's seconds given (op_s[i] for s.ops[i]). `host`, when given, gives the step a host of its
-// own (host_model.h): its work runs ahead of the device, its synchronisations wait for it.
+// own (host_model.h): its work runs ahead of the device, its synchronisations wait for it. `contention`, when given
+// and not free, slows what runs side by side; `op_latency_s` (op_s's part that does not stretch) may then be given.
 StepProjection project_step(const Schedule& schedule, const ModelSpec& model, int seq, int micro_batch_size,
                             bool recompute, const ComputeRates& rates, const std::vector<double>& op_s,
-                            std::vector<TraceEvent>* trace = nullptr, const HostModel* host = nullptr);
+                            std::vector<TraceEvent>* trace = nullptr, const HostModel* host = nullptr,
+                            const Contention* contention = nullptr, const std::vector<double>* op_latency_s = nullptr);
 
-// Trace events of a timed program: compute and waits from the cursor, collectives from their stream times, and
-// with a host of its own (`host` given) its work on the host lane.
+// A compute task's class for contention: the optimizer and the embedding (a gather) are memory-bound, the rest GEMMs.
+TaskClass task_class(const Schedule& s, const ModelSpec& model, int task);
+
+// Trace events of a timed program: compute (as it ran: r.task_s) and waits from the cursor, collectives from their
+// stream times, and with a host of its own (`host` given) its work on the host lane.
 std::vector<TraceEvent> timeline_trace(const Schedule& s, const ModelSpec& model, const std::vector<Action>& program,
-                                       const TimelineResult& r, const std::vector<double>& task_s,
-                                       const HostProgram* host = nullptr);
+                                       const TimelineResult& r, const HostProgram* host = nullptr);
 
 }  // namespace lins

@@ -308,6 +308,8 @@ TimelineResult run_timeline(const Schedule& s, const std::vector<Action>& progra
         const double end = p.compute(a.index, d, t);
         const double ran = ran_s(t, end, d);
         t = end;
+        // Sized by the program, not the shape: the replay's schedule carries ops only.
+        if (static_cast<std::size_t>(a.index) >= r.task_s.size()) r.task_s.resize(static_cast<std::size_t>(a.index) + 1);
         r.task_s[static_cast<std::size_t>(a.index)] = ran;
         r.compute_s += ran;
         r.compute_stretch_s += ran - d;

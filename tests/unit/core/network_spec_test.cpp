@@ -78,7 +78,7 @@ TEST(NetworkSpec, RejectsEachKindOfBadValueNamingFileLineAndField) {
   expect_error(x + "description = \"two\nlines\"\n", "n.toml:2:", "not valid TOML");
   // Keys and values.
   expect_error(g + "nic_speed = 100\n", "n.toml:16", "unknown key 'nic_speed'; valid keys: name,");
-  expect_error(g + "[nics]\ncount = 2\n", "n.toml:16", "unknown table [nics] (network files have no tables)");
+  expect_error(g + "[nics]\ncount = 2\n", "n.toml:16", "unknown table [nics] (the one table a network file may have is [contention])");
   expect_error(x + "gpu_arch = \"sm75\"\n", "n.toml:2",
                "gpu_arch: \"sm75\" is not valid; valid: \"sm70\", \"sm80\", \"sm90\" or \"none\"");
   expect_error(x + "nvlink_links = -1\n", "n.toml:2", "nvlink_links: -1 is not valid; valid: a whole number");
@@ -210,6 +210,76 @@ TEST(NetworkSpec, AlphaBetaDegradesWithTheNodesAGroupSpans) {
   EXPECT_NEAR(alpha_beta_time_s(flat, CollKind::all_gather, v, Mesh{1, 4}), 3 * 4e-6 + v * 0.75 / 12.5e9, 1e-15);
   EXPECT_NEAR(alpha_beta_time_s(slow, CollKind::all_gather, v, Mesh{1, 4}),
               3 * 4e-6 * 1.44 + v * 0.75 / (12.5e9 * 0.81), 1e-15);
+}
+
+TEST(NetworkSpec, AContentionTableIsReadWithItsSourceAndCheckedKeyByKey) {
+  const std::string table =
+      "\n[contention]\n"
+      "source = \"prior: a test\"\n"
+      "kappa_gemm_intra = 0.2\n"
+      "kappa_gemm_inter = 0.02\n"
+      "kappa_memory_intra = 1\n"
+      "kappa_combine = \"max\"\n"
+      "lambda_inter = 0.3\n"
+      "links_shared = true\n"
+      "eta = 0.85\n";
+  auto s = parse_network_spec(std::string(kGood) + table, "n.toml");
+  ASSERT_TRUE(s) << s.error();
+  const Contention& c = s->contention;
+  EXPECT_TRUE(c.any());
+  EXPECT_EQ(c.source, "prior: a test");
+  EXPECT_EQ(c.kappa[int(TaskClass::gemm)][0], 0.2);
+  EXPECT_EQ(c.kappa[int(TaskClass::gemm)][1], 0.02);
+  EXPECT_EQ(c.kappa[int(TaskClass::memory)][0], 1.0);
+  EXPECT_EQ(c.kappa[int(TaskClass::memory)][1], 0.0);
+  EXPECT_EQ(c.combine, KappaCombine::max);
+  EXPECT_EQ(c.lambda[0], 0.0);
+  EXPECT_EQ(c.lambda[1], 0.3);
+  EXPECT_TRUE(c.links_shared);
+  EXPECT_EQ(c.eta, 0.85);
+  // Without a table: overlap is free.
+  EXPECT_FALSE(parse_network_spec(kGood, "n.toml")->contention.any());
+  const std::string g = std::string(kGood) + "\n[contention]\nsource = \"x\"\n";
+  expect_error(g + "kappa_gemm = 0.1\n", "n.toml:19", "[contention] unknown key 'kappa_gemm'; valid keys: source,");
+  expect_error(g + "eta = 1.5\n", "n.toml:19", "eta: 1.5 is not valid; valid: an efficiency in (0, 1]");
+  expect_error(g + "lambda_intra = -0.1\n", "n.toml:19", "lambda_intra: -0.1 is not valid; valid: a slowdown from 0");
+  expect_error(g + "kappa_combine = \"mean\"\n", "n.toml:19", "kappa_combine: \"mean\" is not valid");
+  expect_error(g + "links_shared = 1\n", "n.toml:19", "links_shared: 1 is a whole number; valid: true or false");
+  expect_error(std::string(kGood) + "\n[contention]\neta = 0.9\n", "n.toml", "[contention] missing 'source'");
+}
+
+TEST(NetworkSpec, AContentionFileIsItsTableOrANetworkFilesTable) {
+  const auto dir = std::filesystem::temp_directory_path() / "lins_contention_test";
+  std::filesystem::create_directories(dir);
+  Contention c;
+  c.kappa[int(TaskClass::memory)][1] = 0.75;
+  c.lambda[0] = 0.125;
+  c.links_shared = true;
+  c.eta = 0.5;
+  c.combine = KappaCombine::max;
+  c.source = "measured: a \"quoted\" test";
+  const auto written = dir / "c.toml";
+  std::ofstream(written) << contention_toml(c, "line one\nline two");
+  auto back = load_contention(written.string());
+  ASSERT_TRUE(back) << back.error();
+  EXPECT_EQ(back->kappa[int(TaskClass::memory)][1], 0.75);
+  EXPECT_EQ(back->lambda[0], 0.125);
+  EXPECT_TRUE(back->links_shared);
+  EXPECT_EQ(back->eta, 0.5);
+  EXPECT_EQ(back->combine, KappaCombine::max);
+  EXPECT_EQ(back->source, "measured: a 'quoted' test");
+  const auto net = dir / "net.toml";
+  std::ofstream(net) << kGood << "\n" << contention_toml(c);
+  back = load_contention(net.string());
+  ASSERT_TRUE(back) << back.error();
+  EXPECT_EQ(back->eta, 0.5);
+  const auto none = dir / "none.toml";
+  std::ofstream(none) << kGood;
+  auto missing = load_contention(none.string());
+  ASSERT_FALSE(missing);
+  EXPECT_NE(missing.error().find("no [contention] table"), std::string::npos) << missing.error();
+  EXPECT_FALSE(load_contention((dir / "absent.toml").string()));
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
