@@ -238,10 +238,13 @@ void print_plan_detail(const char* title, const PlanEvaluation& e, const View& v
                 format_seconds(b.os_bcast_s).c_str());
   };
   if (e.projected)
-    std::printf("  projected step (overlap %s): %s, MFU %.1f%% = compute %s + exposed communication %s + host %s\n",
-                overlap_name(v.overlap), format_seconds(e.step.step_s).c_str(), 100 * mfu(e, v),
-                format_seconds(e.step.compute_s()).c_str(), format_seconds(e.step.exposed_comm_s).c_str(),
-                format_seconds(e.step.fixed_s).c_str());
+    std::printf(
+        "  projected step (overlap %s): %s, MFU %.1f%% = compute %s + compute lost to contention %s + exposed "
+        "communication %s + device idle for the host %s + host fixed %s\n",
+        overlap_name(v.overlap), format_seconds(e.step.step_s).c_str(), 100 * mfu(e, v),
+        format_seconds(e.step.compute_s()).c_str(), format_seconds(e.step.contention_compute_s).c_str(),
+        format_seconds(e.step.exposed_comm_s).c_str(), format_seconds(e.step.host_stall_s).c_str(),
+        format_seconds(e.step.fixed_s).c_str());
   if (v.paper) comm("paper", e.isolated);
   if (v.shared) comm("shared-link", e.shared);
   std::printf("  bytes per GPU per step: %s inside nodes, %s across nodes\n",
@@ -277,8 +280,15 @@ void print_step_breakdown(const PlanEvaluation& a, const PlanEvaluation* b, cons
     }
   for (CollKind k : kCollKindNames.values())
     row(std::string("exposed ") + collective(k).plural, a.step.exposed_s(k), q.exposed_s(k));
+  row("compute lost beside collectives (contention)", a.step.contention_compute_s, q.contention_compute_s);
+  row("host: the device idle for the host", a.step.host_stall_s, q.host_stall_s);
   row("host (fixed per step)", a.step.fixed_s, q.fixed_s);
   row("step", a.step.step_s, q.step_s);
+  // Where contention stretched the collectives: inside the exposed rows above, where compute waited for them.
+  for (int p = 0; p < kPurposeCount; ++p) {
+    const double ca = a.step.contention_purpose_s[p], cb = q.contention_purpose_s[p];
+    if (ca > 5e-5 || cb > 5e-5) row(std::string("  (collective time lost to contention: ") + purpose_name(Purpose(p)) + ")", ca, cb);
+  }
   std::vector<std::string> m = {"", "MFU", fixed(100 * mfu(a, v), 1) + "%"};
   if (b) m.push_back(fixed(100 * mfu(*b, v), 1) + "%");
   cells.push_back(std::move(m));

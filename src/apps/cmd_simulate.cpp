@@ -297,6 +297,7 @@ Status project_row(const SimulateOptions& o, const Workload& workload, const Top
   row.set("mfu_causal", mfu_causal).set("peak_source", o.peak_given ? "given" : "datasheet");
   row.set("host_model", host_model_name(setup.host)).set("label", o.label);
   if (setup.host) row.set("host_work_s", proj.host_work_s).set("host_stall_s", proj.host_stall_s);
+  row.set("contention_compute_s", proj.contention_compute_s).set("contention_comm_s", proj.contention_comm_s);
   if (auto s = writer.write_row(row.ordered()); !s) return s;
   ++tally.rows;
   tally.infeasible += feasible ? 0 : 1;
@@ -388,6 +389,7 @@ Status write_simulate_provenance(const SimulateOptions& o, const ParsedArgs& arg
                              " of the tensors; feasible = tensors + reserve fit --gpu-mem";
   assume["profile"] = o.cost->profile() ? o.cost->profile()->source() : "none (the network model only)";
   assume["pricing"] = pricing_name(o.pricing);
+  assume["contention"] = o.cost->contention().summary();
   assume["communication"] =
       "each engine's communication streams (collectives of one stream run one at a time in issue order; "
       "streams run concurrently), every op issued and waited for where its engine does (docs/engines.md)";

@@ -114,6 +114,12 @@ inline std::vector<Column> step_columns_tail() {
       {"host_work_s", "projected rows with a host model: the host's own work in the step (it runs ahead of the GPU)"},
       {"host_stall_s",
        "projected rows with a host model: time the GPU's compute stood idle for the host (included in step_time_s)"},
+      {"contention_compute_s",
+       "projected rows: compute time lost beside running collectives (the network's [contention] or --contention; "
+       "included in step_time_s, on top of forward_s, backward_s and optimizer_s); 0 when overlap is free"},
+      {"contention_comm_s",
+       "projected rows: time the collectives lost beside compute and each other (it reaches step_time_s only where "
+       "compute waits for them: exposed_comm_s); 0 when overlap is free"},
   };
 }
 }  // namespace detail

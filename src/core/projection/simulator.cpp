@@ -135,7 +135,8 @@ StepProjection project_step(const Schedule& s, const ModelSpec& model, int seq, 
   out.contention_compute_s = r.compute_stretch_s;
   for (std::size_t i = 0; i < s.ops.size(); ++i) {
     const double stretch = (r.ops[i].end_s - r.ops[i].start_s) - op_s[i];
-    if (stretch <= 1e-15 * op_s[i]) continue;  // an op nothing slowed (its end is its start plus its price)
+    // An op nothing slowed ends at its start plus its price, up to the rounding of the subtraction.
+    if (stretch <= 1e-9 * op_s[i]) continue;
     out.contention_comm_s += stretch;
     out.contention_purpose_s[int(s.ops[i].purpose)] += stretch;
   }

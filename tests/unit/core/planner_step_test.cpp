@@ -153,10 +153,18 @@ TEST(PlannerStep, PricingEachDistinctCollectiveOnceChangesNothing) {
     const Plan& plan = plans[rng() % plans.size()];
     auto p = project_plan(setup, w, t, plan);
     ASSERT_TRUE(p) << p.error();
-    // The same program timed with every op priced on its own, as the simulator did before the shortcut.
+    // The same program timed with every op priced on its own, as the simulator did before the shortcut, under the
+    // network's contention (its latency terms priced on their own too).
+    ASSERT_TRUE(cost.contention().any()) << "paper-a800's contention priors";
+    std::vector<double> op_s, latency_s;
+    for (const CommOp& op : p->schedule.ops) {
+      op_s.push_back(cost.op_time_s(op, t, Pricing::shared_links));
+      latency_s.push_back(
+          std::min(op_s.back(), cost.model_time_s(op.kind, 1.0, op.mesh, concurrent_groups(op.mesh, t))));
+    }
     const StepProjection full =
         project_step(p->schedule, w.model, w.seq, w.micro_batch_size, w.recompute, opt.compute.rates_for(plan.engine),
-                     [&](const CommOp& op) { return cost.op_time_s(op, t, Pricing::shared_links); });
+                     op_s, nullptr, nullptr, &cost.contention(), &latency_s);
     EXPECT_EQ(p->step.step_s, full.step_s) << plan.to_string();
     EXPECT_EQ(p->step.exposed_comm_s, full.exposed_comm_s) << plan.to_string();
   }
@@ -174,7 +182,7 @@ TEST(PlannerStep, TheStepIsComputeExposedCommunicationAndHost) {
   opt.compute.calibration = cal;
   auto search = search_plans(workload("small", 4, 256), t, cost, opt);
   ASSERT_TRUE(search) << search.error();
-  bool exposed_somewhere = false;
+  bool exposed_somewhere = false, contended_somewhere = false;
   for (const auto& e : search->plans) {
     const StepProjection& p = e.step;
     EXPECT_DOUBLE_EQ(p.fixed_s, e.plan.engine == Engine::lins ? 0.010 : 0.004) << e.label();
@@ -185,10 +193,13 @@ TEST(PlannerStep, TheStepIsComputeExposedCommunicationAndHost) {
     }
     EXPECT_NEAR(by_kind, p.exposed_comm_s, 1e-12 * std::max(1.0, p.step_s)) << e.label();
     EXPECT_NEAR(by_purpose, p.exposed_comm_s, 1e-12 * std::max(1.0, p.step_s)) << e.label();
-    EXPECT_NEAR(p.compute_s() + p.exposed_comm_s + p.fixed_s, p.step_s, 1e-9 * p.step_s) << e.label();
+    EXPECT_NEAR(p.compute_s() + p.contention_compute_s + p.exposed_comm_s + p.fixed_s, p.step_s, 1e-9 * p.step_s)
+        << e.label();
+    contended_somewhere = contended_somewhere || p.contention_compute_s > 0;
     exposed_somewhere = exposed_somewhere || p.exposed_comm_s > 0;
   }
   EXPECT_TRUE(exposed_somewhere) << "a network slow enough to expose some communication";
+  EXPECT_TRUE(contended_somewhere) << "ethernet-100g's contention priors slow some compute";
 }
 
 TEST(PlannerStep, TheOtherRankIsThePapersRankingAndBack) {
