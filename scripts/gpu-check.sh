@@ -31,6 +31,10 @@
 #   ncclpair    30      0  optional: two ranks on the one GPU through NCCL (each rank its own NCCL_HOSTID, so NCCL
 #                          takes them for two hosts and joins them over its socket transport on loopback): `lins comm
 #                          --backend nccl` checked for every op; skipped under 20 s; a failure is reported, not fatal
+#   contention  40      0  optional: `lins comm --backend nccl --contention contention.toml` at four ranks on the one
+#                          GPU (each its own NCCL_HOSTID, labelled 2 nodes of 2), small; the file and the log go to
+#                          OUTDIR; skipped under 20 s; a failure is reported, not fatal (one GPU shared by four ranks
+#                          exercises the path, its values describe no real fabric)
 #   finish      10     10  the verdict, summary.txt and the archive
 #
 # Each stage may take min(its cap, the budget left less the floors of the stages after it): the floors sum to 310 of
@@ -114,9 +118,9 @@ checkpoint() {
 }
 
 # --- stages and their time ----------------------------------------------------------------------------------------
-STAGES=(setup configure build tests sanitizer bench step ncclpair finish)
-STAGE_CAP=(45 60 150 150 40 40 150 30 10)
-STAGE_FLOOR=(45 30 90 60 0 0 75 0 10)
+STAGES=(setup configure build tests sanitizer bench step ncclpair contention finish)
+STAGE_CAP=(45 60 150 150 40 40 150 30 40 10)
+STAGE_FLOOR=(45 30 90 60 0 0 75 0 0 10)
 OPTIONAL_MIN_S=$((20 * TOTAL_S / 420))  # an optional stage (floor 0) is skipped with less than this
 for i in "${!STAGES[@]}"; do
   STAGE_CAP[i]=$((STAGE_CAP[i] * TOTAL_S / 420))
@@ -993,6 +997,35 @@ elif stage_begin ncclpair; then
     log "ncclpair: rc=$NCCL2_RC or a wrong element (nccl2.log, nccl2.csv); reported, not counted in the verdict"
     stage_end "failed (not fatal)"
   fi
+fi
+
+# === the contention benchmark on NCCL (optional) ====================================================================
+# Four ranks on the one GPU, each a host of its own to NCCL (as ncclpair), labelled 2 nodes of 2 so that every
+# measurement runs: NCCL collectives on their streams beside cuBLAS GEMMs and a memory-bound kernel on the compute
+# stream, timed with CUDA events. Reported, not fatal: it checks the GPU path of `lins comm --contention` end to end.
+CONT_RC=skipped
+if [ "$NO_DEVICE" = 1 ] || [ -z "$LINS_BIN" ] || [ ! -x "$LINS_BIN" ] || ! command -v mpirun >/dev/null 2>&1; then
+  log "contention: not run (no device, no lins or no mpirun)"
+elif stage_begin contention; then
+  root_flag=$([ "$(id -u)" = 0 ] && echo --allow-run-as-root)
+  t=$(stage_left)
+  # shellcheck disable=SC2016,SC2086  # $OMPI_COMM_WORLD_RANK is expanded by each rank's shell
+  bounded "$t" mpirun -np 4 --oversubscribe $root_flag -x NCCL_IB_DISABLE=1 -x NCCL_P2P_DISABLE=1 \
+    -x NCCL_SHM_DISABLE=1 -x NCCL_SOCKET_IFNAME=lo -x NCCL_DEBUG=WARN bash -c \
+    'NCCL_HOSTID=lins-check-rank-$OMPI_COMM_WORLD_RANK exec "$@"' contention "$LINS_BIN" comm --backend nccl \
+    --gpus-per-node 2 --contention "$OUT/contention.toml" --repeats 3 --compute-seconds 0.05 --timeout $((t - 5)) \
+    >"$OUT/contention.log" 2>&1
+  CONT_RC=$?
+  tail -40 "$OUT/contention.log" >>"$SUMMARY"
+  if [ "$CONT_RC" = 0 ] && [ -s "$OUT/contention.toml" ] &&
+    python3 -c 'import sys, tomllib; tomllib.load(open(sys.argv[1], "rb"))["contention"]' "$OUT/contention.toml"; then
+    log "contention: lins comm --contention on NCCL wrote contention.toml"
+    stage_end ok
+  else
+    log "contention: rc=$CONT_RC or no readable contention.toml (contention.log); reported, not counted in the verdict"
+    stage_end "failed (not fatal)"
+  fi
+  checkpoint
 fi
 
 # === finish =========================================================================================================

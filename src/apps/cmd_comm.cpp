@@ -1,6 +1,7 @@
 // `lins comm`: the collective benchmark with nccl-tests' contract (size sweep, warm-up and timed iterations,
 // algbw/busbw, a correctness check of every result, non-zero exit on wrong data) plus min/median/max, CSV with a
-// JSON provenance file, and --profile: every op over every mesh the planner may use, as the planner's profile CSV.
+// JSON provenance file, --profile: every op over every mesh the planner may use, as the planner's profile CSV, and
+// --contention: compute and collectives side by side, fitted to the step timeline's rates (apps/contention_bench.h).
 #include <mpi.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <optional>
 
 #include "apps/commands.h"
+#include "apps/contention_bench.h"
 #include "apps/memory_check.h"
 #include "apps/mpi_app.h"
 #include "comm/collective_check.h"
@@ -56,6 +58,15 @@ const CommandSpec& comm_spec() {
           {"csv", 0, "FILE", "", "also write the rows as CSV (units in column names) and FILE's .provenance.json"},
           {"profile", 0, "FILE", "",
            "sweep every op over every mesh the planner may use and write the profile CSV `lins plan --profile` reads"},
+          {"contention", 0, "FILE", "",
+           "measure what compute and collectives cost each other side by side (compute alone and beside a "
+           "collective, a collective beside compute, two groups on one link, both fabrics at once) over the intra "
+           "and inter groups, and write the fitted [contention] table; -o picks the sweep's op (all: all_gather, "
+           "reduce_scatter, all_reduce) and the side-by-side one (all: all_reduce); -b/-e/-f the sweep (default 256K "
+           "to 4M by 4)"},
+          {"contention-bytes", 0, "SIZE", "4M", "--contention: the message of the side-by-side collective"},
+          {"repeats", 0, "N", "5", "--contention: samples of every measurement (median, min and max kept)"},
+          {"compute-seconds", 0, "SECONDS", "0.1", "--contention: one compute sample alone"},
           {"timeout", 'T', "SECONDS", "300",
            "watchdog: a rank waiting on one collective this long names itself and the operation and ends the job "
            "(0 = off)"},
@@ -68,6 +79,7 @@ const CommandSpec& comm_spec() {
       "examples:\n"
       "  mpirun -np 4 lins comm -b 4K -e 16M -o all_reduce --gpus-per-node 2 --group inter\n"
       "  mpirun -np 4 lins comm -b 4K -e 16M --gpus-per-node 2 --profile profile.csv\n"
+      "  mpirun -np 4 lins comm --gpus-per-node 2 --contention contention.toml\n"
       "exit status: 0 all results right, 1 wrong data, 2 bad options or setup.\n",
   };
   return spec;
@@ -83,7 +95,11 @@ struct Settings {
   Backend backend = Backend::mpi;
   MpiProgress progress = MpiProgress::thread;
   double timeout_s = 0;
-  std::string gpn_text, group, csv, profile;
+  std::string gpn_text, group, csv, profile, contention;
+  bool sweep_given = false;  // -b or -e on the command line (--contention has its own default sweep)
+  uint64_t contention_bytes = 0;
+  int repeats = 5;
+  double compute_s = 0.1;
   bool memory_check = true;
   std::optional<double> memory_limit_bytes;
 };
@@ -151,6 +167,29 @@ Status read_collectives(const ParsedArgs& a, Settings& s) {
   return Status::ok_status();
 }
 
+// --contention and its sizes. It measures the intra and inter groups itself and writes one file of its own.
+Status read_contention(const ParsedArgs& a, Settings& s) {
+  s.contention = a.get("contention");
+  s.sweep_given = a.has("minbytes") || a.has("maxbytes");
+  auto bytes = a.get_size("contention-bytes");
+  if (!bytes) return make_error(bytes.error());
+  if (*bytes < 1) return make_error("--contention-bytes must be at least 1 byte");
+  s.contention_bytes = *bytes;
+  auto repeats = a.get_positive_int("repeats");
+  if (!repeats) return make_error(repeats.error());
+  s.repeats = *repeats;
+  auto compute = a.get_double("compute-seconds");
+  if (!compute) return make_error(compute.error());
+  if (!(*compute > 0) || *compute > 60) return make_error("--compute-seconds must be above 0 and at most 60");
+  s.compute_s = *compute;
+  if (s.contention.empty()) return Status::ok_status();
+  for (const char* other : {"profile", "csv", "group"})
+    if (a.has(other))
+      return make_error(std::string("--contention measures the intra and inter groups itself and writes its own "
+                                    "file; drop --") + other);
+  return Status::ok_status();
+}
+
 Result<Settings> read_settings(const ParsedArgs& a) {
   Settings s;
   LINS_TRY(read_sweep(a, s));
@@ -167,6 +206,7 @@ Result<Settings> read_settings(const ParsedArgs& a) {
   s.profile = a.get("profile");
   if (!s.profile.empty() && a.has("group"))
     return make_error("--profile sweeps every mesh itself; drop --group (or drop --profile to measure one group)");
+  LINS_TRY(read_contention(a, s));
   auto timeout = a.get_double("timeout");
   if (!timeout) return make_error(timeout.error());
   s.timeout_s = *timeout;
@@ -404,6 +444,7 @@ Result<std::optional<CsvWriter>> prepare_outputs(const Settings& s, int rank) {
   Status st;
   if (rank == 0 && !s.csv.empty()) st = check_output_file("--csv", s.csv);
   if (rank == 0 && st && !s.profile.empty()) st = check_output_file("--profile", s.profile);
+  if (rank == 0 && st && !s.contention.empty()) st = check_output_file("--contention", s.contention);
   if (rank == 0 && st && !s.csv.empty()) {
     auto w = CsvWriter::open(s.csv, comm_csv_columns());
     if (w) {
@@ -579,6 +620,46 @@ Json run_summary(const Settings& s, const Topology& topo, const SweepResult& r) 
   return run;
 }
 
+// --contention: the benchmark of apps/contention_bench.h with this command's options. Exit code 0 or 2.
+int run_contention_command(const Settings& s, const Topology& topo, const std::vector<std::string>& argv, int rank) {
+  ContentionOptions o;
+  o.path = s.contention;
+  o.backend = s.backend;
+  o.progress = s.progress;
+  o.topo = topo;
+  o.dtype = s.dtype;
+  const bool all = s.ops.size() > 1;
+  o.sweep_kinds = all ? std::vector<CollKind>{CollKind::all_gather, CollKind::reduce_scatter, CollKind::all_reduce}
+                      : s.ops;
+  o.kind = all ? CollKind::all_reduce : s.ops.front();
+  if (s.sweep_given) {
+    o.sweep_min_bytes = s.min_bytes;
+    o.sweep_max_bytes = s.max_bytes;
+    o.step_factor = s.step_factor;
+  }
+  o.bytes = s.contention_bytes;
+  o.repeats = s.repeats;
+  o.compute_s = s.compute_s;
+  o.argv = argv;
+  if (s.memory_check) {
+    MemoryCheckOptions mo;
+    mo.device = s.backend == Backend::nccl;
+    mo.limit_bytes = s.memory_limit_bytes;
+    mo.limit_option = "--memory-limit";
+    mo.override_hint = "To run anyway, give --no-memory-check (or a smaller --contention-bytes and -e).";
+    mo.would_fit = [](double, int) { return std::vector<std::string>{"a smaller --contention-bytes and -e"}; };
+    const double need = contention_buffer_bytes(o);
+    if (auto st = check_memory_on_every_node(
+            {RankDemand{"the contention benchmark", need,
+                        format_bytes(need) + " per rank (kernels' operands, two sets of collective buffers)"}},
+            mo);
+        !st)
+      return fail_mpi(rank, "lins comm", st.error());
+  }
+  if (auto st = run_contention(o, rank); !st) return fail_mpi(rank, "lins comm", st.error());
+  return finish_mpi(0);
+}
+
 }  // namespace
 
 int run_comm(const Args& args) {
@@ -599,6 +680,11 @@ int run_comm(const Args& args) {
   if (!topo) return fail(topo.error());
   auto groups = resolve_groups(s, *topo);
   if (!groups) return fail(groups.error());
+  if (!s.contention.empty()) {
+    std::vector<std::string> argv = {"lins", "comm"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return run_contention_command(s, *topo, argv, rank);
+  }
   if (s.memory_check)
     if (auto st = check_comm_memory(s); !st) return fail(st.error());
 
