@@ -557,12 +557,9 @@ Result<PlanSearch> search_every_plan(const PlanOptions& o) {
 Status explain_schedule(const PlanOptions& o, const PlanSearch& search) {
   const PlanEvaluation* e = search.best >= 0 ? &search.plans[search.best] : &search.plans[0];
   if (e->projected) print_step_breakdown(*e, search.runner_up(), o.view, o.plan.empty() ? "chosen" : "plan");
-  ScheduleOptions so;
-  so.micro_batches = o.work.micro_batches;
-  so.bucket_bytes = o.planner.bucket_bytes;
-  so.dtype = o.planner.dtype;
-  so.engine = o.planner.engine;
-  auto s = build_schedule(o.work.model, e->plan, o.topo, so);
+  auto s = build_schedule(o.work.model, e->plan, o.topo,
+                          schedule_options(o.work.micro_batches, o.planner.bucket_bytes, o.planner.dtype,
+                                           o.planner.engine, o.planner.overlap, /*expand=*/false));
   if (!s) return make_error(s.error());
   print_explain(*s, *o.cost, o.view);
   return Status::ok_status();

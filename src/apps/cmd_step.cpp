@@ -419,15 +419,9 @@ Result<std::vector<Plan>> resolve_strategies(const StepOptions& o, const ParsedA
 // plus the reserve on the GPU. nullopt when the schedule cannot be built (the executor reports that itself).
 std::optional<MemoryEstimate> rank_memory(const StepOptions& o, const Workload& w, const Plan& plan,
                                           const Topology& topo, int rank, MemoryOf which) {
-  ScheduleOptions so;
-  so.micro_batches = w.micro_batches;
-  so.bucket_bytes = int64_t(o.bucket);
-  so.dtype = o.precision;
-  so.rank = rank;
-  so.expand_micro_batches = true;
-  so.overlap = o.overlap;
-  so.engine = o.engine;
-  auto sched = build_schedule(o.model, plan, topo, so);
+  auto sched = build_schedule(o.model, plan, topo,
+                              schedule_options(w.micro_batches, int64_t(o.bucket), o.precision, o.engine, o.overlap,
+                                               /*expand=*/true, rank));
   if (!sched) return std::nullopt;
   MemoryEstimate m = estimate_memory(*sched, w, executor_state_bytes(o.precision, o.compute), which);
   if (o.backend == StepBackend::gpu) add_memory_reserve(m, *sched, o.reserve);

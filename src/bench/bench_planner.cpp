@@ -83,11 +83,9 @@ lins::Result<std::optional<lins::Schedule>> strategy_schedule(const char* strate
   } else {
     plan = lins::parse_plan(strategy, topo).value();
   }
-  lins::ScheduleOptions so;
-  so.micro_batches = w.micro_batches;
-  so.bucket_bytes = popt.bucket_bytes;
-  so.expand_micro_batches = true;
-  auto sched = lins::build_schedule(w.model, plan, topo, so);
+  auto sched = lins::build_schedule(
+      w.model, plan, topo,
+      lins::schedule_options(w.micro_batches, popt.bucket_bytes, popt.dtype, popt.engine, popt.overlap));
   if (!sched) return lins::make_error(sched.error());
   return std::optional<lins::Schedule>(std::move(*sched));
 }

@@ -526,15 +526,9 @@ Result<std::unique_ptr<Executor>> Executor::create(const ModelSpec& model, const
                                                    int rank, Communicator* world, ComputeBackend& backend,
                                                    const ExecutorOptions& options) {
   if (options.micro_batches < 1) return make_error("executor: micro-batches must be at least 1");
-  ScheduleOptions so;
-  so.micro_batches = options.micro_batches;
-  so.bucket_bytes = options.bucket_bytes;
-  so.dtype = options.state_dtype;
-  so.rank = rank;
-  so.expand_micro_batches = true;
-  so.overlap = options.overlap;
-  so.engine = options.engine;
-  auto sched = build_schedule(model, plan, topo, so);
+  auto sched = build_schedule(model, plan, topo,
+                              schedule_options(options.micro_batches, options.bucket_bytes, options.state_dtype,
+                                               options.engine, options.overlap, /*expand=*/true, rank));
   if (!sched) return make_error(sched.error());
   std::unique_ptr<Executor> ex(new Executor());
   ex->sched_ = std::move(*sched);

@@ -118,15 +118,26 @@ std::vector<Plan> baseline_plans(const Topology& topo) {
   return out;
 }
 
+namespace {
+
+// Every objective sizes a plan as the simulator does: its expanded schedule's buffers walked through the step program
+// (the compressed schedule's are a closed-form bound, kept only where the step is too long to expand).
+void sized_as_simulated(MemoryEstimate& m, const Workload& w, const Topology& topo, const Plan& plan,
+                        const PlannerOptions& opt) {
+  auto x = build_schedule(w.model, plan, topo,
+                          schedule_options(w.micro_batches, opt.bucket_bytes, opt.dtype, opt.engine, opt.overlap));
+  if (!x) return;
+  m = estimate_memory(*x, w, opt.state_bytes, MemoryOf::worst_rank);
+  add_memory_reserve(m, *x, opt.reserve);
+}
+
+}  // namespace
+
 Result<PlanEvaluation> evaluate_plan(const Workload& w, const Topology& topo, const Plan& plan, const CostModel& cost,
                                      const PlannerOptions& opt) {
-  ScheduleOptions so;
-  so.micro_batches = w.micro_batches;
-  so.bucket_bytes = opt.bucket_bytes;
-  so.dtype = opt.dtype;
-  so.rank = 0;
-  so.expand_micro_batches = false;
-  auto s = build_schedule(w.model, plan, topo, so);
+  auto s = build_schedule(
+      w.model, plan, topo,
+      schedule_options(w.micro_batches, opt.bucket_bytes, opt.dtype, opt.engine, opt.overlap, /*expand=*/false));
   if (!s) return make_error(s.error());
   PlanEvaluation e;
   e.plan = plan;
@@ -152,15 +163,15 @@ Result<PlanEvaluation> evaluate_plan(const Workload& w, const Topology& topo, co
     if (p) {
       e.projected = true;
       e.step = p->step;
-      // The step objective sizes a plan as the simulator does: its expanded schedule's buffers walked through the
-      // program (the compressed schedule's are a closed-form bound).
-      if (opt.objective == Objective::step) e.memory = p->memory;
+      e.memory = p->memory;
     } else if (opt.objective == Objective::step) {
       // A step too long to expand cannot be projected; the paper's objective prices the compressed schedule alone.
       return make_error("cannot project its step: " + p.error() +
                         " (the paper's objective, comm, needs no projection)");
     }
     // Under the paper's objective a plan whose step cannot be projected is still ranked; it has no step rank.
+  } else {
+    sized_as_simulated(e.memory, w, topo, plan, opt);
   }
   // The reserve is part of what must fit: a plan whose tensors alone fit can still run out of memory once the CUDA
   // context, NCCL's buffers and fragmentation take their share.

@@ -53,14 +53,9 @@ std::vector<double> price_ops(const Schedule& s, const CostModel& cost, Pricing 
 
 Result<PlanProjection> project_plan(const ProjectionSetup& setup, const Workload& w, const Topology& topo,
                                     const Plan& plan, std::vector<TraceEvent>* trace) {
-  ScheduleOptions so;
-  so.micro_batches = w.micro_batches;
-  so.bucket_bytes = setup.bucket_bytes;
-  so.dtype = setup.dtype;
-  so.expand_micro_batches = true;
-  so.engine = setup.engine;
-  so.overlap = setup.overlap;
-  auto sched = build_schedule(w.model, plan, topo, so);
+  auto sched = build_schedule(w.model, plan, topo,
+                              schedule_options(w.micro_batches, setup.bucket_bytes, setup.dtype, setup.engine,
+                                               setup.overlap));
   if (!sched) return make_error(sched.error());
   PlanProjection out;
   out.memory = estimate_memory(*sched, w, setup.state_bytes);

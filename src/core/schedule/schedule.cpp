@@ -10,6 +10,19 @@
 
 namespace lins {
 
+ScheduleOptions schedule_options(int micro_batches, int64_t bucket_bytes, DType dtype, const EngineOptions& engine,
+                                 Overlap overlap, bool expand, int rank) {
+  ScheduleOptions so;
+  so.micro_batches = micro_batches;
+  so.bucket_bytes = bucket_bytes;
+  so.dtype = dtype;
+  so.engine = engine;
+  so.overlap = overlap;
+  so.expand_micro_batches = expand;
+  so.rank = rank;
+  return so;
+}
+
 const char* phase_name(Phase p) { return kPhaseNames.name(p); }
 const char* term_name(Term t) { return kTermNames.name(t); }
 const char* purpose_name(Purpose p) { return kPurposeNames.name(p); }

@@ -225,6 +225,14 @@ struct ScheduleOptions {
   EngineOptions engine;
 };
 
+// The options of a schedule, from the one place every command builds them: the engines' options are a required
+// argument, since they decide buckets, prefetch and persistence, and with them the memory and the bytes of a plan
+// (a schedule built without them sized plans differently under `lins plan --objective comm`). `expand`: one copy per
+// micro-batch with issue and wait points (what the executor runs and the simulator times); false: the compressed
+// schedule (the paper's summed communication).
+ScheduleOptions schedule_options(int micro_batches, int64_t bucket_bytes, DType dtype, const EngineOptions& engine,
+                                 Overlap overlap, bool expand = true, int rank = 0);
+
 struct Schedule {
   Plan plan;
   Topology topo;
