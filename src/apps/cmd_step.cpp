@@ -207,9 +207,14 @@ Status read_device(const ParsedArgs& a, StepOptions& o) {
   if (!tflops) return make_error(tflops.error());
   auto gbps = parse_device_rate(a, "device-gbps", "LINS_DEVICE_GBPS", "GB/s per rank (such as 5)", &gbps_from);
   if (!gbps) return make_error(gbps.error());
-  if (*tflops <= 0 && *gbps > 0)
-    return make_error(gbps_from +
-                      " paces the optimizer of an emulated device; give its compute rate too (--device-rate)");
+  if (*tflops <= 0 && *gbps > 0) {
+    // The environment's memory rate goes with its compute rate: `--device-rate off` turns both off.
+    if (!a.get("device-rate").empty() && a.get("device-gbps").empty())
+      *gbps = 0;
+    else
+      return make_error(gbps_from +
+                        " paces the optimizer of an emulated device; give its compute rate too (--device-rate)");
+  }
   o.device_tflops = *tflops, o.device_gbps = *gbps;
   if (!o.paced()) return Status::ok_status();
   if (o.backend != StepBackend::cpu)
