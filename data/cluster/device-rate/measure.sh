@@ -16,7 +16,7 @@ step() {
     --timeout 120 "$@"
 }
 strategies=ddp,zero1,zero2,zero3,mics,zeropp,fsdp,hsdp
-LINS_BIN=$lins scripts/cluster.sh up --nodes 2 --ranks-per-node 2 | tee "$out/runs/up-2x2.txt"
+LINS_BIN=$lins scripts/cluster.sh up --nodes 2 --ranks-per-node 2 | tee "$out/runs/up-calibration-2x2.txt"
 rate=$(grep -o '^device_tflops=.*' "/run/$LINS_CLUSTER-cluster/config" | cut -d= -f2)
 for r in $(seq 1 "$repeats"); do
   step --gpus-per-node 2 --strategies "$strategies" --device-rate off --out "$out/runs/unpaced-r$r" | tail -n 11
