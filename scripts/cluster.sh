@@ -185,7 +185,7 @@ cmd_up() {
     measure | off) ;;
     *)
       [[ $device =~ ^[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?$ ]] && awk -v r="$device" 'BEGIN { exit !(r > 0) }' ||
-        die "--device-rate '$device' is not valid: give TFLOP/s per rank, a number above 0 (such as 0.01), or off"
+        die "--device-rate '$device' must be TFLOP/s per rank, a number above 0 (such as 0.01), or off"
       ;;
   esac
   [[ $nodes =~ ^[0-9]+$ ]] && [ "$nodes" -ge 1 ] && [ "$nodes" -le 64 ] ||
@@ -404,7 +404,12 @@ print("%.0f" % (8 * 8 * 1048576 / dt / 1e6))
 cmd_status() {
   require_up
   echo "cluster '$name': $nodes nodes x $ranks_per_node ranks per node, subnet $subnet, launcher in namespace $sw"
-  echo "emulated device: ${device_tflops:-off} TFLOP/s per rank, optimizer ${device_gbps:-off} GB/s (lins step paces to it)"
+  if [ "${device_tflops:-off}" = off ]; then
+    echo "emulated device: off (lins step computes unpaced)"
+  else
+    echo "emulated device: $device_tflops TFLOP/s per rank, optimizer ${device_gbps/off/unpaced}${device_gbps:+ GB/s}" \
+      "(lins step paces each compute task to it)"
+  fi
   printf '%-5s %-12s %-14s %-6s %s\n' node namespace address cores "link (rate,delay,loss)"
   local i ns addr cores l
   while read -r i ns addr cores l; do

@@ -12,7 +12,7 @@ strategies=ddp,zero1,zero2,zero3,mics,zeropp,fsdp,hsdp,lins,p=2x1,g=2x1,os=2x1
 LINS_BIN=$bin "$cluster" up --nodes 2 --ranks-per-node 2 >"$work/up.log"
 grep -q "emulated device .* TFLOP/s per rank" "$work/up.log" || fail "up set no device rate: $(cat "$work/up.log")"
 "$cluster" run -- "$bin" step --model small --gpus-per-node 2 --strategies "$strategies" --gpu-mem 16MiB \
-  --precision fp32 --warmup 0 --steps 1 --timeout 60 --out "$work/cluster" | tail -n 14
+  --precision fp32 --warmup 0 --steps 1 --timeout 60 --out "$work/cluster" | sed -n "/^strategy /,/^wrote/p"
 tokens=$("$py" -c "import csv,sys; print(next(csv.DictReader(l for l in open(sys.argv[1]) if l[0] != '#'))['tokens'])" \
   "$work/cluster/step.csv")
 OPENBLAS_NUM_THREADS=1 "$bin" step --model small --gpus-per-node 1 --strategies ddp --precision fp32 --warmup 0 \
