@@ -407,8 +407,9 @@ cmd_status() {
   if [ "${device_tflops:-off}" = off ]; then
     echo "emulated device: off (lins step computes unpaced)"
   else
-    echo "emulated device: $device_tflops TFLOP/s per rank, optimizer ${device_gbps/off/unpaced}${device_gbps:+ GB/s}" \
-      "(lins step paces each compute task to it)"
+    local optimizer="unpaced"
+    [ "${device_gbps:-off}" = off ] || optimizer="$device_gbps GB/s"
+    echo "emulated device: $device_tflops TFLOP/s per rank, optimizer $optimizer (lins step paces each compute task to it)"
   fi
   printf '%-5s %-12s %-14s %-6s %s\n' node namespace address cores "link (rate,delay,loss)"
   local i ns addr cores l
