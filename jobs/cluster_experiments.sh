@@ -14,6 +14,9 @@ lins=${LINS_BIN:-build/lins}  # relative: provenance files record argv
 [ -x "$lins" ] || { echo "cluster_experiments: $lins not found (scripts/build.sh)" >&2; exit 1; }
 export LINS_CLUSTER=${LINS_CLUSTER:-linsexp}
 link=${LINS_CLUSTER_LINK:-}
+# The emulated device's rate: by default each `up` measures it for its own size (scripts/cluster.sh); a value here
+# (TFLOP/s per rank, or off) is used at every size instead.
+device=${LINS_CLUSTER_DEVICE_RATE:-}
 steps=${LINS_STEPS:-6}
 rpn=2
 seq=128
@@ -34,7 +37,8 @@ run() {
 
 up() {
   local nodes=$1
-  run scripts/cluster.sh up --nodes "$nodes" --ranks-per-node $rpn ${link:+--link "$link"} >/dev/null
+  run env LINS_BIN="$lins" scripts/cluster.sh up --nodes "$nodes" --ranks-per-node $rpn ${link:+--link "$link"} \
+    ${device:+--device-rate "$device"} | grep -F 'emulated device' || true
   scripts/cluster.sh status | tail -n 1
 }
 # 'lins' is planned as the paper plans it (--objective comm: a 6-tuple on the Lins engine); Table IV also asks the
@@ -98,6 +102,8 @@ step --strategies "$legal,ddp,zero1,zero2,zero3,mics,zeropp,fsdp,hsdp" "${ds[@]}
   echo "Measured (source=measured) on one $(nproc)-core machine whose 'nodes' are network namespaces with their own"
   echo "hostnames, joined by a bridge whose uplinks are shaped ($(grep -o 'link=.*' "/run/$LINS_CLUSTER-cluster/config" | cut -d= -f2)"
   echo "per node, scripts/cluster.sh); ranks of a node use shared memory, ranks of different nodes TCP over the link."
+  echo "Each compute task is paced to an emulated device (lins step --device-rate; the rate each \`up\` set is in every"
+  echo "row's fabric column and in the provenance files), so that strategies sharing the cores alike compute alike."
   echo "The CPU backend in its default precision (bf16 P and G, fp32 master weights and moments, fp32 activations),"
   echo "the small model at sequence $seq, one sequence per micro-batch, $tokens tokens per step. Every CSV row's"
   echo "\`fabric\` column and every provenance file name the fabric. Ranks share $(nproc) cores: compare strategies"

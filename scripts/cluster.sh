@@ -3,7 +3,7 @@
 # to the others through a bridge whose uplinks are shaped with tc (rate, delay, loss); MPI jobs run across it with
 # shared memory between the ranks of a node and TCP over the shaped link between nodes. See docs/cluster.md.
 #
-#   scripts/cluster.sh up --nodes N --ranks-per-node R [--link RATE[,DELAY[,LOSS]]]
+#   scripts/cluster.sh up --nodes N --ranks-per-node R [--link RATE[,DELAY[,LOSS]]] [--device-rate TFLOPS|off]
 #   scripts/cluster.sh run [mpirun options] -- COMMAND...
 #   scripts/cluster.sh status
 #   scripts/cluster.sh link NODE RATE[,DELAY[,LOSS]] | down | up     (change one node's uplink: slow node, cut link)
@@ -15,6 +15,11 @@
 # and the MPI launcher) and LINS_CLUSTER-nI (node I). Addresses exist only inside those namespaces (198.18.0.0/24, the
 # range set aside for benchmarking networks); the root namespace and the machine's own interfaces are never touched.
 # The cluster's state lives in /run/LINS_CLUSTER-cluster. Needs root or CAP_NET_ADMIN and CAP_SYS_ADMIN.
+# Emulated devices: the ranks time-share the cores, so a rank computes fast while its neighbour waits and slowly while
+# it computes too. `up` measures the rate each rank sustains with every rank computing at once (`lins rate`, a few
+# seconds) and sets the cluster's device rate to device_margin of it; `run` passes it to every rank (LINS_DEVICE_TFLOPS,
+# LINS_DEVICE_GBPS), and `lins step` then paces each compute task to it (docs/cluster.md). `--device-rate X` sets it
+# instead, `--device-rate off` leaves the ranks unpaced. LINS_BIN names the lins binary (default build/lins).
 set -Eeuo pipefail
 
 name=${LINS_CLUSTER:-lins}
@@ -24,6 +29,11 @@ subnet_prefix=198.18.0
 subnet=$subnet_prefix.0/24
 head_addr=$subnet_prefix.1
 default_link=4gbit,0ms,0%
+# The device rate is this share of the slowest rank's rate with every rank computing: runs a few seconds apart on this
+# shared machine differ by up to 25%, and 0.7 x leaves a rank 1/0.7 = 1.43 times its measured time, so a rank that
+# computes while every other does still finishes within its device time after a 30% slowdown (docs/cluster.md).
+device_margin=0.7
+lins_bin=${LINS_BIN:-$(cd "$(dirname "$0")/.." && pwd)/build/lins}
 self=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
 rules=$(cd "$(dirname "$0")" && pwd)/cluster/coll-rules.conf  # Open MPI's collective algorithms (docs/cluster.md)
 
@@ -161,15 +171,23 @@ cores_of_node() {
 }
 
 cmd_up() {
-  local nodes="" rpn="" link=$default_link
+  local nodes="" rpn="" link=$default_link device=measure
   while [ $# -gt 0 ]; do
     case $1 in
       --nodes) nodes=${2:-}; shift 2 || die "--nodes needs a value" ;;
       --ranks-per-node) rpn=${2:-}; shift 2 || die "--ranks-per-node needs a value" ;;
       --link) link=${2:-}; shift 2 || die "--link needs a value" ;;
-      *) die "up: unknown option '$1'; expected --nodes N --ranks-per-node R [--link RATE[,DELAY[,LOSS]]]" ;;
+      --device-rate) device=${2:-}; shift 2 || die "--device-rate needs a value" ;;
+      *) die "up: unknown option '$1'; expected --nodes N --ranks-per-node R [--link RATE[,DELAY[,LOSS]]] [--device-rate TFLOPS|off]" ;;
     esac
   done
+  case $device in
+    measure | off) ;;
+    *)
+      [[ $device =~ ^[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?$ ]] && awk -v r="$device" 'BEGIN { exit !(r > 0) }' ||
+        die "--device-rate '$device' must be TFLOP/s per rank, a number above 0 (such as 0.01), or off"
+      ;;
+  esac
   [[ $nodes =~ ^[0-9]+$ ]] && [ "$nodes" -ge 1 ] && [ "$nodes" -le 64 ] ||
     die "--nodes '$nodes' must be a whole number from 1 to 64"
   [[ $rpn =~ ^[0-9]+$ ]] && [ "$rpn" -ge 1 ] && [ "$rpn" -le 64 ] ||
@@ -213,6 +231,39 @@ EOF
   trap - ERR INT TERM
   wait_reachable "$nodes"
   echo "cluster '$name': $nodes nodes x $rpn ranks, uplinks $link_rate, delay $link_delay, loss $link_loss (subnet $subnet)"
+  set_device "$device" "$((nodes * rpn))"
+}
+
+# The cluster's emulated device (kept in its config for `run`): measured with every rank computing at once, given, or
+# off. A measurement that cannot run (no lins binary yet) leaves the device off and says so.
+set_device() {
+  local device=$1 ranks=$2 tflops=off gbps=off how
+  case $device in
+    off) how="off (--device-rate off): compute is not paced" ;;
+    measure)
+      if [ ! -x "$lins_bin" ]; then
+        how="off: no lins binary at $lins_bin to measure the rate with (build it, or give LINS_BIN or --device-rate)"
+      else
+        local out line min_tflops min_gbps
+        out=$("$self" run -- "$lins_bin" rate --model small --seconds 3 2>&1) ||
+          { echo "$out" >&2; remove_all; die "measuring the device rate failed (see above); give --device-rate TFLOPS or off"; }
+        line=$(grep '^tasks_tflops_min=' <<<"$out" | tail -n 1)
+        min_tflops=$(sed -E 's/.*tasks_tflops_min=([^ ]+).*/\1/' <<<"$line")
+        min_gbps=$(sed -E 's/.*optimizer_gbps_min=([^ ]+).*/\1/' <<<"$line")
+        [ -n "$min_tflops" ] || { echo "$out" >&2; remove_all; die "lins rate printed no rate; give --device-rate TFLOPS or off"; }
+        tflops=$(awk -v r="$min_tflops" -v m="$device_margin" 'BEGIN { printf "%.4g", r * m }')
+        gbps=$(awk -v r="$min_gbps" -v m="$device_margin" 'BEGIN { printf "%.4g", r * m }')
+        how="$tflops TFLOP/s per rank, optimizer $gbps GB/s: $device_margin x the slowest rank's rate with all $ranks"
+        how+=" ranks computing at once ($min_tflops TFLOP/s, $min_gbps GB/s; lins rate, small model)"
+      fi
+      ;;
+    *)
+      tflops=$device
+      how="$tflops TFLOP/s per rank (given); optimizer unpaced"
+      ;;
+  esac
+  printf 'device_tflops=%s\ndevice_gbps=%s\n' "$tflops" "$gbps" >>"$state/config"
+  echo "cluster '$name': emulated device $how"
 }
 
 # Whether node $1 answers on TCP from the switch namespace: a closed port's reset ("refused") means the path is up.
@@ -291,6 +342,9 @@ cmd_run() {
   [ "$(id -u)" -ne 0 ] || root_flags=(--allow-run-as-root)
   local fabric="emulated:${nodes}x${ranks_per_node}:$link"
   local env_flags=(-x LINS_FABRIC="$fabric" -x OPENBLAS_NUM_THREADS=1 -x OMP_NUM_THREADS=1 -x PATH)
+  # The emulated device: the default of lins step --device-rate / --device-gbps on every rank (an option given wins).
+  [ "${device_tflops:-off}" = off ] || env_flags+=(-x LINS_DEVICE_TFLOPS="$device_tflops")
+  [ "${device_gbps:-off}" = off ] || env_flags+=(-x LINS_DEVICE_GBPS="$device_gbps")
   [ -z "${LD_LIBRARY_PATH:-}" ] || env_flags+=(-x LD_LIBRARY_PATH)
   # In the background, so that an interrupt can end the job and clear the nodes of what it left.
   ip netns exec "$sw" mpirun "${root_flags[@]}" --hostfile "$state/hostfile" -np $((nodes * ranks_per_node)) \
@@ -350,6 +404,13 @@ print("%.0f" % (8 * 8 * 1048576 / dt / 1e6))
 cmd_status() {
   require_up
   echo "cluster '$name': $nodes nodes x $ranks_per_node ranks per node, subnet $subnet, launcher in namespace $sw"
+  if [ "${device_tflops:-off}" = off ]; then
+    echo "emulated device: off (lins step computes unpaced)"
+  else
+    local optimizer="unpaced"
+    [ "${device_gbps:-off}" = off ] || optimizer="$device_gbps GB/s"
+    echo "emulated device: $device_tflops TFLOP/s per rank, optimizer $optimizer (lins step paces each compute task to it)"
+  fi
   printf '%-5s %-12s %-14s %-6s %s\n' node namespace address cores "link (rate,delay,loss)"
   local i ns addr cores l
   while read -r i ns addr cores l; do

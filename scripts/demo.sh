@@ -25,8 +25,12 @@ echo "== 1/5 the fabric: 2 nodes of 2 ranks =="
 mkdir -p "$results"
 export LINS_CLUSTER=${LINS_CLUSTER:-linsdemo}  # its own name: a cluster the user brought up is left alone
 figure_data=(--data "$results")
-if scripts/cluster.sh up --nodes 2 --ranks-per-node 2 >/dev/null 2>"$results/cluster.log"; then
+# `up` also measures the rate each rank computes at with all four computing at once and sets the cluster's emulated
+# device below it: every `lins step` launched through it paces each compute task to that device (docs/cluster.md), so
+# strategies that share the two cores differently still compute alike.
+if LINS_BIN=$lins scripts/cluster.sh up --nodes 2 --ranks-per-node 2 >"$results/cluster-up.log" 2>"$results/cluster.log"; then
   trap 'scripts/cluster.sh down >/dev/null' EXIT
+  grep -F 'emulated device' "$results/cluster-up.log" || true
   scripts/cluster.sh status
   launch=(scripts/cluster.sh run --)
   echo "-- lins comm --profile: every collective inside and across the nodes (the profile the planner reads)"

@@ -8,7 +8,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <limits>
@@ -29,6 +31,7 @@
 #include "core/output/results_schema.h"
 #include "core/projection/memory_model.h"
 #include "core/projection/planner.h"
+#include "core/projection/simulator.h"  // module_forward_flops: what a paced task's device time counts
 #include "core/schedule/workload.h"
 #include "core/util/cli.h"
 #include "core/util/csv.h"
@@ -94,6 +97,16 @@ CommandSpec step_spec() {
            "peak TFLOP/s per rank for MFU (default: with --backend gpu the device's dense bf16 datasheet rate where "
            "lins knows the device, else the backend's GEMM rate measured on every rank at start-up, all ranks at "
            "once; that measured rate is reported beside it as gemm_tflops either way)"},
+          {"device-rate", 0, "TFLOPS", "",
+           "emulate a device of this many TFLOP/s per rank: each compute task runs, then sleeps until its FLOPs (the "
+           "simulator's count: backward 2x forward, recomputation one forward more) at this rate have passed since it "
+           "started, so strategies that share cores alike compute alike; tasks whose real compute took longer are "
+           "counted as overruns (console, CSV overrun_tasks); MFU is then taken against this rate; 'off' turns it "
+           "off; CPU backend only (default: the environment's LINS_DEVICE_TFLOPS, which scripts/cluster.sh run sets "
+           "from the rate it measured at `up`, else off; the provenance says which)"},
+          {"device-gbps", 0, "GBPS", "",
+           "with an emulated device, pace the optimizer too: its bytes (as the simulator counts them) at this many "
+           "GB/s per rank; 'off' leaves it unpaced (default: the environment's LINS_DEVICE_GBPS, else off)"},
           {"mpi-progress", 0, "MODE", "thread", "how MPI collectives progress: " + kMpiProgressNames.described()},
           {"timeout", 0, "SECONDS", "600",
            "watchdog: a rank waiting on one collective this long names itself and the operation and ends the job "
@@ -164,6 +177,52 @@ Result<double> measure_backend_gemm_tflops(ComputeBackend& be, int64_t m, int64_
   const double s = be.elapsed_s(e0, e1);
   if (s <= 0) return make_error("the GEMM rate probe took no measurable time");
   return 2.0 * double(m) * double(n) * double(k) * iters / s / 1e12;
+}
+
+// One device rate: the option's value, else the environment's (scripts/cluster.sh run exports it), else off (0).
+// `what_valid` says what the option takes. *source names where it came from.
+Result<double> parse_device_rate(const ParsedArgs& a, const char* option, const char* env, const char* what_valid,
+                                 std::string* source) {
+  std::string text = a.get(option), from = std::string("--") + option;
+  if (text.empty()) {
+    const char* e = std::getenv(env);
+    if (!e || !*e) return 0.0;
+    text = e;
+    from = std::string(env) + " (the default of --" + option + ")";
+  }
+  if (text == "off") return 0.0;
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (end == text.c_str() || *end != '\0' || !std::isfinite(v) || v <= 0)
+    return make_error(from + " '" + text + "' is not valid: give " + what_valid + ", a number above 0, or off");
+  *source = from;
+  return v;
+}
+
+// --device-rate and --device-gbps (or their defaults from the environment).
+Status read_device(const ParsedArgs& a, StepOptions& o) {
+  std::string tflops_from, gbps_from;
+  auto tflops =
+      parse_device_rate(a, "device-rate", "LINS_DEVICE_TFLOPS", "TFLOP/s per rank (such as 0.01)", &tflops_from);
+  if (!tflops) return make_error(tflops.error());
+  auto gbps = parse_device_rate(a, "device-gbps", "LINS_DEVICE_GBPS", "GB/s per rank (such as 5)", &gbps_from);
+  if (!gbps) return make_error(gbps.error());
+  if (*tflops <= 0 && *gbps > 0) {
+    // The environment's memory rate goes with its compute rate: `--device-rate off` turns both off.
+    if (!a.get("device-rate").empty() && a.get("device-gbps").empty())
+      *gbps = 0;
+    else
+      return make_error(gbps_from +
+                        " paces the optimizer of an emulated device; give its compute rate too (--device-rate)");
+  }
+  o.device_tflops = *tflops, o.device_gbps = *gbps;
+  if (!o.paced()) return Status::ok_status();
+  if (o.backend != StepBackend::cpu)
+    return make_error(tflops_from +
+                      " paces the CPU backend's tasks to an emulated device; a GPU keeps its own time (give "
+                      "--device-rate off)");
+  o.device_source = tflops_from + (o.device_gbps > 0 ? ", " + gbps_from : std::string());
+  return Status::ok_status();
 }
 
 // The paper's mixed precision computes in bf16 on the GPU; the CPU computes in fp32 (its bf16 is an emulation).
@@ -256,6 +315,7 @@ Result<StepOptions> read_step_options(const ParsedArgs& a, const Args& args, int
   LINS_TRY(read_workload(a, world, o));
   LINS_TRY(read_run(a, o));
   LINS_TRY(read_numerics(a, o));
+  LINS_TRY(read_device(a, o));
   auto cost = parse_cost_model(a, o.topo.gpus_per_node);
   if (!cost) return make_error(cost.error());
   o.cost = std::move(*cost);
@@ -536,7 +596,14 @@ Result<Peak> peak_rate(const StepOptions& o, const BackendFactory& make_backend,
       break;
     }
   }
-  if (given) {
+  if (o.paced()) {
+    // A paced task takes at least its FLOPs at the device rate, so MFU against it is at most 1.
+    char rate[64];
+    std::snprintf(rate, sizeof rate, "%.6g", o.device_tflops);
+    peak.tflops = o.device_tflops, peak.kind = "device";
+    peak.source = std::string("the emulated device's rate, ") + rate + " TFLOP/s (" + o.device_source + ")";
+    if (given) peak.source += "; --peak-tflops yields to it";
+  } else if (given) {
     peak.tflops = *given, peak.kind = "given", peak.source = "given (--peak-tflops)";
   } else if (datasheet) {
     peak.tflops = datasheet->tflops, peak.kind = "datasheet", peak.source = datasheet->source;
@@ -556,9 +623,19 @@ void print_run_header(const StepOptions& o, const Peak& peak, int world, const s
       w.recompute ? ", recompute" : "", (unsigned long long)o.warmup, o.steps);
   std::printf("lins step: peak for MFU %.3f TFLOP/s per rank (%s); GEMM rate of this run %.3f TFLOP/s (%s)\n",
               peak.tflops, peak.source.c_str(), peak.gemm_tflops, peak.gemm_source.c_str());
-  std::printf(
-      "lins step: MFU counts Megatron-LM's FLOPs per token, 72 L h^2 (1 + s/(6h) + V/(12 L h)), full "
-      "attention; mfu_causal counts causal attention's half of the score and value products\n");
+  if (o.paced()) {
+    char gbps[64] = "";
+    if (o.device_gbps > 0) std::snprintf(gbps, sizeof gbps, ", optimizer at %.6g GB/s", o.device_gbps);
+    std::printf(
+        "lins step: each compute task paced to an emulated device of %.6g TFLOP/s%s per rank (%s); MFU counts the "
+        "FLOPs it was paced for (3 x the simulator's forward FLOPs per token), mfu_causal scales them by Megatron-LM's "
+        "causal to full ratio\n",
+        o.device_tflops, gbps, o.device_source.c_str());
+  } else {
+    std::printf(
+        "lins step: MFU counts Megatron-LM's FLOPs per token, 72 L h^2 (1 + s/(6h) + V/(12 L h)), full "
+        "attention; mfu_causal counts causal attention's half of the score and value products\n");
+  }
   std::printf("lins step: fabric %s\n", fabric.c_str());
   std::fflush(stdout);
 }
@@ -592,6 +669,13 @@ void print_table(const StepOptions& o, const std::vector<TableRow>& table) {
                 format_bytes(r.peak_bytes).c_str(), r.model_mem_bytes > 0 ? r.peak_bytes / r.model_mem_bytes : 0.0,
                 format_bytes(r.state_bytes).c_str(), format_bytes(r.model_state_bytes).c_str(), r.loss, r.tgs,
                 100 * r.mfu, r.bytes_match ? "" : "  (measured bytes differ from the schedule)");
+  if (o.paced()) {
+    std::printf("\n%-12s %10s %10s %10s  (paced to the emulated device; compute = fwd + bwd + optimizer)\n", "strategy",
+                "compute_s", "overruns", "of_tasks");
+    for (const auto& r : table)
+      std::printf("%-12s %10.4f %10lld %10lld\n", r.strategy.substr(0, 12).c_str(), r.fwd_s + r.bwd_s + r.opt_s,
+                  r.overrun_tasks, r.paced_tasks);
+  }
   std::printf(
       "(means over the timed steps; times are the slowest rank's; bytes are message bytes per rank per step; "
       "/model is peak_mem over the memory model's total; pred_comm is the cost model's %s pricing on %s)\n",
@@ -670,6 +754,9 @@ Status write_step_provenance(const StepOptions& o, const std::vector<Plan>& plan
   run["lr"] = o.lr;
   run["bucket_bytes"] = (long long)o.bucket;
   run["mpi_progress"] = mpi_progress_name(o.progress);
+  run["device_tflops"] = o.device_tflops;  // 0: not paced
+  run["device_gbps"] = o.device_gbps;
+  run["device_rate_source"] = o.device_source;
   run["peak_tflops"] = peak.tflops;
   run["peak_tflops_source"] = peak.source;
   run["peak_source"] = peak.kind;
@@ -723,12 +810,27 @@ int run_step(const Args& args) {
   if (!plans) return fail(plans.error());
   if (const NamedPlans planned = planned_strategies(o, *plans); o.memory_check && !planned.plans.empty())
     if (auto s = check_step_memory(o, planned.plans, planned.names, rank); !s) return fail(s.error());
-  const std::string fabric = fabric_label(MPI_COMM_WORLD);
+  std::string fabric = fabric_label(MPI_COMM_WORLD);
+  if (o.paced()) {
+    char device[96];
+    std::snprintf(device, sizeof device, " device=%.6gTFLOPS", o.device_tflops);
+    fabric += device;
+    if (o.device_gbps > 0) std::snprintf(device, sizeof device, ",%.6gGB/s", o.device_gbps), fabric += device;
+  }
   if (rank == 0) print_run_header(o, *peak, world, fabric);
   auto writer = open_step_csv(o, rank);
   if (!writer) return fail(writer.error());
 
-  StepRun run{o, *make_backend, *peak, writer->get(), rank, world, fabric, {}};
+  StepRun run{o, *make_backend, *peak, writer->get(), rank, world, fabric, 0, 0, {}};
+  run.mfu_flops_per_token = o.model.flops_per_token(o.workload.seq);
+  run.mfu_causal_flops_per_token = o.model.causal_flops_per_token(o.workload.seq);
+  if (o.paced()) {
+    double forward = 0;
+    for (int m = 0; m < int(o.model.modules.size()); ++m)
+      forward += module_forward_flops(o.model, m, 1.0, o.workload.seq);
+    run.mfu_causal_flops_per_token = 3 * forward * run.mfu_causal_flops_per_token / run.mfu_flops_per_token;
+    run.mfu_flops_per_token = 3 * forward;
+  }
   std::vector<TableRow> table;
   for (std::size_t i = 0; i < plans->size(); ++i) {
     auto row = run_strategy(run, o.strategies[i], (*plans)[i], i, plans->size());

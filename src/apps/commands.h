@@ -15,6 +15,7 @@ int run_step(const Args& args);      // cmd_step.cpp: the training step under ev
 int run_simulate(const Args& args);  // cmd_simulate.cpp: projection of a step to clusters we do not have
 int run_replay(const Args& args);    // cmd_replay.cpp: a measured step re-timed through the simulator's timeline
 int run_schema(const Args& args);    // cmd_schema.cpp: the columns and units of every table lins writes
+int run_rate(const Args& args);      // cmd_rate.cpp: the compute rate every rank sustains while all compute at once
 
 struct CommandEntry {
   const char* name;

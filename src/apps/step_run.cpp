@@ -132,6 +132,8 @@ Result<StrategySetup> set_up_strategy(const StepRun& r, const Plan& plan) {
   eo.adamw.lr = float(o.lr);
   eo.trace = o.trace;
   eo.state_dtype = o.precision;
+  eo.device_flops_per_s = o.device_tflops * 1e12;
+  eo.device_bytes_per_s = o.device_gbps * 1e9;
   auto ex = Executor::create(o.model, plan, o.topo, r.rank, su.world_comm.get(), *su.backend, eo);
   LINS_TRY(agree_any(ex ? Status() : Status(make_error(ex.error()))));
   su.executor = std::move(*ex);
@@ -162,7 +164,9 @@ struct StepFigures {
   double step_max = 0, step_min = 0, step_mean = 0, fwd = 0, bwd = 0, opt = 0, exposed = 0, loss = 0;
   double kind[kCollKindCount] = {}, axis[2] = {};
   double peak = 0, states = 0, tgs = 0, mfu = 0, mfu_causal = 0;
-  bool match = true;  // every rank's bytes equal its schedule's
+  double paced = 0, overruns = 0;  // tasks paced and tasks that overran their device time, summed over ranks
+  double late = 0;                 // the host's late wakes from pacing, max over ranks
+  bool match = true;               // every rank's bytes equal its schedule's
 };
 
 StepFigures reduce_step(const StepRun& r, const StepStats& st, Executor& e) {
@@ -183,8 +187,11 @@ StepFigures reduce_step(const StepRun& r, const StepStats& st, Executor& e) {
   f.match = all_min(match ? 1.0 : 0.0) > 0.5;
   f.peak = all_max(double(st.peak_mem_bytes)), f.states = all_max(double(st.state_bytes));
   f.tgs = double(e.global_tokens()) / r.world / f.step_max;
-  f.mfu = r.o.model.flops_per_token(r.o.workload.seq) * f.tgs / (r.peak.tflops * 1e12);
-  f.mfu_causal = r.o.model.causal_flops_per_token(r.o.workload.seq) * f.tgs / (r.peak.tflops * 1e12);
+  f.mfu = r.mfu_flops_per_token * f.tgs / (r.peak.tflops * 1e12);
+  f.mfu_causal = r.mfu_causal_flops_per_token * f.tgs / (r.peak.tflops * 1e12);
+  f.paced = all_sum(double(st.paced_tasks));
+  f.overruns = all_sum(double(st.overrun_tasks));
+  f.late = all_max(st.pace_late_s);
   return f;
 }
 
@@ -204,6 +211,7 @@ void write_step_row(const StepRun& r, const std::string& strategy, const Plan& p
   row.set("model_mem_bytes", pred.model_mem).set("model_state_bytes", pred.model_states);
   row.set("loss", f.loss).set("tgs", f.tgs).set("mfu", f.mfu).set("peak_tflops", r.peak.tflops).set("feasible", 1);
   row.set("mfu_causal", f.mfu_causal).set("peak_source", r.peak.kind).set("gemm_tflops", r.peak.gemm_tflops);
+  if (r.o.paced()) row.set("overrun_tasks", f.overruns);
   if (r.writer->has_row(kResumeKey, resume_key(r, strategy, plan, timed))) return;  // kept from the interrupted run
   if (auto w = r.writer->write_row(row.ordered()); !w) {
     std::fprintf(stderr, "lins step: %s\n", w.error().c_str());
@@ -231,6 +239,8 @@ void add_to_table(TableRow& tr, const StepFigures& f) {
   tr.state_bytes = f.states;
   tr.loss = f.loss;
   tr.bytes_match = tr.bytes_match && f.match;
+  tr.paced_tasks += static_cast<long long>(f.paced), tr.overrun_tasks += static_cast<long long>(f.overruns);
+  tr.pace_late_s += f.late;
   ++tr.steps;
 }
 
@@ -284,12 +294,18 @@ void write_traces(const StepRun& r, const std::string& strategy, Executor& e) {
     std::fprintf(stderr, "lins step: rank %d: %s\n", r.rank, w.error().c_str());
 }
 
-void print_strategy_line(const TableRow& tr) {
+void print_strategy_line(const StepOptions& o, const TableRow& tr) {
   std::printf(
       "      %s: %.3f s/step (forward %.3f, backward %.3f, optimizer %.3f, exposed comm %.3f), loss %.4f, "
       "%.0f tokens/s/rank, bytes %s the schedule\n",
       tr.strategy.c_str(), tr.step_s, tr.fwd_s, tr.bwd_s, tr.opt_s, tr.exposed_s, tr.loss, tr.tgs,
       tr.bytes_match ? "equal" : "DIFFER FROM");
+  if (o.paced())
+    std::printf(
+        "      %s: paced to the device: %lld of %lld tasks (all ranks, timed steps) overran their device time%s; "
+        "the host woke %.1f ms per step late from its sleeps (max over ranks)\n",
+        tr.strategy.c_str(), tr.overrun_tasks, tr.paced_tasks,
+        tr.overrun_tasks > 0 ? " (their compute is their real time, above the device's)" : "", 1e3 * tr.pace_late_s);
   std::fflush(stdout);
 }
 
@@ -328,9 +344,9 @@ Result<std::optional<TableRow>> run_strategy(StepRun& r, const std::string& stra
   LINS_TRY(agree_any(e.finish()));
   if (r.o.backend == StepBackend::gpu) print_device_memory(r, strategy, *su->backend, tr);
   if (r.o.trace) write_traces(r, strategy, e);
-  for (double* v : {&tr.step_s, &tr.fwd_s, &tr.bwd_s, &tr.opt_s, &tr.exposed_s, &tr.tgs, &tr.mfu})
+  for (double* v : {&tr.step_s, &tr.fwd_s, &tr.bwd_s, &tr.opt_s, &tr.exposed_s, &tr.tgs, &tr.mfu, &tr.pace_late_s})
     *v /= std::max(1, tr.steps);
-  if (r.rank == 0) print_strategy_line(tr);
+  if (r.rank == 0) print_strategy_line(r.o, tr);
   return std::optional<TableRow>(tr);
 }
 

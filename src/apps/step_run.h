@@ -50,6 +50,11 @@ struct StepOptions {
   bool memory_check = true;                  // --no-memory-check turns it off
   std::optional<double> memory_limit_bytes;  // --memory-limit: the budget per host (GPU) instead of the measured one
   std::vector<std::string> argv;             // the command line, for the provenance file
+  // An emulated device (--device-rate, --device-gbps, or their defaults from the environment; 0: off): each task is
+  // paced to its FLOPs (the optimizer's: its bytes) at these rates (train/executor.h). *_source says which.
+  double device_tflops = 0, device_gbps = 0;
+  std::string device_source;
+  bool paced() const { return device_tflops > 0 || device_gbps > 0; }
 };
 
 // Makes this rank's compute backend for one strategy.
@@ -73,6 +78,8 @@ struct TableRow {
   double loss = 0, tgs = 0, mfu = 0;
   bool bytes_match = true;
   int steps = 0;
+  long long paced_tasks = 0, overrun_tasks = 0;  // summed over ranks and timed steps (with a device rate)
+  double pace_late_s = 0;                        // the host's late wakes per step, max over ranks (StepStats)
 };
 
 // What every strategy's run shares: the options, the backend factory, the MFU peak, rank 0's CSV, this rank's
@@ -83,7 +90,10 @@ struct StepRun {
   Peak peak;
   CsvWriter* writer = nullptr;  // rank 0 only
   int rank = 0, world = 1;
-  std::string fabric;  // fabric_label(): what carried the collectives
+  std::string fabric;  // fabric_label(): what carried the collectives, and the emulated device's rate if paced
+  // FLOPs per token MFU counts: Megatron-LM's formula; with a device rate, the FLOPs the device was paced for
+  // (module_forward_flops, x3 for forward and backward), so that a paced step's MFU cannot exceed 100%.
+  double mfu_flops_per_token = 0, mfu_causal_flops_per_token = 0;
   std::string collective_rows;
 };
 

@@ -8,7 +8,9 @@
 #include <cstdio>
 #include <set>
 #include <sstream>
+#include <thread>
 
+#include "core/projection/simulator.h"  // compute_task_seconds: the projection's FLOPs and bytes of each task
 #include "train/executor_impl.h"
 
 namespace lins {
@@ -68,6 +70,18 @@ Status Executor::Impl::init(Communicator* world) {
   if (auto s = allocate_states(); !s) return s;
   flights.resize(sched->ops.size());
   carried.resize(sched->ops.size());
+  if (opt.device_flops_per_s > 0 || opt.device_bytes_per_s > 0) {
+    // The simulator's own work per task (rates of 1: FLOPs, and bytes for the optimizer), so that a paced run and
+    // its projection at the same rates agree on every task's time.
+    const std::vector<double> work =
+        compute_task_seconds(*sched, *spec, opt.seq, opt.micro_batch_size, opt.recompute, ComputeRates{1.0, 1.0, 0.0});
+    device_task_s.assign(work.size(), 0.0);
+    for (std::size_t t = 0; t < work.size(); ++t) {
+      const double rate = sched->shape.task(static_cast<int>(t)).kind == TaskKind::optimizer ? opt.device_bytes_per_s
+                                                                                             : opt.device_flops_per_s;
+      if (rate > 0) device_task_s[t] = work[t] / rate;
+    }
+  }
   be->reset_peak_memory();  // the steps' high-water mark, not the set-up's scratch
   return {};
 }
@@ -261,7 +275,8 @@ Status Executor::Impl::forward_module(int mb, int m, int task_index) {
   auto p = compute_params(m, *params, elems);
   if (!p) return make_error(p.error());
   if (auto s = model->forward(m, *p); !s) return s;
-  spans.push_back(Span{std::move(e0), be->record_event(), Section::forward,
+  Event e1 = pace(task_index, e0);
+  spans.push_back(Span{std::move(e0), std::move(e1), Section::forward,
                        "forward " + spec->modules[static_cast<std::size_t>(m)].name});
   after_task(task_index, m);
   return {};
@@ -301,14 +316,15 @@ Status Executor::Impl::backward_module(int mb, int m, int task_index) {
   float* grads = mixed() ? grad_scratch.f32() : static_cast<float*>(grad_dst);
   if (auto s = model->backward(m, *p, grads); !s) return s;
   if (mixed()) be->convert(grads, DType::fp32, grad_dst, sd, grad_elems, /*accumulate=*/!to_full);
-  spans.push_back(Span{std::move(e0), be->record_event(), Section::backward,
+  Event e1 = pace(task_index, e0);
+  spans.push_back(Span{std::move(e0), std::move(e1), Section::backward,
                        "backward " + spec->modules[static_cast<std::size_t>(m)].name});
   grad_scratch.reset();
   after_task(task_index, m);
   return {};
 }
 
-Status Executor::Impl::optimizer() {
+Status Executor::Impl::optimizer(int task_index) {
   const int step_number = step_index + 1;
   // fp32 master weights and moments; the updated master is written (rounded, with bf16 storage) into P.
   kernels::cpu::AdamWConfig no_decay = opt.adamw;
@@ -320,7 +336,8 @@ Status Executor::Impl::optimizer() {
               local(r.local_offset), sd, r.elems, r.decay ? opt.adamw : no_decay, step_number);
   }
   be->zero(g_acc.data(), g_acc.bytes());
-  spans.push_back(Span{std::move(e0), be->record_event(), Section::optimizer, "optimizer"});
+  Event e1 = pace(task_index, e0);
+  spans.push_back(Span{std::move(e0), std::move(e1), Section::optimizer, "optimizer"});
   for (auto& part : hpz_part) part.reset();  // secondary copies of P are made again from the next gathers
   return {};
 }
@@ -349,9 +366,35 @@ Status Executor::Impl::run_task(int task_index) {
       return {};
     }
     case TaskKind::optimizer:
-      return optimizer();
+      return optimizer(task_index);
   }
   return {};
+}
+
+// The end of task `task`, begun at `start`: a paced task that finished its work within its device time ends when the
+// device would have (start + device time) and the host sleeps until then; one that took longer (an overrun) ends
+// when its work did. A host that wakes after the device's end (the scheduler gave its core away) is late, as a host
+// that launches late is: that shows in the step's time, not in the task's. A task with no device time (the
+// embedding's gather, the norms: no FLOPs in the formula) runs unpaced and is not counted. The backend is the
+// synchronous CPU's (create refuses pacing on the GPU's, which keeps its own time), so its work is done here.
+Event Executor::Impl::pace(int task, const Event& start) {
+  const double device_s = device_task_s.empty() ? 0.0 : device_task_s[static_cast<std::size_t>(task)];
+  if (device_s <= 0) return be->record_event();
+  ++paced_tasks;
+  const double end_s = start.host_s + device_s;
+  if (now() > end_s) {
+    ++overrun_tasks;
+    return be->record_event();
+  }
+  // now() counts from steady_clock's epoch, so end_s converts back to its time point; the loop guards against a wake
+  // that the conversion's rounding makes a hair early.
+  const auto deadline = std::chrono::steady_clock::time_point(
+      std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(end_s)));
+  while (now() < end_s) std::this_thread::sleep_until(deadline + std::chrono::microseconds(1));
+  pace_late_s += now() - end_s;
+  Event end;
+  end.host_s = end_s;
+  return end;
 }
 
 // ---- waits ----------------------------------------------------------------------------------------------------------
@@ -437,6 +480,8 @@ Result<StepStats> Executor::Impl::step() {
   (void)model->take_loss_sum();  // nothing is left from a step cut short
   spans.clear();
   wait_spans.clear();
+  paced_tasks = overrun_tasks = 0;
+  pace_late_s = 0;
   flights.clear();
   flights.resize(sched->ops.size());
   const double t_start = now();
@@ -516,6 +561,7 @@ Result<StepStats> Executor::Impl::step() {
   st.peak_mem_bytes = be->memory().total_peak_bytes;
   st.state_bytes = be->memory().state_current_bytes();
   st.buffer_peak_bytes = be->memory().peak_bytes[static_cast<std::size_t>(MemCategory::buffer)];
+  st.paced_tasks = paced_tasks, st.overrun_tasks = overrun_tasks, st.pace_late_s = pace_late_s;
   ++step_index;
   return st;
 }
@@ -526,6 +572,12 @@ Result<std::unique_ptr<Executor>> Executor::create(const ModelSpec& model, const
                                                    int rank, Communicator* world, ComputeBackend& backend,
                                                    const ExecutorOptions& options) {
   if (options.micro_batches < 1) return make_error("executor: micro-batches must be at least 1");
+  if (!(options.device_flops_per_s >= 0) || !(options.device_bytes_per_s >= 0))
+    return make_error("executor: a device rate must be positive (or 0: unpaced)");
+  // Pacing sleeps the host after each task's work is done, which only a synchronous backend's host knows.
+  if ((options.device_flops_per_s > 0 || options.device_bytes_per_s > 0) && backend.native_stream() != nullptr)
+    return make_error(
+        "executor: pacing to an emulated device rate needs a synchronous (CPU) backend; a GPU keeps its own time");
   auto sched = build_schedule(model, plan, topo,
                               schedule_options(options.micro_batches, options.bucket_bytes, options.state_dtype,
                                                options.engine, options.overlap, /*expand=*/true, rank));

@@ -53,6 +53,13 @@ struct ExecutorOptions {
   // into a working copy in the backend's compute dtype before its forward or backward when that differs, and its fp32
   // weight gradient is rounded into the storage dtype where it is stored or reduced.
   DType state_dtype = DType::fp32;
+  // An emulated device of a fixed rate (lins step --device-rate): each compute task runs, then sleeps until its FLOPs
+  // at device_flops_per_s (the optimizer: its bytes at device_bytes_per_s) have elapsed since it started, so its
+  // measured compute is the device's time whatever share of a core the rank got meanwhile (unless its work took
+  // longer: an overrun, measured at its real time). Sleeping, not spinning,
+  // leaves the core to other ranks' communication, as a GPU's copy engines leave the SMs. 0: that kind unpaced.
+  double device_flops_per_s = 0;
+  double device_bytes_per_s = 0;
 };
 
 // What one rank measured in one step.
@@ -74,6 +81,13 @@ struct StepStats {
   int64_t peak_mem_bytes = 0;     // high-water mark of the backend's allocations since the executor started
   int64_t state_bytes = 0;        // P + G + OS allocated
   int64_t buffer_peak_bytes = 0;  // high-water mark of the executor's buffers (gathers, gradients in flight, payloads)
+  // With a device rate (ExecutorOptions::device_*): the tasks paced (those with a device time), and those whose real
+  // compute took longer than their device time (overruns: measured at their real time, not the device's).
+  int paced_tasks = 0;
+  int overrun_tasks = 0;
+  // How late the host woke from its sleeps after the device's ends, summed: the emulation's own error (the scheduler
+  // gave the core to another rank), in the step's time but not in its compute.
+  double pace_late_s = 0;
 };
 
 class Executor {

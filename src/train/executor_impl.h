@@ -107,6 +107,10 @@ struct Executor::Impl {
   };
   std::vector<WaitSpan> wait_spans;
   Event step_event;
+  // Pacing to an emulated device: each task's device seconds (0: not paced), and this step's counts.
+  std::vector<double> device_task_s;
+  int paced_tasks = 0, overrun_tasks = 0;
+  double pace_late_s = 0;
 
   static double now();
   void add_trace(const std::string& name, const char* cat, double t0, double t1, int lane);
@@ -148,7 +152,9 @@ struct Executor::Impl {
   Status run_task(int task);
   Status forward_module(int mb, int m, int task);
   Status backward_module(int mb, int m, int task);
-  Status optimizer();
+  Status optimizer(int task);
+  // The end event of task `task` begun at `start`: after its device time, slept until (or an overrun, counted).
+  Event pace(int task, const Event& start);
   Result<const void*> task_params(int task, int m, int64_t* elems);
   void after_task(int task, int m);
   Result<const void*> compute_params(int m, const void* src, int64_t elems);

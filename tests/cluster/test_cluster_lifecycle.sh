@@ -23,7 +23,8 @@ grep -q 'slots=1' "/run/$LINS_CLUSTER-cluster/hostfile" || fail "the second up d
 
 # Refused input changes nothing; a failure midway (a delay this kernel may lack, or a bad node count) removes all.
 for bad in "--nodes 0 --ranks-per-node 2" "--nodes 2 --ranks-per-node 2 --link fast" \
-  "--nodes 2 --ranks-per-node 2 --link 1gbit,1ms,100%"; do
+  "--nodes 2 --ranks-per-node 2 --link 1gbit,1ms,100%" "--nodes 2 --ranks-per-node 2 --device-rate 0" \
+  "--nodes 2 --ranks-per-node 2 --device-rate fast"; do
   # shellcheck disable=SC2086
   if msg=$("$cluster" up $bad 2>&1); then fail "up $bad succeeded"; fi
   echo "up $bad -> $msg"

@@ -89,14 +89,15 @@ inline std::vector<Column> step_columns_tail() {
       {"feasible", "1 when the plan fits in memory; projected rows may be 0 (drawn as oom)"},
       {"fabric",
        "what carried the collectives: shared-memory (every rank on one host), emulated:NxR:RATE,DELAY,LOSS (the "
-       "namespace cluster of scripts/cluster.sh), hosts:N (real hosts); projected rows: the network model",
+       "namespace cluster of scripts/cluster.sh), hosts:N (real hosts); projected rows: the network model; a run "
+       "paced to an emulated device adds ' device=RATETFLOPS' (and ',GBPSGB/s' with --device-gbps)",
        true},
       {"mfu_causal",
        "MFU with causal attention's FLOPs (half the score and value products: 72 L h^2 (1 + s/(12h) + V/(12 L h))), "
        "against peak_tflops"},
       {"peak_source",
-       "where peak_tflops comes from: given (--peak-tflops), datasheet (the GPU's dense bf16 peak) or gemm (the "
-       "GEMM rate measured by this run)",
+       "where peak_tflops comes from: given (--peak-tflops), datasheet (the GPU's dense bf16 peak), gemm (the "
+       "GEMM rate measured by this run) or device (the emulated device's rate, lins step --device-rate)",
        true},
       {"gemm_tflops",
        "the backend's GEMM rate on the step's largest GEMM, measured by this run on every rank (mean); empty in "
@@ -114,6 +115,10 @@ inline std::vector<Column> step_columns_tail() {
       {"host_work_s", "projected rows with a host model: the host's own work in the step (it runs ahead of the GPU)"},
       {"host_stall_s",
        "projected rows with a host model: time the GPU's compute stood idle for the host (included in step_time_s)"},
+      {"overrun_tasks",
+       "measured rows paced to an emulated device (lins step --device-rate): the compute tasks, summed over the "
+       "ranks, whose real compute took longer than their device time (their FLOPs at the device rate), so that "
+       "they were not paced; 0 when every task was; empty without a device rate and in projected rows"},
       {"contention_compute_s",
        "projected rows: compute time lost beside running collectives (the network's [contention] or --contention; "
        "included in step_time_s, on top of forward_s, backward_s and optimizer_s); 0 when overlap is free"},

@@ -1,5 +1,5 @@
 // The executor on one rank (no collectives): the loss falls on the learnable task, and recomputation or overlap
-// modes change nothing; the step's trace names every module's forward and backward.
+// modes change nothing; the step's trace names every module's forward and backward; pacing to an emulated device.
 #include "train/executor.h"
 
 #include <gtest/gtest.h>
@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iterator>
+
+#include "core/projection/simulator.h"
 
 namespace lins {
 namespace {
@@ -166,6 +168,93 @@ TEST(Executor, MixedPrecisionTracksFp32) {
     if (std::getenv("LINS_TEST_VERBOSE"))
       std::printf("%s vs fp32: worst relative loss difference %.3g\n", what.c_str(), worst);
   }
+}
+
+// An emulated device (ExecutorOptions::device_*): each task with a device time lasts at least that long, so each
+// section's measured compute is at least the sum of its tasks' device times (the simulator's FLOPs and bytes at the
+// rates), and a task that needs far less than its device time is never counted as an overrun. The rates are set so
+// that the smallest paced task lasts 3 ms, hundreds of times what the tiny model's tasks take.
+TEST(Executor, PacedTasksLastTheirDeviceTime) {
+  auto model = *make_model_preset("tiny");
+  auto be = make_cpu_backend();
+  ExecutorOptions o = learnable_options();
+  auto probe = one_rank(*be, model, o);
+  ASSERT_TRUE(probe.ok()) << probe.error();
+  const Schedule& sched = (*probe)->schedule();
+  const std::vector<double> work =
+      compute_task_seconds(sched, model, o.seq, o.micro_batch_size, o.recompute, ComputeRates{1.0, 1.0, 0.0});
+  double smallest_flops = 1e300, bytes = 0;
+  for (std::size_t t = 0; t < work.size(); ++t) {
+    if (sched.shape.task(int(t)).kind == TaskKind::optimizer)
+      bytes = work[t];
+    else if (work[t] > 0)
+      smallest_flops = std::min(smallest_flops, work[t]);
+  }
+  ASSERT_GT(bytes, 0);
+  o.device_flops_per_s = smallest_flops / 3e-3;
+  o.device_bytes_per_s = bytes / 3e-3;
+  double device_s[3] = {};  // forward, backward, optimizer
+  int paced = 0;
+  for (std::size_t t = 0; t < work.size(); ++t) {
+    const TaskKind k = sched.shape.task(int(t)).kind;
+    if (work[t] <= 0) continue;
+    ++paced;
+    device_s[k == TaskKind::forward    ? 0
+             : k == TaskKind::backward ? 1
+                                       : 2] +=
+        work[t] / (k == TaskKind::optimizer ? o.device_bytes_per_s : o.device_flops_per_s);
+  }
+  auto ex = one_rank(*be, model, o);
+  ASSERT_TRUE(ex.ok()) << ex.error();
+  for (int s = 0; s < 2; ++s) {
+    auto st = (*ex)->step();
+    ASSERT_TRUE(st.ok()) << st.error();
+    // Events hold seconds since the clock's epoch as doubles: a difference of two rounds to about 1e-10 s.
+    constexpr double kClockRounding_s = 1e-8;
+    EXPECT_GE(st->forward_s, device_s[0] - kClockRounding_s);
+    EXPECT_GE(st->backward_s, device_s[1] - kClockRounding_s);
+    EXPECT_GE(st->optimizer_s, device_s[2] - kClockRounding_s);
+    // ... and, on time, a task ends with the device, not when its host woke: only the unpaced tasks (the embedding's,
+    // microseconds) add to the device time.
+    EXPECT_LT(st->forward_s + st->backward_s, 1.1 * (device_s[0] + device_s[1]));
+    EXPECT_EQ(st->paced_tasks, paced);
+    EXPECT_EQ(st->overrun_tasks, 0) << "tasks of microseconds overran device times of 3 ms or more";
+  }
+}
+
+// At a device rate no CPU reaches (1e6 TFLOP/s: a task's device time is below a picosecond, beneath the clock's
+// resolution), every paced task overruns and is counted; the step's loss is the unpaced step's.
+TEST(Executor, EveryTaskOverrunsAnUnreachableRate) {
+  auto model = *make_model_preset("tiny");
+  double loss[2] = {};
+  for (int k = 0; k < 2; ++k) {
+    auto be = make_cpu_backend();
+    ExecutorOptions o = learnable_options();
+    if (k == 1) o.device_flops_per_s = 1e18;
+    auto ex = one_rank(*be, model, o);
+    ASSERT_TRUE(ex.ok()) << ex.error();
+    auto st = (*ex)->step();
+    ASSERT_TRUE(st.ok()) << st.error();
+    loss[k] = st->loss_sum;
+    if (k == 0) {
+      EXPECT_EQ(st->paced_tasks, 0);
+      continue;
+    }
+    // Every forward and backward task but the embedding's (no FLOPs in the formula); the optimizer is not paced.
+    EXPECT_GT(st->paced_tasks, 0);
+    EXPECT_EQ(st->overrun_tasks, st->paced_tasks);
+  }
+  EXPECT_EQ(loss[0], loss[1]);
+}
+
+TEST(Executor, RefusesANegativeDeviceRate) {
+  auto model = *make_model_preset("tiny");
+  auto be = make_cpu_backend();
+  ExecutorOptions o = learnable_options();
+  o.device_flops_per_s = -1;
+  auto ex = one_rank(*be, model, o);
+  ASSERT_FALSE(ex.ok());
+  EXPECT_NE(ex.error().find("device rate"), std::string::npos) << ex.error();
 }
 
 }  // namespace
