@@ -12,7 +12,13 @@ import sys
 
 LINS, MPIEXEC, WORK = sys.argv[1:4]
 os.makedirs(WORK, exist_ok=True)
-CLUSTER = ["--model", "llama-7b", "--gpus-per-node", "8"]
+# (options both commands take, nodes for plan, GPUs for simulate); a limit every plan fits under: the test is about
+# sizes, not about which plans fit.
+CLUSTERS = {
+    "7b": (["--model", "llama-7b", "--gpus-per-node", "8", "--gpu-mem", "1024GiB"], "16", "128"),
+    "small": (["--model", "small", "--seq", "128", "--micro-batch", "1", "--global-batch-tokens", "4096",
+               "--gpus-per-node", "2", "--network", "cpu-local", "--gpu-mem", "80GiB"], "2", "4"),
+}
 failures = []
 
 
@@ -22,15 +28,17 @@ def run(args):
         sys.exit(f"{' '.join(args)} exited {out.returncode}:\n{out.stdout}\n{out.stderr}")
 
 
-def plan_row(plan, objective, extra, tag):
+def plan_row(cluster, plan, objective, extra, tag):
     path = os.path.join(WORK, f"plan-{tag}-{objective}.csv")
-    run([LINS, "plan", *CLUSTER, "--nodes", "16", "--plan", plan, "--objective", objective, "--csv", path, *extra])
+    common, nodes, _ = CLUSTERS[cluster]
+    run([LINS, "plan", *common, "--nodes", nodes, "--plan", plan, "--objective", objective, "--csv", path, *extra])
     return next(csv.DictReader(open(path)))
 
 
-def simulate_row(plan, extra, tag):
+def simulate_row(cluster, plan, extra, tag):
     path = os.path.join(WORK, f"simulate-{tag}.csv")
-    run([LINS, "simulate", *CLUSTER, "--gpus", "128", "--strategies", plan, "--out", path, *extra])
+    common, _, gpus = CLUSTERS[cluster]
+    run([LINS, "simulate", *common, "--gpus", gpus, "--strategies", plan, "--out", path, *extra])
     return next(csv.DictReader(open(path)))
 
 
@@ -39,11 +47,11 @@ def check(cond, what):
         failures.append(what)
 
 
-def views(plan, extra, tag):
+def views(cluster, plan, extra, tag):
     """The plan's memory and bytes as each command reports them, checked equal; returns them."""
-    comm = plan_row(plan, "comm", extra, tag)
-    step = plan_row(plan, "step", extra, tag)
-    sim = simulate_row(plan, extra, tag)
+    comm = plan_row(cluster, plan, "comm", extra, tag)
+    step = plan_row(cluster, plan, "step", extra, tag)
+    sim = simulate_row(cluster, plan, extra, tag)
     where = f"{plan} {' '.join(extra)}"
     for col in ["state_bytes", "activation_bytes", "buffer_bytes", "total_bytes", "reserve_bytes", "intra_bytes",
                 "inter_bytes", "comm_s"]:
@@ -59,24 +67,25 @@ def views(plan, extra, tag):
             "step_s": float(sim["step_time_s"])}
 
 
-# (plan, option, value, what it must change, what it must leave)
+# (cluster, plan, option, value, what it must change, what it must leave)
 CASES = [
-    ("zero3", "--ds-reduce-bucket", "5000000", ["buffer"], ["inter"]),
-    ("zero3", "--ds-prefetch-bucket", "200000000", ["buffer"], ["inter"]),
-    ("zero3", "--ds-max-reuse-distance", "0", ["buffer"], ["inter"]),
-    ("zero3", "--ds-persistence-threshold", "20000000", ["inter", "total"], []),
-    ("zero1", "--ds-overlap-comm", "on", ["step_s"], ["buffer", "inter", "comm_s"]),
-    ("ddp", "--ddp-first-bucket", "64M", ["comm_s"], ["buffer", "inter"]),
+    ("7b", "zero3", "--ds-reduce-bucket", "5000000", ["buffer"], ["inter"]),
+    ("7b", "zero3", "--ds-prefetch-bucket", "200000000", ["buffer"], ["inter"]),
+    ("7b", "zero3", "--ds-max-reuse-distance", "0", ["buffer", "inter"], []),  # released and gathered again
+    ("7b", "zero3", "--ds-persistence-threshold", "100000000", ["buffer", "inter"], []),  # attention kept whole
+    ("7b", "zero1", "--ds-overlap-comm", "on", ["step_s"], ["buffer", "inter", "comm_s"]),
+    ("small", "ddp", "--ddp-first-bucket", "512M", ["step_s"], ["buffer", "inter"]),
 ]
 base = {}
-for plan, option, value, changes, keeps in CASES:
-    if plan not in base:
-        base[plan] = views(plan, [], f"{plan}-default")
-    got = views(plan, [option, value], f"{plan}{option}")
+for cluster, plan, option, value, changes, keeps in CASES:
+    if (cluster, plan) not in base:
+        base[cluster, plan] = views(cluster, plan, [], f"{cluster}-{plan}-default")
+    was = base[cluster, plan]
+    got = views(cluster, plan, [option, value], f"{cluster}-{plan}{option}")
     for key in changes:
-        check(got[key] != base[plan][key], f"{plan} {option} {value}: {key} stayed {got[key]}")
+        check(got[key] != was[key], f"{plan} {option} {value}: {key} stayed {got[key]}")
     for key in keeps:
-        check(got[key] == base[plan][key], f"{plan} {option} {value}: {key} went {base[plan][key]} -> {got[key]}")
+        check(got[key] == was[key], f"{plan} {option} {value}: {key} went {was[key]} -> {got[key]}")
 
 # lins step (4 ranks as 2 x 2, the small model) predicts a plan's memory from its engine options too.
 def step_memory(extra, tag):
