@@ -47,7 +47,7 @@ import math
 import os
 import sys
 
-# Vocabulary of each model preset (src/core/model_spec.cpp, make_model_preset).
+# Vocabulary of each model preset (src/core/model/model_spec.cpp, make_model_preset).
 PRESET_VOCAB = {"tiny": 24, "small": 512, "llama-7b": 32000, "llama-13b": 32000, "llama-30b": 32000}
 LINS_STEP_DEFAULT_WARMUP = 1  # `lins step --warmup` (src/apps/cmd_step.cpp)
 MFU_MAX = 0.85

@@ -1,6 +1,6 @@
 """The CSV contract between `lins` (C++) and the analysis: the column names, in order, of every file we read.
 
-They are not kept here: `lins schema` prints every table's columns, units and types (src/core/results_schema.h), and
+They are not kept here: `lins schema` prints every table's columns, units and types (src/core/output/results_schema.h), and
 schema.json beside this file is that output, loaded below. tests/cli/schema_test.py holds schema.json equal to what
 the binary prints, so a C++ change cannot silently break the figures; regenerate it with
     build/lins schema > analysis/lins_analysis/schema.json
@@ -52,7 +52,7 @@ COMM_CSV_COLUMNS = columns("comm")
 PLAN_CSV_COLUMNS = columns("plan")
 
 # Collective names as the step CSV spells them, how figures label them, and the spellings we accept elsewhere: the
-# binary's collective table (src/core/collectives.h), in its order.
+# binary's collective table (src/core/model/collectives.h), in its order.
 OPS = [c["name"] for c in SCHEMA["collectives"]]
 OP_LABELS = {c["name"]: c["label"] for c in SCHEMA["collectives"]}
 

@@ -1,6 +1,6 @@
 """Measures the host (Python) cost of DeepSpeed's ZeRO-3 collective wrappers as a function of the group size, and
 fits a + b * group per call kind, and the host work of FSDP2's hooks, DDP's reducer and lins's own executor: the
-defaults of lins's host model (src/core/host_model.h, docs/engines.md).
+defaults of lins's host model (src/core/cost/host_model.h, docs/engines.md).
 
     python -m lins_peers.host_costs [--out data/host] [--groups 2,4,...,1024] [--repeats 200] [--kinds LIST]
                                     [--hook-steps 20] [--fsdp2-group 2] [--ddp-steps 200] [--lins build/lins]

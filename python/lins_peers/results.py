@@ -1,4 +1,4 @@
-"""The files a peer run writes: lins's step CSV (the columns of src/core/results_schema.h, read from the analysis
+"""The files a peer run writes: lins's step CSV (the columns of src/core/output/results_schema.h, read from the analysis
 package's mirror of it), a JSON provenance file beside it, and the collective log. Like lins, a run writes
 NAME.csv.partial and renames it when complete."""
 
