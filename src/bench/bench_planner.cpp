@@ -1,6 +1,7 @@
 // Planner and projection cost: (1) the plan search of the paper's 8 x 128 cluster (every legal plan built into its
 // compressed schedule, priced under both pricings, sized with its memory reserve) for each LLaMA preset, by the paper's
-// objective and by projected step time (every plan and baseline also expanded and its step program timed), and on
+// objective and by projected step time (every plan and baseline also expanded and its step program timed; with
+// paper-a800's contention priors, and with overlap free), and on
 // 8 x 8192 GPUs (a 256M-token batch, M = 1) by both; the process's peak resident memory is reported; (2) the
 // Fig. 11-13 projection sweep of `lins simulate --model llama-7b,llama-13b,llama-30b --gpus 8,32,128,512,1024
 // --paper-recompute` (five strategies, the planner's choice among them), each under the alpha-beta and the nccl
@@ -22,8 +23,11 @@
 
 namespace {
 
-lins::CostModel cost_model(lins::NetworkModel model) {
-  return lins::CostModel::make(lins::resolve_network_spec("paper-a800").value(), model).value();
+// paper-a800 as shipped (its contention priors on), or with overlap free (`contention` false).
+lins::CostModel cost_model(lins::NetworkModel model, bool contention = true) {
+  auto cost = lins::CostModel::make(lins::resolve_network_spec("paper-a800").value(), model).value();
+  if (!contention) cost.set_contention(lins::Contention{});
+  return cost;
 }
 
 lins::Workload workload(const std::string& model_name, int gpus, bool paper_recompute,
@@ -45,12 +49,12 @@ double peak_rss_mib() {
 }
 
 void BM_PlanSearch(benchmark::State& state, const char* model_name, bool baselines, lins::NetworkModel model,
-                   lins::Objective objective, int nodes) {
+                   lins::Objective objective, int nodes, bool contention = true) {
   const lins::Topology topo{8, nodes};
   // 4M tokens per step on 8 x 128 (M = 1); on more GPUs one sequence per GPU.
   const int64_t tokens = std::max<int64_t>(4 << 20, int64_t(4096) * topo.world());
   const lins::Workload w = workload(model_name, topo.world(), true, tokens);
-  const lins::CostModel cost = cost_model(model);
+  const lins::CostModel cost = cost_model(model, contention);
   lins::PlannerOptions opt;
   opt.include_baselines = baselines;
   opt.objective = objective;
@@ -190,6 +194,16 @@ BENCHMARK_CAPTURE(BM_PlanSearch, llama_7b_nccl_step, "llama-7b", true, NetworkMo
 BENCHMARK_CAPTURE(BM_PlanSearch, llama_13b_nccl_step, "llama-13b", true, NetworkModel::nccl, Objective::step, 128)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_PlanSearch, llama_30b_nccl_step, "llama-30b", true, NetworkModel::nccl, Objective::step, 128)
+    ->Unit(benchmark::kMillisecond);
+// The step objective with overlap free (the timeline's plain event model), beside the rows above (contention on).
+BENCHMARK_CAPTURE(BM_PlanSearch, llama_7b_nccl_step_free_overlap, "llama-7b", true, NetworkModel::nccl,
+                  Objective::step, 128, false)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_PlanSearch, llama_13b_nccl_step_free_overlap, "llama-13b", true, NetworkModel::nccl,
+                  Objective::step, 128, false)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_PlanSearch, llama_30b_nccl_step_free_overlap, "llama-30b", true, NetworkModel::nccl,
+                  Objective::step, 128, false)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_PlanSearch, llama_30b_alpha_beta_step, "llama-30b", true, NetworkModel::alpha_beta,
                   Objective::step, 128)
