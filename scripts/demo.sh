@@ -65,8 +65,12 @@ echo "== 3/5 lins replay: the measured steps re-timed through the simulator's ti
 
 echo
 echo "== 4/5 lins simulate: the paper's cluster, 8..1024 A800 GPUs (cost model, projected) =="
-"$lins" simulate --model llama-7b,llama-13b,llama-30b --gpus 8,32,128,512,1024 --paper-recompute \
-  --strategies zero1,zero3,zeropp,mics,lins,p=8x1,g=8x1,os=8x1 --out "$results/simulate/projection.csv" | tail -n 19
+# Two projections, drawn side by side: the device schedule with overlap free, and the real systems as they run today
+# (the network's contention priors and DeepSpeed's host side); the figures label each.
+sim=(--model llama-7b,llama-13b,llama-30b --gpus 8,32,128,512,1024 --paper-recompute
+  --strategies zero1,zero3,zeropp,mics,lins,p=8x1,g=8x1,os=8x1)
+"$lins" simulate "${sim[@]}" --contention off --out "$results/simulate/device.csv" >/dev/null
+"$lins" simulate "${sim[@]}" --host-model today --out "$results/simulate/projection.csv" | tail -n 19
 
 echo
 echo "== 5/5 figures =="

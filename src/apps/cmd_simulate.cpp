@@ -48,8 +48,9 @@ CommandSpec simulate_spec() {
        "--recompute: every model)"},
       {"out", 'o', "FILE", "results/simulate/projection.csv", "CSV to write (a .json provenance file beside it)"},
       {"label", 0, "TEXT", "",
-       "the label column of every row, which the figures show (default: the host model and --ds-overlap-comm, "
-       "e.g. 'device', 'host=paper overlap_comm=off')"},
+       "the label column of every row, which the figures show (default: the host model, the contention and "
+       "--ds-overlap-comm, e.g. 'device' (overlap free), 'device contention=priors', 'host=paper contention=priors "
+       "overlap_comm=off')"},
       {"trace", 0, "DIR", "",
        "write the projected step of every row as a Chrome trace (compute, waits, each stream's collectives) into DIR"},
   };
@@ -199,6 +200,9 @@ Result<SimulateOptions> read_simulate_options(const ParsedArgs& args) {
   if (o.label.empty()) {
     o.label = o.host ? "host=" + host_model_name(&*o.host) : "device";
     if (o.host && o.host->device_in_host_thread) o.label += " device=cpu";
+    // What overlap costs: priors (a network's published values) or measured (lins comm --contention); none: free.
+    if (const Contention& c = o.cost->contention(); c.any())
+      o.label += c.source.rfind("prior", 0) == 0 ? " contention=priors" : " contention=measured";
     if (o.engine.ds_overlap_comm) o.label += std::string(" overlap_comm=") + (*o.engine.ds_overlap_comm ? "on" : "off");
   }
   o.out_path = args.get("out");
