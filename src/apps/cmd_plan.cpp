@@ -352,12 +352,6 @@ void print_explain(const Schedule& s, const CostModel& cost, const View& v) {
                   format_bytes(axis_bytes[p][1]).c_str());
 }
 
-std::string num(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.9g", v);
-  return buf;
-}
-
 // Everything `lins plan` takes from its options.
 struct PlanOptions {
   Workload work;
@@ -565,75 +559,56 @@ Status explain_schedule(const PlanOptions& o, const PlanSearch& search) {
   return Status::ok_status();
 }
 
-// One row of the plan CSV, in the order of plan_csv_columns().
+// One row of the plan CSV, filled by column name (plan_csv_columns() has the order).
 std::vector<std::string> plan_csv_row(const PlanOptions& o, const PlanSearch& search, const PlanEvaluation& e) {
   const Workload& w = o.work;
   const CostModel& cost = *o.cost;
   const auto& m = e.memory;
-  const auto& a = e.isolated;
-  const auto& b = e.shared;
-  std::vector<std::string> row = {w.model.name,
-                                  std::to_string(w.model.param_count()),
-                                  std::to_string(o.topo.gpus_per_node),
-                                  std::to_string(o.topo.nodes),
-                                  std::to_string(w.seq),
-                                  std::to_string(w.micro_batch_size),
-                                  std::to_string(w.micro_batches),
-                                  w.recompute ? "1" : "0",
-                                  cost.network().name,
-                                  cost.profile() ? cost.profile()->source() : "",
-                                  num(o.planner.gpu_mem_bytes),
-                                  std::to_string(o.planner.bucket_bytes),
-                                  e.label(),
-                                  e.plan.to_string(),
-                                  engine_name(e.plan.engine),
-                                  e.baseline ? "1" : "0",
-                                  std::to_string(e.plan.p.intra),
-                                  std::to_string(e.plan.p.inter),
-                                  std::to_string(e.plan.g.intra),
-                                  std::to_string(e.plan.g.inter),
-                                  std::to_string(e.plan.os.intra),
-                                  std::to_string(e.plan.os.inter),
-                                  os_layout_name(e.plan.os_layout),
-                                  num(m.p_bytes),
-                                  num(m.g_bytes),
-                                  num(m.os_bytes),
-                                  num(m.state_bytes),
-                                  num(m.closed_form_state_bytes),
-                                  num(m.activation_bytes),
-                                  num(m.buffer_bytes),
-                                  num(m.total_bytes),
-                                  num(e.intra_message_bytes),
-                                  num(e.inter_message_bytes),
-                                  num(a.param_s),
-                                  num(a.grad_s),
-                                  num(a.os_sync_s),
-                                  num(a.os_bcast_s),
-                                  num(a.total_s()),
-                                  num(b.param_s),
-                                  num(b.grad_s),
-                                  num(b.os_sync_s),
-                                  num(b.os_bcast_s),
-                                  num(b.total_s()),
-                                  std::to_string(a.fallback_ops),
-                                  pricing_name(search.rank_by),
-                                  std::to_string(e.rank),
-                                  e.feasible ? "1" : "0",
-                                  e.why,
-                                  network_model_name(cost.model()),
-                                  num(m.reserve_bytes)};
-  // The projection (empty when the plan was not projected): by kind and axis, then by purpose and axis, in the
-  // order of plan_csv_columns().
-  row.push_back(objective_name(search.objective));
-  row.push_back(std::to_string(e.other_rank));
-  const StepProjection& p = e.step;
-  for (double x : {p.step_s, mfu(e, o.view), p.forward_s, p.backward_s, p.optimizer_s, p.fixed_s, p.exposed_comm_s})
-    row.push_back(e.projected ? num(x) : "");
-  for (int k = 0; k < kCollKindCount; ++k)
-    for (int a = 0; a < 2; ++a) row.push_back(e.projected ? num(p.exposed_kind_axis_s[k][a]) : "");
-  for (int u = 0; u < kPurposeCount; ++u)
-    for (int a = 0; a < 2; ++a) row.push_back(e.projected ? num(p.exposed_purpose_axis_s[u][a]) : "");
-  return row;
+  PlanRow row;
+  row.set("model", w.model.name).set("params", w.model.param_count());
+  row.set("gpus_per_node", o.topo.gpus_per_node).set("nodes", o.topo.nodes);
+  row.set("seq", w.seq).set("micro_batch_size", w.micro_batch_size).set("micro_batches", w.micro_batches);
+  row.set("recompute", w.recompute).set("network", cost.network().name);
+  row.set("profile", cost.profile() ? cost.profile()->source() : "");
+  row.set("gpu_mem_bytes", (o.planner.gpu_mem_bytes)).set("bucket_bytes", o.planner.bucket_bytes);
+  row.set("name", e.label()).set("plan", e.plan.to_string()).set("engine", engine_name(e.plan.engine));
+  row.set("baseline", e.baseline);
+  row.set("s0_p", e.plan.p.intra).set("s1_p", e.plan.p.inter).set("s0_g", e.plan.g.intra);
+  row.set("s1_g", e.plan.g.inter).set("s0_os", e.plan.os.intra).set("s1_os", e.plan.os.inter);
+  row.set("os_layout", os_layout_name(e.plan.os_layout));
+  row.set("p_bytes", (m.p_bytes)).set("g_bytes", (m.g_bytes)).set("os_bytes", (m.os_bytes));
+  row.set("state_bytes", (m.state_bytes)).set("closed_form_state_bytes", (m.closed_form_state_bytes));
+  row.set("activation_bytes", (m.activation_bytes)).set("buffer_bytes", (m.buffer_bytes));
+  row.set("total_bytes", (m.total_bytes)).set("reserve_bytes", (m.reserve_bytes));
+  row.set("intra_bytes", (e.intra_message_bytes)).set("inter_bytes", (e.inter_message_bytes));
+  // The summed communication under each pricing: "comm_*" the paper's, "shared_comm_*" with shared links.
+  for (const auto& [prefix, c] : {std::pair{"comm_", &e.isolated}, std::pair{"shared_comm_", &e.shared}}) {
+    const std::string p = prefix;
+    row.set(p + "param_s", (c->param_s)).set(p + "grad_s", (c->grad_s));
+    row.set(p + "os_sync_s", (c->os_sync_s)).set(p + "os_bcast_s", (c->os_bcast_s));
+    row.set(p.substr(0, p.size() - 1) + "_s", (c->total_s()));
+  }
+  row.set("fallback_ops", e.isolated.fallback_ops).set("ranked_by", pricing_name(search.rank_by));
+  row.set("rank", e.rank).set("feasible", e.feasible).set("why", e.why);
+  row.set("network_model", network_model_name(cost.model()));
+  row.set("objective", objective_name(search.objective)).set("other_rank", e.other_rank);
+  // The projection (empty when the plan was not projected).
+  if (e.projected) {
+    const StepProjection& p = e.step;
+    row.set("projected_step_s", (p.step_s)).set("projected_mfu", (mfu(e, o.view)));
+    row.set("forward_s", (p.forward_s)).set("backward_s", (p.backward_s));
+    row.set("optimizer_s", (p.optimizer_s)).set("host_s", (p.fixed_s));
+    row.set("exposed_comm_s", (p.exposed_comm_s));
+    for (CollKind k : kCollKindNames.values())
+      for (Axis x : kAxisNames.values())
+        row.set("exposed_" + std::string(coll_kind_name(k)) + "_" + axis_name(x) + "_s",
+                (p.exposed_kind_axis_s[int(k)][int(x)]));
+    for (int u = 0; u < kPurposeCount; ++u)
+      for (Axis x : kAxisNames.values())
+        row.set("exposed_" + std::string(purpose_name(Purpose(u))) + "_" + axis_name(x) + "_s",
+                (p.exposed_purpose_axis_s[u][int(x)]));
+  }
+  return row.ordered();
 }
 
 int fail(const std::string& msg) {

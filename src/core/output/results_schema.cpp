@@ -1,4 +1,4 @@
-// StepRow: the step CSV's columns filled by name; see results_schema.h.
+// The output tables' columns, and rows filled by column name; see results_schema.h.
 #include "core/output/results_schema.h"
 
 #include <algorithm>
@@ -12,23 +12,6 @@
 #include "core/util/text.h"
 
 namespace lins {
-namespace {
-
-bool known(const std::string& column) {
-  for (const auto& c : step_csv_columns())
-    if (column == c.name) return true;
-  return false;
-}
-
-void require_known(const std::string& column) {
-  if (known(column)) return;
-  std::fprintf(stderr, "lins: internal error: step CSV has no column '%s' (see core/results_schema.h)\n",
-               column.c_str());
-  std::abort();
-}
-
-}  // namespace
-
 const std::vector<Column>& step_csv_columns() {
   static const std::vector<Column> cols = [] {
     std::vector<Column> c = detail::step_columns_head();
@@ -46,31 +29,40 @@ const std::vector<Column>& step_csv_columns() {
   return cols;
 }
 
-StepRow& StepRow::set(const std::string& column, std::string value) {
-  require_known(column);
+CsvRow::CsvRow(std::string table, std::vector<std::string> columns)
+    : table_(std::move(table)), columns_(std::move(columns)) {}
+
+CsvRow& CsvRow::set(const std::string& column, std::string value) {
+  if (std::find(columns_.begin(), columns_.end(), column) == columns_.end()) {
+    std::fprintf(stderr, "lins: internal error: the %s CSV has no column '%s' (see core/output/results_schema.h)\n",
+                 table_.c_str(), column.c_str());
+    std::abort();
+  }
   values_[column] = std::move(value);
   return *this;
 }
 
-StepRow& StepRow::set(const std::string& column, double value) {
+CsvRow& CsvRow::set(const std::string& column, double value) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.9g", value);
   return set(column, std::string(buf));
 }
 
-StepRow& StepRow::set(const std::string& column, int64_t value) { return set(column, std::to_string(value)); }
+CsvRow& CsvRow::set(const std::string& column, int64_t value) { return set(column, std::to_string(value)); }
 
-const std::string& StepRow::get(const std::string& column) const {
+const std::string& CsvRow::get(const std::string& column) const {
   static const std::string empty;
   auto it = values_.find(column);
   return it == values_.end() ? empty : it->second;
 }
 
-std::vector<std::string> StepRow::ordered() const {
+std::vector<std::string> CsvRow::ordered() const {
   std::vector<std::string> out;
-  for (const auto& c : step_csv_columns()) out.push_back(get(c.name));
+  for (const auto& c : columns_) out.push_back(get(c));
   return out;
 }
+
+StepRow::StepRow() : CsvRow("step", header()) {}
 
 std::vector<std::string> StepRow::header() {
   std::vector<std::string> out;

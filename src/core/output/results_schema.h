@@ -139,21 +139,38 @@ std::string column_unit(const std::string& name);
 // "profile": ...}. Written by `lins schema`.
 std::string output_schemas_json();
 
-// One row of the step CSV, filled by column name (an unknown name is a programming error and aborts with its name),
-// written in schema order; columns never set stay empty (for example measured bytes in a projected row).
-class StepRow {
+// One row of a CSV table, filled by column name (an unknown name is a programming error and aborts with its name),
+// written in the table's order; columns never set stay empty (for example measured bytes in a projected row).
+class CsvRow {
  public:
-  StepRow& set(const std::string& column, std::string value);
-  StepRow& set(const std::string& column, const char* value) { return set(column, std::string(value)); }
-  StepRow& set(const std::string& column, double value);
-  StepRow& set(const std::string& column, int64_t value);
-  StepRow& set(const std::string& column, int value) { return set(column, int64_t(value)); }
+  CsvRow(std::string table, std::vector<std::string> columns);
+  CsvRow& set(const std::string& column, std::string value);
+  CsvRow& set(const std::string& column, const char* value) { return set(column, std::string(value)); }
+  CsvRow& set(const std::string& column, double value);
+  CsvRow& set(const std::string& column, int64_t value);
+  CsvRow& set(const std::string& column, int value) { return set(column, int64_t(value)); }
+  CsvRow& set(const std::string& column, std::size_t value) { return set(column, int64_t(value)); }
+  CsvRow& set(const std::string& column, bool value) { return set(column, int64_t(value ? 1 : 0)); }
   const std::string& get(const std::string& column) const;
   std::vector<std::string> ordered() const;
-  static std::vector<std::string> header();
+  const std::vector<std::string>& header() const { return columns_; }
 
  private:
+  std::string table_;
+  std::vector<std::string> columns_;
   std::map<std::string, std::string> values_;
+};
+
+// A row of the step CSV (`lins step`, `lins simulate`).
+class StepRow : public CsvRow {
+ public:
+  StepRow();
+  static std::vector<std::string> header();
+};
+// A row of the plan CSV (`lins plan --csv`).
+class PlanRow : public CsvRow {
+ public:
+  PlanRow() : CsvRow("plan", plan_csv_columns()) {}
 };
 
 }  // namespace lins
