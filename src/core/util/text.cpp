@@ -61,11 +61,17 @@ bool has_control_chars(std::string_view line) {
 }
 
 std::optional<double> parse_finite(std::string_view s) {
+  // from_chars reads the C locale's decimal point whatever the process's locale, with no copy; the leading white
+  // space and '+' that strtod took are skipped here, so that what was read before still is.
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  if (!s.empty() && s.front() == '+') {
+    s.remove_prefix(1);
+    if (!s.empty() && s.front() == '-') return std::nullopt;
+  }
   if (s.empty()) return std::nullopt;
-  const std::string text(s);  // strtod needs the terminating NUL
-  char* end = nullptr;
-  const double v = std::strtod(text.c_str(), &end);
-  if (end != text.c_str() + text.size() || !std::isfinite(v)) return std::nullopt;
+  double v = 0;
+  const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || ptr != s.data() + s.size() || !std::isfinite(v)) return std::nullopt;
   return v;
 }
 

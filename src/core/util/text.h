@@ -30,7 +30,7 @@ std::vector<TextLine> text_lines(std::string_view text);
 // True when the line holds a control character other than tab and carriage return: a binary file, not text.
 bool has_control_chars(std::string_view line);
 
-// The one number parser of the file readers: the whole of `s` (leading white space allowed, as strtod reads it) is
+// The one number parser of the file readers: the whole of `s` (leading white space and '+' allowed) is
 // a finite number ("1048576", "1.5e9", "-2"); nullopt for "", "nan", "inf", "12abc", "1 ". The readers add their own
 // range checks and messages.
 std::optional<double> parse_finite(std::string_view s);
