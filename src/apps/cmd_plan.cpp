@@ -636,11 +636,14 @@ int write_plan_csv(const PlanOptions& o, const PlanSearch& search) {
 // Exit 1, saying what the smallest plan needs, when no plan fits.
 int fit_verdict(const PlanOptions& o, const PlanSearch& search) {
   if (search.best >= 0 || (search.plans.size() == 1 && search.plans[0].feasible)) return 0;
-  std::fprintf(stderr,
-               "lins plan: no plan fits in %s per GPU; the smallest needs %s (raise --gpu-mem, use "
-               "--recompute, or shrink --micro-batch)\n",
+  // What could make a plan fit: only the levers this workload still has.
+  std::string levers = "raise --gpu-mem";
+  if (!o.work.recompute) levers += ", use --recompute";
+  if (o.work.micro_batch_size > 1) levers += ", or shrink --micro-batch";
+  std::fprintf(stderr, "lins plan: no plan fits in %s per GPU; the smallest needs %s (%s)\n",
                format_bytes(o.planner.gpu_mem_bytes).c_str(),
-               search.plans.empty() ? "?" : format_bytes(search.plans[0].memory.required_bytes()).c_str());
+               search.plans.empty() ? "?" : format_bytes(search.plans[0].memory.required_bytes()).c_str(),
+               levers.c_str());
   return 1;
 }
 

@@ -14,7 +14,8 @@ namespace lins {
 
 const std::vector<CommandEntry>& commands() {
   static const std::vector<CommandEntry> table = {
-      {"plan", "rank the legal sharding plans of a model on a cluster by predicted communication (no GPU needed)",
+      {"plan", "rank the legal sharding plans of a model on a cluster by projected step time, or by the paper's summed "
+       "communication (no GPU needed)",
        run_plan},
       {"comm", "benchmark collectives (nccl-tests style) and write the bandwidth profile the planner reads", run_comm},
       {"step", "run the synthetic LLaMA training step under each strategy and write CSV timings", run_step},
