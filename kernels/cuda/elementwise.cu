@@ -8,7 +8,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "comm/cuda_devices.h"
+#include "gpu/cuda_devices.h"
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/ops_cuda.h"
 

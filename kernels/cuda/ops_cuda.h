@@ -23,7 +23,7 @@ using AdamWConfig = cpu::AdamWConfig;
 
 // Number of usable CUDA devices; 0 when the machine has no GPU (cudaErrorNoDevice, or no driver and no NVIDIA device
 // node; nothing else is touched). Any other cudaGetDeviceCount error (a broken or too old driver) prints its name and
-// text and exits with status 1 (comm/cuda_devices.h). Call this before any other CUDA call: without a driver the
+// text and exits with status 1 (gpu/cuda_devices.h). Call this before any other CUDA call: without a driver the
 // runtime returns errors (and some libraries abort).
 int device_count();
 

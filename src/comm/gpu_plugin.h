@@ -40,7 +40,7 @@ inline constexpr NameTable<AttentionKernel, 2> kAttentionKernelNames{
     }}};
 static_assert(kAttentionKernelNames.complete(AttentionKernel::flash));
 
-// cudaGetDeviceCount, classified (comm/cuda_devices.h): count 0 and an empty error on a machine without GPU; count 0
+// cudaGetDeviceCount, classified (gpu/cuda_devices.h): count 0 and an empty error on a machine without GPU; count 0
 // and the error's explanation on a GPU machine whose driver or runtime does not work.
 struct GpuDeviceProbe {
   int count = 0;
@@ -63,7 +63,7 @@ struct GpuMemoryInfo {
 
 struct GpuBackendOptions {
   int device = 0;
-  DType compute = DType::bf16;  // the activations' dtype (train/gpu_backend.h)
+  DType compute = DType::bf16;  // the activations' dtype (gpu/gpu_backend.h)
   AttentionKernel attention = AttentionKernel::flash;
 };
 
@@ -85,10 +85,10 @@ struct GpuPlugin {
   void (*copy_to_device)(void* dst, const void* src, size_t bytes) = nullptr;
   void (*copy_to_host)(void* dst, const void* src, size_t bytes) = nullptr;
 
-  // NcclCommunicator::create (comm/nccl_communicator.h); collective over `comm`.
+  // NcclCommunicator::create (gpu/nccl_communicator.h); collective over `comm`.
   Result<std::unique_ptr<Communicator>> (*make_nccl_communicator)(MPI_Comm comm, std::string name, Axis axis,
                                                                   void* compute_stream) = nullptr;
-  // make_gpu_backend (train/gpu_backend.h), and the pool figures of a backend it made (zeros for any other).
+  // make_gpu_backend (gpu/gpu_backend.h), and the pool figures of a backend it made (zeros for any other).
   Result<std::unique_ptr<ComputeBackend>> (*make_backend)(const GpuBackendOptions& options) = nullptr;
   GpuMemoryInfo (*memory_info)(ComputeBackend& backend) = nullptr;
 };

@@ -2,10 +2,10 @@
 // the CUDA device helpers. Built into liblins_gpu.so (and linked directly into the GPU tests).
 #include "comm/gpu_plugin.h"
 
-#include "comm/cuda_devices.h"
-#include "comm/nccl_communicator.h"
+#include "gpu/cuda_devices.h"
+#include "gpu/nccl_communicator.h"
 #include "kernels/cuda/attention_cudnn.h"
-#include "train/gpu_backend.h"
+#include "gpu/gpu_backend.h"
 
 #include "lins_git_commit.h"  // generated at build time
 

@@ -3,7 +3,7 @@
 // comes from (the correctness check), its alpha-beta cost, and the MPI and NCCL calls that run it. The communicators,
 // the collective check, `lins comm`, `bench_comm`, the profile and nccl-tests readers, the cost models and the step
 // and plan columns all read these rows, so a new collective is its enumerator, its name, its row in collectives.cpp,
-// and its call in each backend (comm/mpi_communicator.cpp, comm/nccl_communicator.cpp).
+// and its call in each backend (comm/mpi_communicator.cpp, gpu/nccl_communicator.cpp).
 #pragma once
 
 #include <cstdint>

@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "comm/mesh_comms.h"
-#include "comm/nccl_communicator.h"
+#include "gpu/nccl_communicator.h"
 #include "mpi_world.h"
 #include "reference.h"
 

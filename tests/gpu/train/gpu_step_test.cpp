@@ -26,7 +26,7 @@
 #include "core/schedule/workload.h"
 #include "kernels/cuda/attention_cudnn.h"
 #include "train/executor.h"
-#include "train/gpu_backend.h"
+#include "gpu/gpu_backend.h"
 
 namespace lins {
 namespace {

@@ -19,7 +19,7 @@
 // element before it overwrites it, no __restrict__), swiglu_backward with dgate == dout (element-wise, every input
 // of an element loaded before its outputs are stored), add with y as both input and output, and gemm with beta = 1
 // accumulating into C (cuBLAS reads C in its dtype, sums in fp32, rounds once).
-#include "train/gpu_backend.h"
+#include "gpu/gpu_backend.h"
 
 #include <cuda_runtime.h>
 

@@ -1,7 +1,7 @@
-// comm/nccl_group.h: NCCL's group state as NcclCommunicator keeps it, one per thread and shared by every
+// gpu/nccl_group.h: NCCL's group state as NcclCommunicator keeps it, one per thread and shared by every
 // communicator of the thread: a collective on communicator B inside a group that A opened is deferred to the
 // outermost group_end with A's, and only then are its events recorded. No device needed.
-#include "comm/nccl_group.h"
+#include "gpu/nccl_group.h"
 
 #include <gtest/gtest.h>
 

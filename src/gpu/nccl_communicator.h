@@ -13,7 +13,7 @@
 
 #include "comm/communicator.h"
 #include "comm/gpu_plugin.h"
-#include "comm/nccl_group.h"
+#include "gpu/nccl_group.h"
 #include "core/util/result.h"
 
 struct CUstream_st;  // cudaStream_t
@@ -24,7 +24,7 @@ namespace lins {
 
 // Devices visible to this process; 0 when the machine has no GPU (cudaErrorNoDevice, or no driver and no NVIDIA
 // device node). Any other cudaGetDeviceCount error (a broken or too old driver) prints it and exits with status 1:
-// see comm/cuda_devices.h.
+// see gpu/cuda_devices.h.
 int cuda_device_count();
 // "NCCL 2.28.9", "CUDA runtime 13.0, driver 13.0", the name of device `device` ("" when none).
 std::string nccl_version_string();
@@ -110,7 +110,7 @@ class NcclCommunicator final : public Communicator, private NcclGroupMember {
   CUevent_st* ready_ = nullptr;               // "the compute stream got here", recorded again before every collective
   std::vector<std::pair<CollKind, CUevent_st*>> group_pending_;  // started inside the thread's open group
   std::vector<std::shared_ptr<CUevent_st*>> group_done_;         // completion events to record at group_end
-  struct Events;                    // the pool and the timing queue (comm/event_timings.h), CUDA types inside
+  struct Events;                    // the pool and the timing queue (gpu/event_timings.h), CUDA types inside
   std::unique_ptr<Events> events_;  // made with the communicator
   float* barrier_buf_ = nullptr;    // one device float for barrier()
 };

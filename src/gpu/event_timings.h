@@ -6,7 +6,7 @@
 // pending collective: with ~1,300 DDP all-reduces per step, querying every pending timing after each issue was
 // quadratic). Settled events go back to a pool and are recorded again, instead of one create and one destroy per
 // event. Header-only and free of CUDA (the event calls come in through `Api`), so its counts are tested without a
-// device: tests/unit/comm/event_timings_test.cpp.
+// device: tests/unit/gpu/event_timings_test.cpp.
 #pragma once
 
 #include <array>

@@ -1,4 +1,4 @@
-// comm/cuda_devices.h: which cudaGetDeviceCount errors mean "no GPU here" (a GPU test is skipped) and which a broken
+// gpu/cuda_devices.h: which cudaGetDeviceCount errors mean "no GPU here" (a GPU test is skipped) and which a broken
 // GPU machine (it must fail). Runs without a device: the device nodes come from a folder the test makes, and the
 // exit path is checked against this machine's own cudaGetDeviceCount error where it has one.
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 #include <fstream>
 #include <string>
 
-#include "comm/cuda_devices.h"
+#include "gpu/cuda_devices.h"
 
 namespace lins {
 namespace {

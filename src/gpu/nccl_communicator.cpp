@@ -1,6 +1,6 @@
 // The NCCL backend: MPI bootstrap, collectives on the communicator's own stream ordered after the compute stream by
 // events, completion events the compute stream waits on, sub-groups by ncclCommSplit; see nccl_communicator.h.
-#include "comm/nccl_communicator.h"
+#include "gpu/nccl_communicator.h"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -8,9 +8,9 @@
 #include <mutex>
 
 #include "comm/check.h"
-#include "comm/cuda_check.h"
-#include "comm/cuda_devices.h"
-#include "comm/event_timings.h"
+#include "gpu/cuda_check.h"
+#include "gpu/cuda_devices.h"
+#include "gpu/event_timings.h"
 #include "comm/mesh_comms.h"  // node_place
 #include "comm/watchdog.h"
 
@@ -102,7 +102,7 @@ struct NcclStream final : CommStream {
   }
 };
 
-// Timing events through comm/event_timings.h.
+// Timing events through gpu/event_timings.h.
 struct CudaTimingApi {
   using Event = cudaEvent_t;
   Event create() {

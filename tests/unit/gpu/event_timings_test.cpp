@@ -1,7 +1,7 @@
-// comm/event_timings.h without a device: a fake event API whose events complete when the test says so counts every
+// gpu/event_timings.h without a device: a fake event API whose events complete when the test says so counts every
 // create, query and destroy. Settling after each of many collectives queries O(1) events per collective (the stream
 // order lets it stop at the first incomplete one), settled events are reused, and the seconds add up per kind.
-#include "comm/event_timings.h"
+#include "gpu/event_timings.h"
 
 #include <gtest/gtest.h>
 
