@@ -369,21 +369,11 @@ Result<BackendFactory> backend_factory(const StepOptions& o) {
     case StepBackend::cpu:
       return BackendFactory([compute] { return Result<std::unique_ptr<ComputeBackend>>(make_cpu_backend(compute)); });
     case StepBackend::gpu: {
-      // Every rank learns whether every rank has the plugin, a working device, and a device of its own.
-      auto plugin = gpu_plugin();
-      Result<int> devices = plugin ? cuda_device_count_probed() : Result<int>(make_error(plugin.error()));
-      Status seen;
-      if (!devices)
-        seen = make_error(devices.error());
-      else if (*devices == 0)
-        seen = make_error("no CUDA device is visible to this rank");
-      if (auto s = agree_any(seen); !s) return make_error("--backend gpu: " + s.error() + " (or use --backend cpu)");
-      const NodePlace here = node_place(MPI_COMM_WORLD);
-      if (auto s = check_one_rank_per_gpu(MPI_COMM_WORLD, here, *devices); !s)
-        return make_error("--backend gpu: " + s.error() + " (the cpu backend runs any number)");
-      const GpuPlugin* gpu = *plugin;
+      auto rank = rank_gpu("(or use --backend cpu)", "(the cpu backend runs any number)");
+      if (!rank) return make_error("--backend gpu: " + rank.error());
+      const GpuPlugin* gpu = rank->plugin;
       GpuBackendOptions go;
-      go.device = here.local_rank % *devices;
+      go.device = rank->device;
       go.compute = compute;
       // cuDNN's fused attention runs on bf16 activations; fp32 compute keeps the flash kernels' fp32 path.
       const bool cudnn_default = gpu->cudnn_attention_built() && compute == DType::bf16;

@@ -187,20 +187,12 @@ struct Run {
 // devices, the device NCCL's bootstrap selects).
 Result<std::unique_ptr<ComputeBackend>> make_compute(const ContentionOptions& o) {
   if (o.backend == Backend::mpi) return make_cpu_backend(DType::fp32);
-  auto plugin = gpu_plugin();
-  Result<int> devices = plugin ? cuda_device_count_probed() : Result<int>(make_error(plugin.error()));
-  Status seen;
-  if (!devices)
-    seen = make_error(devices.error());
-  else if (*devices == 0)
-    seen = make_error("no CUDA device is visible to this rank");
-  LINS_TRY(agree_any(seen));
-  const NodePlace here = node_place(MPI_COMM_WORLD);
-  LINS_TRY(check_one_rank_per_gpu(MPI_COMM_WORLD, here, *devices));
+  auto rank = rank_gpu("(or use --backend mpi)", "(one rank per GPU)");
+  if (!rank) return make_error(rank.error());
   GpuBackendOptions go;
-  go.device = here.local_rank % *devices;
+  go.device = rank->device;
   go.compute = DType::bf16;
-  auto made = (*plugin)->make_backend(go);
+  auto made = rank->plugin->make_backend(go);
   LINS_TRY(agree_any(made ? Status() : Status(make_error(made.error()))));
   return std::move(*made);
 }

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <string>
 
+#include "comm/mesh_comms.h"
 #include "comm/watchdog.h"
 
 namespace lins {
@@ -79,6 +80,21 @@ Status agree_any(const Status& mine, bool name_rank) {
   if (lowest == world) return Status::ok_status();
   const std::string e = broadcast_text(rank == lowest ? mine.error() : "", lowest);
   return make_error(name_rank ? "rank " + std::to_string(lowest) + ": " + e : e);
+}
+
+Result<RankGpu> rank_gpu(const std::string& hint, const std::string& one_per_gpu_hint) {
+  auto plugin = gpu_plugin();
+  Result<int> devices = plugin ? cuda_device_count_probed() : Result<int>(make_error(plugin.error()));
+  Status seen;
+  if (!devices)
+    seen = make_error(devices.error());
+  else if (*devices == 0)
+    seen = make_error("no CUDA device is visible to this rank");
+  if (auto s = agree_any(seen); !s) return make_error(s.error() + " " + hint);
+  const NodePlace here = node_place(MPI_COMM_WORLD);
+  if (auto s = check_one_rank_per_gpu(MPI_COMM_WORLD, here, *devices); !s)
+    return make_error(s.error() + " " + one_per_gpu_hint);
+  return RankGpu{*plugin, here.local_rank % *devices};
 }
 
 }  // namespace lins

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/gpu_plugin.h"
 #include "core/util/cli.h"
 #include "core/util/result.h"
 
@@ -36,6 +37,15 @@ Status agree(const Status& rank0_status, int rank);
 // Any rank's failure, given to every rank (the lowest failing rank's message, prefixed with its rank unless
 // name_rank is false: a message that names its node itself).
 Status agree_any(const Status& mine, bool name_rank = true);
+// This rank's GPU for a GPU run, once every rank has learned whether every rank has the GPU plugin, a working device
+// and a device of its own: the plugin, and the device (local rank % devices). `one_per_gpu_hint` follows the error
+// when ranks outnumber a node's GPUs; `hint` every other error.
+struct RankGpu {
+  const GpuPlugin* plugin = nullptr;
+  int device = 0;
+};
+Result<RankGpu> rank_gpu(const std::string& hint, const std::string& one_per_gpu_hint);
+
 // `text` of rank `root` of `comm`, on every rank of it.
 std::string broadcast_text(std::string text, int root, MPI_Comm comm = MPI_COMM_WORLD);
 
