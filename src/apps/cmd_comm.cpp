@@ -13,6 +13,7 @@
 
 #include "apps/commands.h"
 #include "apps/contention_bench.h"
+#include "apps/device_rate.h"
 #include "apps/memory_check.h"
 #include "apps/mpi_app.h"
 #include "comm/collective_check.h"
@@ -67,6 +68,14 @@ const CommandSpec& comm_spec() {
           {"contention-bytes", 0, "SIZE", "4M", "--contention: the message of the side-by-side collective"},
           {"repeats", 0, "N", "5", "--contention: samples of every measurement (median, min and max kept)"},
           {"compute-seconds", 0, "SECONDS", "0.1", "--contention: one compute sample alone"},
+          {"device-rate", 0, "TFLOPS", "",
+           "--contention: emulate a device of this many TFLOP/s per rank, as `lins step` does: each GEMM pass runs, "
+           "then sleeps until its 2 n^3 FLOPs at this rate have passed since it started (a pass that took longer is "
+           "an overrun, counted and printed); 'off' turns it off; MPI backend only (default: the environment's "
+           "LINS_DEVICE_TFLOPS, which scripts/cluster.sh run sets, else off)"},
+          {"device-gbps", 0, "GBPS", "",
+           "--contention: with an emulated device, pace the memory pass too: its 12 bytes per element at this many "
+           "GB/s per rank; 'off' leaves it unpaced (default: the environment's LINS_DEVICE_GBPS, else off)"},
           {"timeout", 'T', "SECONDS", "300",
            "watchdog: a rank waiting on one collective this long names itself and the operation and ends the job "
            "(0 = off)"},
@@ -100,6 +109,7 @@ struct Settings {
   uint64_t contention_bytes = 0;
   int repeats = 5;
   double compute_s = 0.1;
+  DeviceRates device;  // --contention's emulated device (apps/device_rate.h); off unless given or in the environment
   bool memory_check = true;
   std::optional<double> memory_limit_bytes;
 };
@@ -182,7 +192,19 @@ Status read_contention(const ParsedArgs& a, Settings& s) {
   if (!compute) return make_error(compute.error());
   if (!(*compute > 0) || *compute > 60) return make_error("--compute-seconds must be above 0 and at most 60");
   s.compute_s = *compute;
-  if (s.contention.empty()) return Status::ok_status();
+  if (s.contention.empty()) {
+    for (const char* only : {"device-rate", "device-gbps"})
+      if (a.has(only))
+        return make_error(std::string("--") + only + " paces the compute of --contention; give --contention FILE");
+    return Status::ok_status();
+  }
+  auto device = read_device_rates(a);
+  if (!device) return make_error(device.error());
+  s.device = *device;
+  if (s.device.paced() && s.backend != Backend::mpi)
+    return make_error(s.device.source.substr(0, s.device.source.find(", ")) +
+                      " paces the CPU backend's compute to an emulated device; a GPU keeps its own time (give "
+                      "--device-rate off)");
   for (const char* other : {"profile", "csv", "group"})
     if (a.has(other))
       return make_error(std::string("--contention measures the intra and inter groups itself and writes its own "
@@ -640,6 +662,9 @@ int run_contention_command(const Settings& s, const Topology& topo, const std::v
   o.bytes = s.contention_bytes;
   o.repeats = s.repeats;
   o.compute_s = s.compute_s;
+  o.device_tflops = s.device.tflops;
+  o.device_gbps = s.device.gbps;
+  o.device_source = s.device.source;
   o.argv = argv;
   if (s.memory_check) {
     MemoryCheckOptions mo;

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "apps/commands.h"
+#include "apps/device_rate.h"
 #include "apps/memory_check.h"
 #include "apps/mpi_app.h"
 #include "apps/step_run.h"
@@ -179,49 +180,17 @@ Result<double> measure_backend_gemm_tflops(ComputeBackend& be, int64_t m, int64_
   return 2.0 * double(m) * double(n) * double(k) * iters / s / 1e12;
 }
 
-// One device rate: the option's value, else the environment's (scripts/cluster.sh run exports it), else off (0).
-// `what_valid` says what the option takes. *source names where it came from.
-Result<double> parse_device_rate(const ParsedArgs& a, const char* option, const char* env, const char* what_valid,
-                                 std::string* source) {
-  std::string text = a.get(option), from = std::string("--") + option;
-  if (text.empty()) {
-    const char* e = std::getenv(env);
-    if (!e || !*e) return 0.0;
-    text = e;
-    from = std::string(env) + " (the default of --" + option + ")";
-  }
-  if (text == "off") return 0.0;
-  char* end = nullptr;
-  const double v = std::strtod(text.c_str(), &end);
-  if (end == text.c_str() || *end != '\0' || !std::isfinite(v) || v <= 0)
-    return make_error(from + " '" + text + "' is not valid: give " + what_valid + ", a number above 0, or off");
-  *source = from;
-  return v;
-}
-
 // --device-rate and --device-gbps (or their defaults from the environment).
 Status read_device(const ParsedArgs& a, StepOptions& o) {
-  std::string tflops_from, gbps_from;
-  auto tflops =
-      parse_device_rate(a, "device-rate", "LINS_DEVICE_TFLOPS", "TFLOP/s per rank (such as 0.01)", &tflops_from);
-  if (!tflops) return make_error(tflops.error());
-  auto gbps = parse_device_rate(a, "device-gbps", "LINS_DEVICE_GBPS", "GB/s per rank (such as 5)", &gbps_from);
-  if (!gbps) return make_error(gbps.error());
-  if (*tflops <= 0 && *gbps > 0) {
-    // The environment's memory rate goes with its compute rate: `--device-rate off` turns both off.
-    if (!a.get("device-rate").empty() && a.get("device-gbps").empty())
-      *gbps = 0;
-    else
-      return make_error(gbps_from +
-                        " paces the optimizer of an emulated device; give its compute rate too (--device-rate)");
-  }
-  o.device_tflops = *tflops, o.device_gbps = *gbps;
+  auto rates = read_device_rates(a);
+  if (!rates) return make_error(rates.error());
+  o.device_tflops = rates->tflops, o.device_gbps = rates->gbps;
   if (!o.paced()) return Status::ok_status();
   if (o.backend != StepBackend::cpu)
-    return make_error(tflops_from +
+    return make_error(rates->source.substr(0, rates->source.find(", ")) +
                       " paces the CPU backend's tasks to an emulated device; a GPU keeps its own time (give "
                       "--device-rate off)");
-  o.device_source = tflops_from + (o.device_gbps > 0 ? ", " + gbps_from : std::string());
+  o.device_source = rates->source;
   return Status::ok_status();
 }
 

@@ -20,6 +20,7 @@
 #include "core/util/units.h"
 #include "lins_git_commit.h"  // generated at build time
 #include "train/backend.h"
+#include "train/pacing.h"
 
 namespace lins {
 namespace {
@@ -54,14 +55,27 @@ struct Kernels {
   DeviceBuffer a, b, c, x, y;
   double per_pass_s[kTaskClassCount] = {0, 0};  // calibrated, slowest rank
   int passes[kTaskClassCount] = {1, 1};         // in one sample of o.compute_s
+  // An emulated device: each pass's time on it (its work at the device's rate; 0: unpaced), and the passes paced and
+  // overrun (the pass's real work took longer than the device's time) on this rank.
+  double device_s[kTaskClassCount] = {0, 0};
+  long paced[kTaskClassCount] = {0, 0}, overruns[kTaskClassCount] = {0, 0};
 
+  // A pass's work: 2 n^3 FLOPs for the GEMM, 12 bytes per element for the memory pass.
+  double work(int cls) const {
+    return cls == int(TaskClass::gemm) ? 2.0 * double(gemm_n) * gemm_n * gemm_n : 12.0 * double(memory_elems);
+  }
   // One GEMM (C = A B, square, in the backend's compute dtype: bf16 tensor cores on the GPU), or one pass of
-  // y += x over fp32 arrays (a triad's traffic: two reads and a write per element).
+  // y += x over fp32 arrays (a triad's traffic: two reads and a write per element). Paced as the executor paces a
+  // task: the host sleeps until the pass's start + its device time (the CPU backend is synchronous).
   void pass(int cls) {
+    const double start_s = device_s[cls] > 0 ? steady_now_s() : 0;
     if (cls == int(TaskClass::gemm))
       be->gemm(false, false, gemm_n, gemm_n, gemm_n, 1.0f, a.data(), b.data(), 0.0f, c.data(), be->compute_dtype());
     else
       be->convert(x.data(), DType::fp32, y.data(), DType::fp32, memory_elems, true);
+    if (device_s[cls] <= 0) return;
+    ++paced[cls];
+    if (!pace_until(start_s + device_s[cls])) ++overruns[cls];
   }
   // `n` passes timed on the compute stream (host clock on the CPU, CUDA events on the GPU).
   double timed(int cls, int n) {
@@ -93,9 +107,7 @@ struct Kernels {
     return t;
   }
   double work_per_s(int cls, double sample_s) const {  // GFLOP/s or GB/s of one sample
-    const double per = cls == int(TaskClass::gemm) ? 2.0 * double(gemm_n) * gemm_n * gemm_n
-                                                   : 12.0 * double(memory_elems);
-    return sample_s > 0 ? per * passes[cls] / sample_s / 1e9 : 0;
+    return sample_s > 0 ? work(cls) * passes[cls] / sample_s / 1e9 : 0;
   }
 };
 
@@ -361,6 +373,20 @@ std::string utc_now() {
   return b;
 }
 
+// The emulated device the compute was paced to, and the passes that overran it (summed over the ranks), or "unpaced".
+std::string device_text(const ContentionOptions& o, const Kernels& k, const long overruns[], const long paced[]) {
+  if (o.device_tflops <= 0 && o.device_gbps <= 0)
+    return "compute unpaced (no emulated device: the ranks' own rates, sharing the cores as they do)";
+  std::string t = "compute paced to an emulated device of ";
+  t += o.device_tflops > 0 ? fmt("%.6g TFLOP/s", o.device_tflops) : std::string("unpaced GEMMs");
+  t += o.device_gbps > 0 ? fmt(", %.6g GB/s", o.device_gbps) : std::string(", memory pass unpaced");
+  t += " per rank (" + o.device_source + "); a pass's device time: gemm " + fmt("%.4g ms", k.device_s[0] * 1e3) +
+       ", memory " + fmt("%.4g ms", k.device_s[1] * 1e3) + "; overruns (all ranks): gemm " +
+       std::to_string(overruns[0]) + " of " + std::to_string(paced[0]) + ", memory " + std::to_string(overruns[1]) +
+       " of " + std::to_string(paced[1]);
+  return t;
+}
+
 std::string join(const std::vector<std::string>& v) {
   std::string s;
   for (const auto& w : v) s += (s.empty() ? "" : " ") + w;
@@ -446,6 +472,12 @@ Status run_contention(const ContentionOptions& o, int rank) {
   Kernels k;
   CollBuffers bufs[2];
   LINS_TRY(allocate_all(*be, k, bufs, std::max(o.bytes, o.sweep_max_bytes)));
+  if (o.device_tflops > 0 || o.device_gbps > 0) {
+    if (be->native_stream() != nullptr)
+      return make_error("--device-rate paces the CPU backend's compute; a GPU keeps its own time");
+    if (o.device_tflops > 0) k.device_s[int(TaskClass::gemm)] = k.work(int(TaskClass::gemm)) / (o.device_tflops * 1e12);
+    if (o.device_gbps > 0) k.device_s[int(TaskClass::memory)] = k.work(int(TaskClass::memory)) / (o.device_gbps * 1e9);
+  }
 
   CommOptions co;
   co.mpi.progress = o.progress;
@@ -474,6 +506,9 @@ Status run_contention(const ContentionOptions& o, int rank) {
     if (o.backend == Backend::mpi) std::printf(" (%s progress)", mpi_progress_name(o.progress));
     std::printf(", %d ranks = %d per node x %d nodes, fabric %s; %d repeats, compute samples of %.3g s\n", world,
                 topo.gpus_per_node, topo.nodes, fabric_label_text.c_str(), o.repeats, o.compute_s);
+    if (o.device_tflops > 0 || o.device_gbps > 0)
+      std::printf("# compute paced to an emulated device of %.6g TFLOP/s, %.6g GB/s per rank (0: unpaced) (%s)\n",
+                  o.device_tflops, o.device_gbps, o.device_source.c_str());
     std::fflush(stdout);
   }
   calibrate(k, o);
@@ -495,10 +530,17 @@ Status run_contention(const ContentionOptions& o, int rank) {
   for (auto& c : owned) c.reset();
   world_comm->reset();
 
-  char src[160];
+  long overruns[kTaskClassCount] = {k.overruns[0], k.overruns[1]}, paced[kTaskClassCount] = {k.paced[0], k.paced[1]};
+  MPI_Allreduce(MPI_IN_PLACE, overruns, kTaskClassCount, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, paced, kTaskClassCount, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+  char src[256];
   std::snprintf(src, sizeof src, "measured: lins comm --contention on %s, %dx%d", backend_name(o.backend),
                 topo.gpus_per_node, topo.nodes);
-  const ContentionFit fit = fit_contention(run.samples, src);
+  std::string source = src;
+  if (o.device_tflops > 0) source += fmt(", paced at %.6g TFLOP/s", o.device_tflops);
+  if (o.device_gbps > 0) source += fmt(" and %.6g GB/s", o.device_gbps);
+  const std::string device = device_text(o, k, overruns, paced);
+  const ContentionFit fit = fit_contention(run.samples, source);
   Status st;
   if (rank == 0) {
     std::printf("#\n# B0 alone; times per collective (every group of the fabric at once) or per compute sample, "
@@ -511,6 +553,7 @@ Status run_contention(const ContentionOptions& o, int rank) {
     }
     for (const auto& row : run.b0_rows) std::printf("%s\n", row.c_str());
     const std::vector<std::string> lines = report(o, k, run, fit);
+    std::printf("# %s\n", device.c_str());
     for (const auto& l : lines) std::printf("# %s\n", l.c_str());
     std::string header = "lins comm --contention: " + join(o.argv) + "\n";
     header += std::to_string(world) + " ranks = " + std::to_string(topo.gpus_per_node) + " per node x " +
@@ -518,6 +561,7 @@ Status run_contention(const ContentionOptions& o, int rank) {
               ", backend " + backend_name(o.backend) + "\n";
     header += "date " + utc_now() + ", lins " + LINS_VERSION + " commit " + LINS_GIT_COMMIT + "\n";
     header += "compute: " + k.describe(0) + "; " + k.describe(1) + "\n";
+    header += device + "\n";
     for (const auto& l : lines) header += l + "\n";
     st = write_file_atomic(o.path, contention_toml(fit.params, header));
     if (st) std::printf("# wrote %s\n", o.path.c_str());

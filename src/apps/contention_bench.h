@@ -29,6 +29,10 @@ struct ContentionOptions {
   uint64_t bytes = 4 << 20;              // and its message, large enough for bandwidth to dominate latency
   int repeats = 5;                       // samples of every measurement (median and range kept)
   double compute_s = 0.1;                // one compute sample alone
+  // An emulated device (CPU backend; 0: off): each GEMM pass is paced to its 2 n^3 FLOPs at device_tflops, each
+  // memory pass to its 12 bytes per element at device_gbps, as the executor paces a task (train/pacing.h).
+  double device_tflops = 0, device_gbps = 0;
+  std::string device_source;  // where the rates came from
   std::vector<std::string> argv;         // the command line, for the file's header
 };
 

@@ -12,11 +12,12 @@
 
 #include "core/projection/simulator.h"  // compute_task_seconds: the projection's FLOPs and bytes of each task
 #include "train/executor_impl.h"
+#include "train/pacing.h"
 
 namespace lins {
 
 double Executor::Impl::now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  return steady_now_s();
 }
 
 void Executor::Impl::add_trace(const std::string& name, const char* cat, double t0, double t1, int lane) {
@@ -382,16 +383,12 @@ Event Executor::Impl::pace(int task, const Event& start) {
   if (device_s <= 0) return be->record_event();
   ++paced_tasks;
   const double end_s = start.host_s + device_s;
-  if (now() > end_s) {
+  double late_s = 0;
+  if (!pace_until(end_s, &late_s)) {
     ++overrun_tasks;
     return be->record_event();
   }
-  // now() counts from steady_clock's epoch, so end_s converts back to its time point; the loop guards against a wake
-  // that the conversion's rounding makes a hair early.
-  const auto deadline = std::chrono::steady_clock::time_point(
-      std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(end_s)));
-  while (now() < end_s) std::this_thread::sleep_until(deadline + std::chrono::microseconds(1));
-  pace_late_s += now() - end_s;
+  pace_late_s += late_s;
   Event end;
   end.host_s = end_s;
   return end;

@@ -66,3 +66,23 @@ def test_a_choice_is_judged_against_the_plans_that_fit(tmp_path):
     assert list(table["fits"]) == [False, True]  # sorted by measured time: the faster plan does not fit
     v = compare_plans.verdict(table, "comm objective", "p=2x1,g=2x1,os=2x1")
     assert "the fastest measured plan on the Lins engine; the fastest of everything measured that fits" in v
+
+
+def test_validate_projection_compares_parts_before_and_after(tmp_path):
+    meas = tmp_path / "step.csv"
+    r = step_row("measured", "ddp", "small", 4, 2)
+    r.update({"step_time_s": 1.0, "forward_s": 0.3, "backward_s": 0.5, "optimizer_s": 0.1, "exposed_comm_s": 0.1})
+    write_steps(meas, [r])
+    after, before = tmp_path / "after.csv", tmp_path / "before.csv"
+    pd.DataFrame([{"strategy": "ddp", "step_time_s": 1.1, "forward_s": 0.3, "backward_s": 0.5, "optimizer_s": 0.1,
+                   "contention_compute_s": 0.05, "exposed_comm_s": 0.15}]).to_csv(after, index=False)
+    pd.DataFrame([{"strategy": "ddp", "step_time_s": 0.8, "forward_s": 0.3, "backward_s": 0.5, "optimizer_s": 0.1,
+                   "contention_compute_s": 0.0, "exposed_comm_s": 0.0}]).to_csv(before, index=False)
+    df = validate_projection.compare([("n2_m2_none", str(meas), str(after))], {"n2_m2_none": str(before)}, {})
+    row = df.iloc[0]
+    assert row["nodes"] == 2
+    assert abs(row["error"] - 0.1) < 1e-9 and abs(row["error_before"] + 0.2) < 1e-9
+    assert abs(row["compute_error"] - 0.05) < 1e-9 and abs(row["exposed_error"] - 0.05) < 1e-9
+    table = validate_projection.summary(df)
+    assert abs(table.loc["ddp", "2 nodes step before"] - 0.2) < 1e-9
+    assert abs(table.loc["ddp", "2 nodes step after"] - 0.1) < 1e-9
