@@ -287,7 +287,8 @@ void print_step_breakdown(const PlanEvaluation& a, const PlanEvaluation* b, cons
   // Where contention stretched the collectives: inside the exposed rows above, where compute waited for them.
   for (int p = 0; p < kPurposeCount; ++p) {
     const double ca = a.step.contention_purpose_s[p], cb = q.contention_purpose_s[p];
-    if (ca > 5e-5 || cb > 5e-5) row(std::string("  (collective time lost to contention: ") + purpose_name(Purpose(p)) + ")", ca, cb);
+    if (ca > 5e-5 || cb > 5e-5)
+      row(std::string("  (collective time lost to contention: ") + purpose_name(Purpose(p)) + ")", ca, cb);
   }
   std::vector<std::string> m = {"", "MFU", fixed(100 * mfu(a, v), 1) + "%"};
   if (b) m.push_back(fixed(100 * mfu(*b, v), 1) + "%");

@@ -73,11 +73,11 @@ void BM_PlanSearch(benchmark::State& state, const char* model_name, bool baselin
   state.counters["peak_rss_mib"] = peak_rss_mib();
 }
 
-// A strategy's plan ('lins': the planner's choice; nullopt when no plan fits) and its expanded schedule, as lins simulate
-// builds them; `legal`, when given, receives the planner's count of legal plans.
+// A strategy's plan ('lins': the planner's choice; nullopt when no plan fits) and its expanded schedule, as lins
+// simulate builds them; `legal`, when given, receives the planner's count of legal plans.
 lins::Result<std::optional<lins::Schedule>> strategy_schedule(const char* strategy, const lins::Workload& w,
-                                                               const lins::Topology& topo, const lins::CostModel& cost,
-                                                               const lins::PlannerOptions& popt, int* legal = nullptr) {
+                                                              const lins::Topology& topo, const lins::CostModel& cost,
+                                                              const lins::PlannerOptions& popt, int* legal = nullptr) {
   lins::Plan plan;
   if (std::string(strategy) == "lins") {
     auto search = lins::search_plans(w, topo, cost, popt);
@@ -196,8 +196,8 @@ BENCHMARK_CAPTURE(BM_PlanSearch, llama_13b_nccl_step, "llama-13b", true, Network
 BENCHMARK_CAPTURE(BM_PlanSearch, llama_30b_nccl_step, "llama-30b", true, NetworkModel::nccl, Objective::step, 128)
     ->Unit(benchmark::kMillisecond);
 // The step objective with overlap free (the timeline's plain event model), beside the rows above (contention on).
-BENCHMARK_CAPTURE(BM_PlanSearch, llama_7b_nccl_step_free_overlap, "llama-7b", true, NetworkModel::nccl,
-                  Objective::step, 128, false)
+BENCHMARK_CAPTURE(BM_PlanSearch, llama_7b_nccl_step_free_overlap, "llama-7b", true, NetworkModel::nccl, Objective::step,
+                  128, false)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_PlanSearch, llama_13b_nccl_step_free_overlap, "llama-13b", true, NetworkModel::nccl,
                   Objective::step, 128, false)

@@ -40,16 +40,21 @@ constexpr const char* kOldFormatAdvice =
 enum class Kind { text, whole, number, boolean };
 
 // One key of the file: what it accepts (for the error) and how it sets the spec from a value of its kind.
-struct Key {
+// One key of a table whose values fill a T (the network's top-level keys: NetworkSpec; [contention]: Contention): what
+// it accepts (for the error) and how it sets the T from a value of its kind.
+template <class T>
+struct KeyOf {
   const char* name;
   Kind kind;
   const char* valid;
-  std::function<bool(const toml::node&, NetworkSpec&)> set;
+  std::function<bool(const toml::node&, T&)> set;
 };
+using Key = KeyOf<NetworkSpec>;
 
-std::function<bool(const toml::node&, NetworkSpec&)> number_in(double lo, double hi, bool lo_open,
-                                                               std::function<void(NetworkSpec&, double)> put) {
-  return [=](const toml::node& v, NetworkSpec& s) {
+template <class T>
+std::function<bool(const toml::node&, T&)> number_in(double lo, double hi, bool lo_open,
+                                                     std::function<void(T&, double)> put) {
+  return [=](const toml::node& v, T& s) {
     const auto x = v.value<double>();  // an integer or a floating-point value
     if (!x || !std::isfinite(*x) || *x > hi || *x < lo || (lo_open && *x == lo)) return false;
     put(s, *x);
@@ -67,8 +72,9 @@ std::function<bool(const toml::node&, NetworkSpec&)> whole_in(int lo, int hi,
   };
 }
 
-std::function<bool(const toml::node&, NetworkSpec&)> flag(std::function<void(NetworkSpec&, bool)> put) {
-  return [=](const toml::node& v, NetworkSpec& s) {
+template <class T>
+std::function<bool(const toml::node&, T&)> flag(std::function<void(T&, bool)> put) {
+  return [=](const toml::node& v, T& s) {
     put(s, v.as_boolean()->get());
     return true;
   };
@@ -116,13 +122,13 @@ const std::vector<Key>& keys() {
       {"nvlink_links", Kind::whole, "a whole number from 0 to 64",
        whole_in(0, 64, [](NetworkSpec& s, int v) { s.nvlink_links = v; })},
       {"nvlink_gbps", Kind::number, "a positive rate in GB/s up to 1000",
-       number_in(0, 1000, true, [](NetworkSpec& s, double v) { s.nvlink_gbps = v; })},
-      {"nvswitch", Kind::boolean, "true or false", flag([](NetworkSpec& s, bool v) { s.nvswitch = v; })},
+       number_in<NetworkSpec>(0, 1000, true, [](NetworkSpec& s, double v) { s.nvlink_gbps = v; })},
+      {"nvswitch", Kind::boolean, "true or false", flag<NetworkSpec>([](NetworkSpec& s, bool v) { s.nvswitch = v; })},
       {"pcie_gen", Kind::whole, "3, 4 or 5", whole_in(3, 5, [](NetworkSpec& s, int v) { s.pcie_gen = v; })},
       {"nics_per_node", Kind::whole, "a whole number from 1 to 64",
        whole_in(1, 64, [](NetworkSpec& s, int v) { s.nics_per_node = v; })},
       {"nic_gbit_per_s", Kind::number, "a positive rate in Gb/s up to 10000",
-       number_in(0, 10000, true, [](NetworkSpec& s, double v) { s.nic_gbit_per_s = v; })},
+       number_in<NetworkSpec>(0, 10000, true, [](NetworkSpec& s, double v) { s.nic_gbit_per_s = v; })},
       {"nic_path", Kind::text, "\"pix\", \"pxb\", \"phb\" or \"sys\"",
        [](const toml::node& n, NetworkSpec& s) {
          auto p = kNicPathNames.parse(n.as_string()->get());
@@ -131,22 +137,22 @@ const std::vector<Key>& keys() {
        }},
       {"cpu_vendor", Kind::text, "\"intel\" or \"amd\"",
        one_of({"intel", "amd"}, [](NetworkSpec& s, std::size_t i) { s.amd_cpu = i == 1; })},
-      {"sharp", Kind::boolean, "true or false", flag([](NetworkSpec& s, bool v) { s.sharp = v; })},
-      {"nvls", Kind::boolean, "true or false", flag([](NetworkSpec& s, bool v) { s.nvls = v; })},
+      {"sharp", Kind::boolean, "true or false", flag<NetworkSpec>([](NetworkSpec& s, bool v) { s.sharp = v; })},
+      {"nvls", Kind::boolean, "true or false", flag<NetworkSpec>([](NetworkSpec& s, bool v) { s.nvls = v; })},
       {"intra_gpu_gbps", Kind::number, "a positive rate in GB/s up to 10000",
-       number_in(0, 10000, true, [](NetworkSpec& s, double v) { s.intra_gpu_gbps = v; })},
+       number_in<NetworkSpec>(0, 10000, true, [](NetworkSpec& s, double v) { s.intra_gpu_gbps = v; })},
       {"inter_node_gbps", Kind::number, "a positive rate in GB/s up to 10000",
-       number_in(0, 10000, true, [](NetworkSpec& s, double v) { s.inter_node_gbps = v; })},
+       number_in<NetworkSpec>(0, 10000, true, [](NetworkSpec& s, double v) { s.inter_node_gbps = v; })},
       {"inter_gpu_gbps", Kind::number, "a positive rate in GB/s up to 10000",
-       number_in(0, 10000, true, [](NetworkSpec& s, double v) { s.inter_gpu_gbps = v; })},
+       number_in<NetworkSpec>(0, 10000, true, [](NetworkSpec& s, double v) { s.inter_gpu_gbps = v; })},
       {"intra_latency_us", Kind::number, "a latency in microseconds from 0 to 1000000",
-       number_in(0, 1e6, false, [](NetworkSpec& s, double v) { s.intra_latency_s = v * 1e-6; })},
+       number_in<NetworkSpec>(0, 1e6, false, [](NetworkSpec& s, double v) { s.intra_latency_s = v * 1e-6; })},
       {"inter_latency_us", Kind::number, "a latency in microseconds from 0 to 1000000",
-       number_in(0, 1e6, false, [](NetworkSpec& s, double v) { s.inter_latency_s = v * 1e-6; })},
+       number_in<NetworkSpec>(0, 1e6, false, [](NetworkSpec& s, double v) { s.inter_latency_s = v * 1e-6; })},
       {"bw_factor_per_node_doubling", Kind::number, "a factor in (0, 1]",
-       number_in(0, 1, true, [](NetworkSpec& s, double v) { s.bw_factor_per_node_doubling = v; })},
+       number_in<NetworkSpec>(0, 1, true, [](NetworkSpec& s, double v) { s.bw_factor_per_node_doubling = v; })},
       {"latency_factor_per_node_doubling", Kind::number, "a factor from 1 to 100",
-       number_in(1, 100, false, [](NetworkSpec& s, double v) { s.latency_factor_per_node_doubling = v; })},
+       number_in<NetworkSpec>(1, 100, false, [](NetworkSpec& s, double v) { s.latency_factor_per_node_doubling = v; })},
   };
   return k;
 }
@@ -232,24 +238,10 @@ std::string toml_problem(std::string_view description) {
   return d.substr(colon + 2) + " (while parsing " + d.substr(kPrefix.size(), colon - kPrefix.size()) + ")";
 }
 
-// ---- the [contention] table ------------------------------------------------------------------------------------------
+// ---- the [contention] table
+// ------------------------------------------------------------------------------------------
 
-struct ContentionKey {
-  const char* name;
-  Kind kind;
-  const char* valid;
-  std::function<bool(const toml::node&, Contention&)> set;
-};
-
-std::function<bool(const toml::node&, Contention&)> factor(double lo, double hi, bool lo_open,
-                                                           std::function<void(Contention&, double)> put) {
-  return [=](const toml::node& v, Contention& c) {
-    const auto x = v.value<double>();
-    if (!x || !std::isfinite(*x) || *x > hi || *x < lo || (lo_open && *x == lo)) return false;
-    put(c, *x);
-    return true;
-  };
-}
+using ContentionKey = KeyOf<Contention>;
 
 const std::vector<ContentionKey>& contention_keys() {
   constexpr const char* kSlowdown = "a slowdown from 0 (none) to 100";
@@ -262,28 +254,27 @@ const std::vector<ContentionKey>& contention_keys() {
          return true;
        }},
       {"kappa_gemm_intra", Kind::number, kSlowdown,
-       factor(0, 100, false, [](Contention& c, double v) { c.kappa[int(TaskClass::gemm)][0] = v; })},
+       number_in<Contention>(0, 100, false, [](Contention& c, double v) { c.kappa[int(TaskClass::gemm)][0] = v; })},
       {"kappa_gemm_inter", Kind::number, kSlowdown,
-       factor(0, 100, false, [](Contention& c, double v) { c.kappa[int(TaskClass::gemm)][1] = v; })},
+       number_in<Contention>(0, 100, false, [](Contention& c, double v) { c.kappa[int(TaskClass::gemm)][1] = v; })},
       {"kappa_memory_intra", Kind::number, kSlowdown,
-       factor(0, 100, false, [](Contention& c, double v) { c.kappa[int(TaskClass::memory)][0] = v; })},
+       number_in<Contention>(0, 100, false, [](Contention& c, double v) { c.kappa[int(TaskClass::memory)][0] = v; })},
       {"kappa_memory_inter", Kind::number, kSlowdown,
-       factor(0, 100, false, [](Contention& c, double v) { c.kappa[int(TaskClass::memory)][1] = v; })},
+       number_in<Contention>(0, 100, false, [](Contention& c, double v) { c.kappa[int(TaskClass::memory)][1] = v; })},
       {"kappa_combine", Kind::text, "\"sum\" or \"max\"",
        [](const toml::node& n, Contention& c) {
          auto m = kKappaCombineNames.parse(n.as_string()->get());
          if (m) c.combine = *m;
          return m.ok();
        }},
-      {"lambda_intra", Kind::number, kSlowdown, factor(0, 100, false, [](Contention& c, double v) { c.lambda[0] = v; })},
-      {"lambda_inter", Kind::number, kSlowdown, factor(0, 100, false, [](Contention& c, double v) { c.lambda[1] = v; })},
+      {"lambda_intra", Kind::number, kSlowdown,
+       number_in<Contention>(0, 100, false, [](Contention& c, double v) { c.lambda[0] = v; })},
+      {"lambda_inter", Kind::number, kSlowdown,
+       number_in<Contention>(0, 100, false, [](Contention& c, double v) { c.lambda[1] = v; })},
       {"links_shared", Kind::boolean, "true or false",
-       [](const toml::node& n, Contention& c) {
-         c.links_shared = n.as_boolean()->get();
-         return true;
-       }},
+       flag<Contention>([](Contention& c, bool v) { c.links_shared = v; })},
       {"eta", Kind::number, "an efficiency in (0, 1]",
-       factor(0, 1, true, [](Contention& c, double v) { c.eta = v; })},
+       number_in<Contention>(0, 1, true, [](Contention& c, double v) { c.eta = v; })},
   };
   return k;
 }
@@ -310,8 +301,9 @@ Result<Contention> parse_contention_table(const toml::table& t, const std::strin
     if (!it->set(value, c)) return make_error(at + key + ": " + shown(value) + " is not valid; valid: " + it->valid);
   }
   if (c.source.empty())
-    return make_error(where + ": [contention] missing 'source' (say where the values come from: measured, how and "
-                              "where, or prior, and the published measurement)");
+    return make_error(where +
+                      ": [contention] missing 'source' (say where the values come from: measured, how and "
+                      "where, or prior, and the published measurement)");
   return c;
 }
 
@@ -429,9 +421,9 @@ Result<NetworkSpec> parse_network_spec(std::string_view text, const std::string&
     }
     const Key* k = find_key(key);
     if (!k) {
-      const std::string what =
-          value->is_table() ? "table [" + key + "] (the one table a network file may have is [contention])"
-                            : "key '" + key + "'";
+      const std::string what = value->is_table()
+                                   ? "table [" + key + "] (the one table a network file may have is [contention])"
+                                   : "key '" + key + "'";
       return make_error(at + "unknown " + what + "; valid keys: " + key_names());
     }
     if (!is_kind(*value, k->kind))
@@ -487,8 +479,9 @@ Result<Contention> load_contention(const std::string& path) {
                       ": not valid TOML: " + toml_problem(doc.error().description()));
   const toml::node* table = doc.table().get("contention");
   if (!table || !table->is_table())
-    return make_error(path + ": no [contention] table (write one with `lins comm --contention FILE`; its keys are in "
-                             "docs/cost-model.md)");
+    return make_error(path +
+                      ": no [contention] table (write one with `lins comm --contention FILE`; its keys are in "
+                      "docs/cost-model.md)");
   if (doc.table().size() > 1) {  // a network file: read whole, so that its other keys are checked too
     auto net = parse_network_spec(text, path);
     if (!net) return make_error(net.error());

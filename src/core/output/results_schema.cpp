@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "core/cost/cost_model.h"  // kProfileHeader
+#include "core/cost/cost_model.h"    // kProfileHeader
 #include "core/schedule/schedule.h"  // kPurposeNames
 #include "core/util/json.h"
 #include "core/util/text.h"

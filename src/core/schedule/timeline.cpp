@@ -72,7 +72,11 @@ double ran_s(double start, double end, double priced_s) { return end == start + 
 class Progress {
  public:
   Progress(const Schedule& s, const TimelineCosts& costs, TimelineResult& r)
-      : s_(s), costs_(costs), r_(r), state_(s.ops.size(), OpState::none), item_(s.ops.size()),
+      : s_(s),
+        costs_(costs),
+        r_(r),
+        state_(s.ops.size(), OpState::none),
+        item_(s.ops.size()),
         queue_(r.stream_busy_s.size()) {}
 
   double now() const { return now_; }
@@ -242,7 +246,8 @@ class Progress {
   std::vector<Item> item_;
   std::vector<std::deque<std::size_t>> queue_;  // per stream: issued ops not yet started, in issue order
   std::vector<std::size_t> active_;             // ops running (at most one per stream)
-  std::vector<double> stream_free_ = std::vector<double>(r_.stream_busy_s.size(), std::numeric_limits<double>::lowest());
+  std::vector<double> stream_free_ =
+      std::vector<double>(r_.stream_busy_s.size(), std::numeric_limits<double>::lowest());
   std::vector<bool> active_on_stream_ = std::vector<bool>(r_.stream_busy_s.size(), false);
   int active_per_fabric_[2] = {0, 0};
   double now_ = std::numeric_limits<double>::lowest();
@@ -309,7 +314,8 @@ TimelineResult run_timeline(const Schedule& s, const std::vector<Action>& progra
         const double ran = ran_s(t, end, d);
         t = end;
         // Sized by the program, not the shape: the replay's schedule carries ops only.
-        if (static_cast<std::size_t>(a.index) >= r.task_s.size()) r.task_s.resize(static_cast<std::size_t>(a.index) + 1);
+        if (static_cast<std::size_t>(a.index) >= r.task_s.size())
+          r.task_s.resize(static_cast<std::size_t>(a.index) + 1);
         r.task_s[static_cast<std::size_t>(a.index)] = ran;
         r.compute_s += ran;
         r.compute_stretch_s += ran - d;

@@ -13,8 +13,6 @@
 // against docs/engines.md before committing it.
 #include <gtest/gtest.h>
 
-#include "timeline_reference.h"
-
 #include <cctype>
 #include <cstdlib>
 #include <fstream>
@@ -27,6 +25,7 @@
 
 #include "core/schedule/engines.h"
 #include "core/schedule/schedule.h"
+#include "timeline_reference.h"
 
 #ifndef LINS_GOLDEN_DIR
 #error "LINS_GOLDEN_DIR must name tests/unit/core/golden"

@@ -78,7 +78,8 @@ TEST(NetworkSpec, RejectsEachKindOfBadValueNamingFileLineAndField) {
   expect_error(x + "description = \"two\nlines\"\n", "n.toml:2:", "not valid TOML");
   // Keys and values.
   expect_error(g + "nic_speed = 100\n", "n.toml:16", "unknown key 'nic_speed'; valid keys: name,");
-  expect_error(g + "[nics]\ncount = 2\n", "n.toml:16", "unknown table [nics] (the one table a network file may have is [contention])");
+  expect_error(g + "[nics]\ncount = 2\n", "n.toml:16",
+               "unknown table [nics] (the one table a network file may have is [contention])");
   expect_error(x + "gpu_arch = \"sm75\"\n", "n.toml:2",
                "gpu_arch: \"sm75\" is not valid; valid: \"sm70\", \"sm80\", \"sm90\" or \"none\"");
   expect_error(x + "nvlink_links = -1\n", "n.toml:2", "nvlink_links: -1 is not valid; valid: a whole number");

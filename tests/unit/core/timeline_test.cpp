@@ -48,8 +48,9 @@ TEST(StepProgram, FollowsItsRuleForEveryEngineAndOverlapMode) {
     }
 }
 
-// ---- contention: hand-computed timelines -----------------------------------------------------------------------------
-// One module, one micro-batch: three tasks (forward, backward, optimizer) of 1 s each; ops of 1 s on their own streams.
+// ---- contention: hand-computed timelines
+// ----------------------------------------------------------------------------- One module, one micro-batch: three
+// tasks (forward, backward, optimizer) of 1 s each; ops of 1 s on their own streams.
 struct Tiny {
   Schedule s;
   std::vector<Action> program;
