@@ -286,7 +286,9 @@ Result<Contention> parse_contention_table(const toml::table& t, const std::strin
   std::vector<std::pair<int, std::string>> order;
   for (auto&& [key, value] : t) order.emplace_back(static_cast<int>(key.source().begin.line), std::string(key.str()));
   std::sort(order.begin(), order.end());
-  for (const auto& [line_no, key] : order) {
+  for (const auto& entry : order) {
+    const int line_no = entry.first;
+    const std::string& key = entry.second;  // named, not a structured binding: lambdas below capture it
     const toml::node& value = *t.get(key);
     const std::string at = where + ":" + std::to_string(line_no) + ": [contention] ";
     const auto it = std::find_if(contention_keys().begin(), contention_keys().end(),
