@@ -1,6 +1,7 @@
 """Command line of a peer runner: `lins step`'s options where they apply, plus the system's own."""
 
 import argparse
+import dataclasses
 from typing import Dict, List
 
 import lins_torch
@@ -22,6 +23,8 @@ def parser(system: str, strategies: Dict[str, str], default_strategies: str) -> 
                f"  mpirun -np 4 python -m lins_peers.{system} --model tiny --gpus-per-node 2")
     a = p.add_argument
     a("--model", default="small", help=f"model preset: {', '.join(lins_torch.PRESETS)} (default small)")
+    a("--layers", type=int, default=None,
+      help="keep only the first N transformer layers of --model (as lins step --layers; default all)")
     a("--seq", type=int, default=128, help="sequence length (default 128)")
     a("--micro-batch", type=int, default=1, help="sequences per micro-batch per rank (default 1)")
     a("--micro-batches", type=int, default=None, help="micro-batches M per step (default 2, as lins step)")
@@ -68,7 +71,12 @@ def workload(args, world: int) -> Workload:
     m = micro_batches(args, world)
     if m < 1 or args.seq < 1 or args.micro_batch < 1:
         raise SystemExit("--seq, --micro-batch and --micro-batches must be at least 1")
-    return Workload(model_name=args.model, config=lins_torch.preset(args.model), seq=args.seq,
+    config = lins_torch.preset(args.model)
+    if args.layers is not None:
+        if not 1 <= args.layers <= config.layers:
+            raise SystemExit(f"--layers {args.layers}: {args.model} has {config.layers} layers; give 1 to {config.layers}")
+        config = dataclasses.replace(config, layers=args.layers)
+    return Workload(model_name=args.model, config=config, seq=args.seq,
                     micro_batch_size=args.micro_batch, micro_batches=m, world=world,
                     gpus_per_node=args.gpus_per_node, seed=args.seed, adamw=AdamWConfig(lr=args.lr),
                     attention=("sdpa" if args.backend == "gpu" else "reference") if args.attention == "auto"
