@@ -686,8 +686,15 @@ for f in glob.glob(os.path.join(build, "**", "CTestTestfile.cmake"), recursive=T
             names.add(os.path.basename(exe))
 print(" ".join(sorted(names)))' "$BUILD_DIR" 2>>"$BUILD_LOG")
       if [ -z "$targets" ]; then
-        targets="kernels_gpu_test gpu_comm_test gpu_step_test"
-        log "found no gpu-labelled test executables in the CTestTestfiles; building the known ones: $targets"
+        # The known ones that this build defines (the cuDNN attention test exists only where cuDNN was found).
+        defined=$(timeout 20 ninja -C "$BUILD_DIR" -t targets all 2>>"$BUILD_LOG" | sed 's/:.*//')
+        for t in kernels_gpu_test attention_cudnn_test gpu_comm_test gpu_step_test; do
+          grep -qx "$t" <<<"$defined" && targets+=" $t"
+        done
+        log "found no gpu-labelled test executables in the CTestTestfiles; building the known ones:$targets"
+        { echo "the discovery read (first add_test lines):"; grep -rh -m1 "add_test" "$BUILD_DIR/tests/gpu" 2>&1 | head -3
+          echo "ctest's list:"; timeout 20 ctest --test-dir "$BUILD_DIR" -L gpu -N --show-only=json-v1 2>&1 | head -c 400
+          echo; } >>"$BUILD_LOG"
       fi
       TEST_BIN="$BUILD_DIR/tests/gpu/kernels/kernels_gpu_test"
     fi
@@ -935,7 +942,10 @@ elif [ -z "$LINS_BIN" ] || [ ! -x "$LINS_BIN" ]; then
 elif stage_begin step; then
   STEP_RC=0
   runs=()  # label|folder|flags
-  if bounded "$(stage_left 20)" "$LINS_BIN" step --help 2>&1 | grep -qE -- '--attention([^-a-z_]|$)'; then
+  # The help is read whole before it is searched: grep -q would close the pipe at its first match, lins would die of
+  # SIGPIPE, and pipefail would make the search fail.
+  step_help=$(bounded "$(stage_left 20)" "$LINS_BIN" step --help 2>&1)
+  if grep -qE -- '--attention([^-a-z_]|$)' <<<"$step_help"; then
     runs+=("bf16 storage+compute, cuDNN attention|$OUT/step-bf16-cudnn|--precision bf16 --compute bf16 --attention cudnn")
     runs+=("bf16 storage+compute, flash attention|$OUT/step-bf16-flash|--precision bf16 --compute bf16 --attention flash")
   else

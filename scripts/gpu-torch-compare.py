@@ -39,7 +39,7 @@ def log(out: Path, text: str) -> None:
 def provenance(torch) -> dict:
     p = torch.cuda.get_device_properties(0)
     return {"gpu": p.name, "torch": torch.__version__, "cuda": torch.version.cuda,
-            "cudnn": torch.backends.cudnn.version(), "date_utc": datetime.datetime.utcnow().isoformat() + "Z"}
+            "cudnn": torch.backends.cudnn.version(), "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
 
 
 def time_cuda_ms(torch, fn, warmup: int = 3, iters: int = 10) -> float:
@@ -103,21 +103,23 @@ def torch_step(out: Path, extra: str, timeout_s: float) -> bool:
     env["PYTHONPATH"] = str(ROOT / "python") + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.setdefault("MASTER_ADDR", "127.0.0.1")
     env.setdefault("MASTER_PORT", "29533")
+    env["PYTHONUNBUFFERED"] = "1"
     env.update({"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1"})
     cmd = [sys.executable, "-m", "lins_peers.ddp", "--backend", "gpu", "--model", "llama-7b", "--layers", "2",
            "--seq", "4096", "--micro-batch", "1", "--micro-batches", "1", "--gpus-per-node", "1",
-           "--precision", "bf16", "--attention", "sdpa", "--peak-tflops", "989", "--warmup", "2", "--steps", "3",
+           "--precision", "bf16", "--attention", "sdpa", "--peak-tflops", "989", "--warmup", "2", "--steps", "3", "--fast-init",
            "--out", str(out / "torch-step"), "--name", "torch-ddp"] + extra.split()
     log(out, "torch step: " + " ".join(cmd))
-    try:
-        r = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        log(out, f"torch step: FAIL (over {timeout_s:.0f} s)")
-        return False
+    # The runner's output goes to the log as it comes, so a run cut short still says how far it got.
     with open(out / "torch-step.log", "w") as f:
-        f.write(r.stdout + r.stderr)
-    log(out, f"torch step: exit {r.returncode}; last lines:\n" + "\n".join((r.stdout + r.stderr).splitlines()[-8:]))
-    return r.returncode == 0
+        try:
+            rc = subprocess.run(cmd, env=env, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, timeout=timeout_s).returncode
+        except subprocess.TimeoutExpired:
+            rc = None
+    tail = "\n".join((out / "torch-step.log").read_text(errors="replace").splitlines()[-8:])
+    log(out, (f"torch step: FAIL (over {timeout_s:.0f} s)" if rc is None else f"torch step: exit {rc}") +
+        "; last lines:\n" + tail)
+    return rc == 0
 
 
 def main() -> int:
@@ -127,7 +129,7 @@ def main() -> int:
     p.add_argument("--heads", type=int, default=32)
     p.add_argument("--head-dim", type=int, default=128)
     p.add_argument("--step-args", default="", help="extra flags for the lins_peers DDP runner")
-    p.add_argument("--step-timeout", type=float, default=120)
+    p.add_argument("--step-timeout", type=float, default=150)
     a = p.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -26,6 +26,7 @@ class Workload:
     adamw: AdamWConfig
     attention: str = "reference"  # "reference": lins_torch's; "sdpa": scaled_dot_product_attention
     recompute: bool = False
+    exact_init: bool = True  # False: lins_torch's fast initialiser (numpy's log and cos; see its normal_stream)
 
     @property
     def nodes(self) -> int:
@@ -47,7 +48,7 @@ def build_model(w: Workload, device, dtype=torch.float32) -> nn.Module:
     """lins's model with lins's initial weights (rounded to dtype), on device, with the workload's attention kernel
     and recomputation."""
     model = lins_torch.LlamaModel(w.config, device=device, dtype=torch.float32)
-    lins_torch.load_initial_weights(model, w.config, w.seed)
+    lins_torch.load_initial_weights(model, w.config, w.seed, w.exact_init)
     configure(model, w)
     return model.to(dtype=dtype)
 

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cuda/attention_cudnn.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/ops_cuda.h"
 
@@ -365,6 +366,25 @@ int main(int argc, char** argv) {
     rows.push_back({"attention_backward", shape, "bf16, fp32 acc", 0, 2.5 * fwd_flops, bwd_us, 0, ""});
     fprintf(stderr, "attention_forward  %s %9.1f us %7.1f TFLOP/s\nattention_backward %s %9.1f us %7.1f TFLOP/s\n",
             shape, fwd_us, fwd_flops / (fwd_us * 1e6), shape, bwd_us, 2.5 * fwd_flops / (bwd_us * 1e6));
+    // cuDNN's fused attention (the step's default on bf16) on the same tensors, where the build has it.
+    if (gpu::cudnn_attention_available() &&
+        gpu::cudnn_attention_forward(q, k, v, out, lse, batch, seq, heads, hd_case, s) == cudaSuccess) {
+      const double cf_us = timer.time_us(
+          [&] { CUDA_CHECK(gpu::cudnn_attention_forward(q, k, v, out, lse, batch, seq, heads, hd_case, s)); },
+          o.warmup, o.iters, s);
+      rows.push_back({"attention_cudnn_forward", shape, "bf16, fp32 acc", 0, fwd_flops, cf_us, 0, ""});
+      const double cb_us = timer.time_us(
+          [&] {
+            CUDA_CHECK(gpu::cudnn_attention_backward(dout, q, k, v, out, lse, dq, dk, dv, batch, seq, heads, hd_case,
+                                                     s));
+          },
+          o.warmup, o.iters, s);
+      rows.push_back({"attention_cudnn_backward", shape, "bf16, fp32 acc", 0, 2.5 * fwd_flops, cb_us, 0, ""});
+      fprintf(stderr, "attention_cudnn_forward  %s %9.1f us %7.1f TFLOP/s\nattention_cudnn_backward %s %9.1f us %7.1f "
+              "TFLOP/s\n", shape, cf_us, fwd_flops / (cf_us * 1e6), shape, cb_us, 2.5 * fwd_flops / (cb_us * 1e6));
+    } else {
+      fprintf(stderr, "attention_cudnn: not measured (%s)\n", gpu::cudnn_attention_last_error().c_str());
+    }
     for (void* p : std::initializer_list<void*>{q, k, v, out, dout, dq, dk, dv, lse, ws}) CUDA_CHECK(cudaFree(p));
   }
 
