@@ -97,82 +97,99 @@ std::string Plan::tuple_string() const {
   return os_.str();
 }
 
+const PresetRow* find_preset(std::string_view name) {
+  for (const auto& row : kPresets)
+    if (row.name == name) return &row;
+  return nullptr;
+}
+
+const char* preset_factor_name(PresetFactor f) {
+  switch (f) {
+    case PresetFactor::one:
+      return "one";
+    case PresetFactor::all:
+      return "all";
+    case PresetFactor::group:
+      return "group";
+  }
+  return "?";
+}
+
+const char* preset_arg_name(PresetArg a) {
+  switch (a) {
+    case PresetArg::none:
+      return "none";
+    case PresetArg::group_size:
+      return "group_size";
+    case PresetArg::secondary:
+      return "secondary";
+    case PresetArg::fsdp_reshard:
+      return "fsdp_reshard";
+  }
+  return "?";
+}
+
 std::vector<std::pair<std::string, std::string>> plan_presets() {
-  return {
-      {"ddp", "DDP: everything replicated, gradients all-reduced once per step"},
-      {"zero1", "ZeRO-1: optimizer states sharded over all ranks"},
-      {"zero2", "ZeRO-2: gradients and optimizer states sharded over all ranks"},
-      {"zero3", "ZeRO-3 / FSDP full shard: everything sharded over all ranks"},
-      {"mics[:S]", "MiCS: ZeRO-3 inside groups of S GPUs (default one node), all-reduce across groups"},
-      {"zeropp[:K]", "ZeRO++ hpZ: ZeRO-3 plus a secondary P shard over K GPUs of a node (default all of them)"},
-      {"fsdp[:noreshard|:K]",
-       "PyTorch FSDP2 full shard; noreshard keeps gathered P from forward to backward, K keeps a 1/K copy"},
-      {"hsdp[:S]", "PyTorch FSDP2 HSDP: shard inside groups of S GPUs (default one node), all-reduce across them"},
-      {"lins", "the planner's choice: the legal 6-tuple with the least communication that fits in memory"},
-      {"p=AxB,g=CxD,os=ExF", "any 6-tuple, run on the Lins engine"},
-  };
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& row : kPresets) out.emplace_back(std::string(row.spelling), std::string(row.help));
+  out.emplace_back("lins", "the planner's choice: the legal 6-tuple with the least communication that fits in memory");
+  out.emplace_back("p=AxB,g=CxD,os=ExF", "any 6-tuple, run on the Lins engine");
+  return out;
 }
 
 Result<Plan> parse_plan(std::string_view text_in, const Topology& topo) {
   const std::string text = trim(text_in);
   const int R = topo.gpus_per_node, N = topo.nodes;
-  const ShardFactor one{1, 1}, all{R, N};
   std::string base = text, arg;
   if (auto colon = text.find(':'); colon != std::string::npos) {
     base = text.substr(0, colon);
     arg = text.substr(colon + 1);
   }
-  auto no_arg = [&](const std::string& preset) -> Status {
-    if (!arg.empty()) return make_error("plan preset '" + preset + "' takes no ':' argument, got '" + text + "'");
-    return {};
-  };
   Plan plan;
-  if (base == "ddp" || base == "zero1" || base == "zero2" || base == "zero3") {
-    LINS_TRY(no_arg(base));
-    if (base == "ddp") plan = make_preset("ddp", Engine::ddp, one, one, one);
-    if (base == "zero1") plan = make_preset("zero1", Engine::zero, one, one, all);
-    if (base == "zero2") plan = make_preset("zero2", Engine::zero, one, all, all);
-    if (base == "zero3") plan = make_preset("zero3", Engine::zero, all, all, all);
-  } else if (base == "fsdp") {
-    plan = make_preset(text, Engine::fsdp, all, all, all);
-    if (arg == "noreshard") {
-      plan.keep_after_forward = true;
-    } else if (!arg.empty()) {
-      auto v = parse_positive_int(arg, "plan fsdp reshard_after_forward group");
-      if (!v) return make_error(v.error() + " (write fsdp, fsdp:noreshard or fsdp:K with K dividing the world)");
-      if (*v < 2)
-        return make_error("plan fsdp:" + arg + ": K must be at least 2 (use fsdp:noreshard to keep all of P)");
-      plan.hpz_intra = *v;
-    }
-  } else if (base == "hsdp") {
+  if (const PresetRow* row = find_preset(base)) {
+    // The argument: a group size or a secondary partition (default one node), or FSDP2's reshard choice.
     int size = R;
-    if (!arg.empty()) {
-      auto v = parse_positive_int(arg, "plan hsdp shard group size");
-      if (!v) return make_error(v.error());
-      size = *v;
+    bool keep_after_forward = false;
+    int reshard_k = 0;
+    switch (row->arg) {
+      case PresetArg::none:
+        if (!arg.empty()) return make_error("plan preset '" + base + "' takes no ':' argument, got '" + text + "'");
+        break;
+      case PresetArg::group_size:
+      case PresetArg::secondary:
+        if (!arg.empty()) {
+          auto v = parse_positive_int(arg, std::string(row->arg_what));
+          if (!v) return make_error(v.error());
+          size = *v;
+        }
+        break;
+      case PresetArg::fsdp_reshard:
+        if (arg == "noreshard") {
+          keep_after_forward = true;
+        } else if (!arg.empty()) {
+          auto v = parse_positive_int(arg, std::string(row->arg_what));
+          if (!v) return make_error(v.error() + " (write fsdp, fsdp:noreshard or fsdp:K with K dividing the world)");
+          if (*v < 2)
+            return make_error("plan fsdp:" + arg + ": K must be at least 2 (use fsdp:noreshard to keep all of P)");
+          reshard_k = *v;
+        }
+        break;
     }
-    auto f = group_factor(size, topo, "hsdp:" + std::to_string(size));
-    if (!f) return make_error(f.error());
-    plan = make_preset(arg.empty() ? "hsdp" : "hsdp:" + arg, Engine::fsdp, *f, *f, *f);
-  } else if (base == "mics") {
-    int size = R;
-    if (!arg.empty()) {
-      auto v = parse_positive_int(arg, "plan mics group size");
-      if (!v) return make_error(v.error());
-      size = *v;
+    ShardFactor group{1, 1};
+    if (row->p == PresetFactor::group || row->g == PresetFactor::group || row->os == PresetFactor::group) {
+      auto f = group_factor(size, topo, base + ":" + std::to_string(size));
+      if (!f) return make_error(f.error());
+      group = *f;
     }
-    auto f = group_factor(size, topo, "mics:" + std::to_string(size));
-    if (!f) return make_error(f.error());
-    plan = make_preset(arg.empty() ? "mics" : "mics:" + arg, Engine::mics, *f, *f, *f);
-  } else if (base == "zeropp") {
-    int k = R;
-    if (!arg.empty()) {
-      auto v = parse_positive_int(arg, "plan zeropp secondary partition");
-      if (!v) return make_error(v.error());
-      k = *v;
-    }
-    plan = make_preset(arg.empty() ? "zeropp" : "zeropp:" + arg, Engine::zeropp, all, all, all);
-    plan.hpz_intra = k;
+    auto factor = [&](PresetFactor kind) {
+      return kind == PresetFactor::one ? ShardFactor{1, 1} : kind == PresetFactor::all ? ShardFactor{R, N} : group;
+    };
+    // The name keeps what was written: the argument when one was given (fsdp's whole text, as before).
+    const std::string name = row->arg == PresetArg::fsdp_reshard ? text : arg.empty() ? base : base + ":" + arg;
+    plan = make_preset(name, row->engine, factor(row->p), factor(row->g), factor(row->os));
+    plan.keep_after_forward = keep_after_forward;
+    if (row->arg == PresetArg::secondary) plan.hpz_intra = size;
+    if (row->arg == PresetArg::fsdp_reshard) plan.hpz_intra = reshard_k;
   } else if (base == "lins") {
     return make_error(
         "plan 'lins' is chosen by the planner; this command needs an explicit plan (a preset or "

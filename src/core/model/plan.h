@@ -83,7 +83,57 @@ const char* os_layout_name(OsLayout l);
 // when nothing is.
 int zero_stage(const Plan& plan);
 
-// Preset names accepted by parse_plan, with a one-line description each (for help text).
+// The presets: one row per system the paper compares (and PyTorch FSDP2's two), read by parse_plan, the help text,
+// `lins schema` (which the Python side reads) and the tests that build every preset. A preset's factors follow the
+// topology of R GPUs per node x N nodes: `one` is 1x1, `all` is R x N, `group` the preset's group of S GPUs (S x 1
+// inside a node, R x S/R across nodes; S is its ':' argument, one node by default).
+enum class PresetFactor { one, all, group };
+// What a preset's ':' argument is.
+enum class PresetArg {
+  none,          // takes none
+  group_size,    // mics:S, hsdp:S: the group of S GPUs that shards P, G and OS (default: one node)
+  secondary,     // zeropp:K: ZeRO++'s secondary partition of P over K GPUs of a node (default: the node)
+  fsdp_reshard,  // fsdp:noreshard (keep gathered P from forward to backward) or fsdp:K (keep a 1/K copy)
+};
+struct PresetRow {
+  std::string_view name;      // what parse_plan reads before any ':'
+  std::string_view spelling;  // with its argument, for help text: "mics[:S]"
+  std::string_view label;     // how figures and tables name it: "MiCS"
+  Engine engine;
+  PresetFactor p, g, os;
+  PresetArg arg;
+  std::string_view arg_what;  // how an error names a bad argument: "plan mics group size"
+  std::string_view help;
+};
+inline constexpr PresetRow kPresets[] = {
+    {"ddp", "ddp", "DDP", Engine::ddp, PresetFactor::one, PresetFactor::one, PresetFactor::one, PresetArg::none, "",
+     "DDP: everything replicated, gradients all-reduced once per step"},
+    {"zero1", "zero1", "ZeRO-1", Engine::zero, PresetFactor::one, PresetFactor::one, PresetFactor::all, PresetArg::none,
+     "", "ZeRO-1: optimizer states sharded over all ranks"},
+    {"zero2", "zero2", "ZeRO-2", Engine::zero, PresetFactor::one, PresetFactor::all, PresetFactor::all, PresetArg::none,
+     "", "ZeRO-2: gradients and optimizer states sharded over all ranks"},
+    {"zero3", "zero3", "ZeRO-3", Engine::zero, PresetFactor::all, PresetFactor::all, PresetFactor::all, PresetArg::none,
+     "", "ZeRO-3 / FSDP full shard: everything sharded over all ranks"},
+    {"mics", "mics[:S]", "MiCS", Engine::mics, PresetFactor::group, PresetFactor::group, PresetFactor::group,
+     PresetArg::group_size, "plan mics group size",
+     "MiCS: ZeRO-3 inside groups of S GPUs (default one node), all-reduce across groups"},
+    {"zeropp", "zeropp[:K]", "ZeRO++", Engine::zeropp, PresetFactor::all, PresetFactor::all, PresetFactor::all,
+     PresetArg::secondary, "plan zeropp secondary partition",
+     "ZeRO++ hpZ: ZeRO-3 plus a secondary P shard over K GPUs of a node (default all of them)"},
+    {"fsdp", "fsdp[:noreshard|:K]", "FSDP2", Engine::fsdp, PresetFactor::all, PresetFactor::all, PresetFactor::all,
+     PresetArg::fsdp_reshard, "plan fsdp reshard_after_forward group",
+     "PyTorch FSDP2 full shard; noreshard keeps gathered P from forward to backward, K keeps a 1/K copy"},
+    {"hsdp", "hsdp[:S]", "HSDP", Engine::fsdp, PresetFactor::group, PresetFactor::group, PresetFactor::group,
+     PresetArg::group_size, "plan hsdp shard group size",
+     "PyTorch FSDP2 HSDP: shard inside groups of S GPUs (default one node), all-reduce across them"},
+};
+// The row named `name` (before any ':'), or nullptr.
+const PresetRow* find_preset(std::string_view name);
+const char* preset_factor_name(PresetFactor f);  // "one", "all", "group"
+const char* preset_arg_name(PresetArg a);        // "none", "group_size", "secondary", "fsdp_reshard"
+
+// Preset names accepted by parse_plan, with a one-line description each (for help text): the rows above, then the
+// planner's "lins" and the 6-tuple.
 std::vector<std::pair<std::string, std::string>> plan_presets();
 
 // Parses a preset ("ddp", "zero1", "zero2", "zero3", "mics", "mics:16", "hsdp", "zeropp", "zeropp:4") or a 6-tuple

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "core/cost/cost_model.h"    // kProfileHeader
+#include "core/model/plan.h"         // kPresets
 #include "core/schedule/schedule.h"  // kPurposeNames
 #include "core/util/json.h"
 #include "core/util/text.h"
@@ -180,6 +181,24 @@ Json collectives_json() {
   }
   return a;
 }
+// The preset table (core/model/plan.h), which the Python side reads instead of keeping its own list: each preset's
+// engine, its factors as rules on R GPUs per node x N nodes (one: 1x1, all: R x N, group: the preset's group), its
+// ':' argument and how figures name it.
+Json presets_json() {
+  Json a = Json::array();
+  for (const PresetRow& row : kPresets) {
+    a.push_back({{"name", std::string(row.name)},
+                 {"spelling", std::string(row.spelling)},
+                 {"label", std::string(row.label)},
+                 {"engine", engine_name(row.engine)},
+                 {"p", preset_factor_name(row.p)},
+                 {"g", preset_factor_name(row.g)},
+                 {"os", preset_factor_name(row.os)},
+                 {"argument", preset_arg_name(row.arg)},
+                 {"help", std::string(row.help)}});
+  }
+  return a;
+}
 }  // namespace
 
 std::string output_schemas_json() {
@@ -209,6 +228,7 @@ std::string output_schemas_json() {
         {"columns", plain(comm_csv_columns(), {"op", "backend", "dtype", "group"})}}},
       {"profile", {{"writer", "lins comm --profile FILE"}, {"columns", plain(profile, {"op"})}}},
       {"collectives", collectives_json()},
+      {"presets", presets_json()},
   };
   return json_dump(all, 2) + "\n";
 }

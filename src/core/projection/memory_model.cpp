@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/model/plan.h"
+#include "core/schedule/engine_table.h"
 #include "core/schedule/purposes.h"
 #include "core/schedule/timeline.h"
 
@@ -48,7 +49,7 @@ namespace {
 double closed_form_buffer_bytes(const Schedule& s, const ModelSpec& model, const StateBytes& b) {
   const ShardLayout& L = s.layout;
   const bool p_sharded = L.shard_count > 1;
-  const bool grad_full = p_sharded || (s.plan.engine == Engine::zero && zero_stage(s.plan) == 2);
+  const bool grad_full = p_sharded || engine_row(s.plan.engine).keeps_whole_gradients(s.plan);
   const double copy_bytes = b.activation != b.p ? b.activation : 0.0;
   const double scratch_bytes = b.weight_grad != b.g ? b.weight_grad : 0.0;
   std::vector<int64_t> units;  // padded elements per unit, forward order

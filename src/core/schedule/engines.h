@@ -4,12 +4,14 @@
 // from the plan, then applies the overlap mode and checks the points.
 //
 // How to add an engine (say, FSDP2-style per-parameter sharding):
-//   1. add its name to Engine (plan.h) and a preset to parse_plan (plan.cpp);
+//   1. add its name to Engine (plan.h) and its preset rows to kPresets (plan.h; parse_plan, the help, `lins schema`
+//      and the Python side read them);
 //   2. write `Status build_<name>_ops(EngineBuilder&)` in a new engine_<name>.cpp: for every micro-batch copy
 //      (b.copies()), call b.add(...) for each collective in issue order with the points of b.shape(); give each op a
 //      Purpose that exists, or add a purpose: one case of purpose_rule (purposes.cpp), plus the executor's buffer
 //      mechanics (executor_ops.cpp) only if its rules name an issue or a completion no purpose had;
-//   3. list it in build_engine_ops (schedule.cpp) and in docs/engines.md;
+//   3. give it its row in engines/engine_table.cpp (its build function, layout rule, memory rule and host family;
+//      engine_table.h) and its section in docs/engines.md;
 //   4. tests/unit/core/engine_test.cpp builds every preset of plan_presets(): say in its overlapping_purposes() which
 //      of the engine's purposes overlap compute (its table in docs/engines.md), run it with LINS_UPDATE_GOLDEN=1 to
 //      write tests/unit/core/golden/<engine>.txt, review that program against the table and write the promises you

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <charconv>
 
+#include "core/schedule/engine_table.h"
 #include "core/schedule/engines.h"
 #include "core/schedule/purposes.h"
 
@@ -252,22 +253,7 @@ Result<std::vector<Bucket>> cut_buckets(const ModelSpec& model, const ShardLayou
 
 namespace {
 
-Status build_engine_ops(EngineBuilder& b) {
-  switch (b.plan().engine) {
-    case Engine::ddp:
-      return build_ddp_ops(b);
-    case Engine::zero:
-      return zero_stage(b.plan()) == 3 ? build_deepspeed_zero3_ops(b) : build_deepspeed_zero12_ops(b);
-    case Engine::mics:
-    case Engine::zeropp:
-      return build_deepspeed_zero3_ops(b);
-    case Engine::fsdp:
-      return build_fsdp_ops(b);
-    case Engine::lins:
-      return build_lins_ops(b);
-  }
-  return make_error("no engine builds this plan");
-}
+Status build_engine_ops(EngineBuilder& b) { return engine_row(b.plan().engine).build(b); }
 
 // The overlap modes (the paper's Table V), applied to any engine's points: `none` issues each gather where it is
 // needed and waits for every op where it is issued; `no_allreduce` also waits for each all-reduce where it is issued;

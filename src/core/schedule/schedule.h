@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "core/model/groups.h"
-#include "core/model/layout.h"
+#include "core/schedule/layout.h"
 #include "core/model/model_spec.h"
 #include "core/model/plan.h"
 #include "core/model/topology.h"

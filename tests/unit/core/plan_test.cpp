@@ -32,6 +32,38 @@ TEST(Plan, PresetsAreThePapersPoints) {
   EXPECT_EQ(zpp->engine, Engine::zeropp);
 }
 
+// Every row of the preset table parses (bare, and with its argument where it takes one) to its engine and to the
+// factors its rules name, and a preset that takes no argument refuses one.
+TEST(Plan, EveryPresetRowParsesToItsRules) {
+  const Topology topo{4, 8};
+  for (const PresetRow& row : kPresets) {
+    SCOPED_TRACE(std::string(row.name));
+    auto plan = parse_plan(row.name, topo);
+    ASSERT_TRUE(plan) << plan.error();
+    EXPECT_EQ(plan->engine, row.engine);
+    auto expect = [&](PresetFactor rule, ShardFactor f) {
+      const ShardFactor want = rule == PresetFactor::one ? ShardFactor{1, 1}
+                               : rule == PresetFactor::all ? ShardFactor{4, 8}
+                                                           : ShardFactor{4, 1};  // a group: one node by default
+      EXPECT_EQ(f, want) << preset_factor_name(rule);
+    };
+    expect(row.p, plan->p);
+    expect(row.g, plan->g);
+    expect(row.os, plan->os);
+    EXPECT_EQ(find_preset(row.name), &row);
+    if (row.arg == PresetArg::none) {
+      auto bad = parse_plan(std::string(row.name) + ":2", topo);
+      ASSERT_FALSE(bad);
+      EXPECT_NE(bad.error().find("takes no ':' argument"), std::string::npos) << bad.error();
+    } else {
+      auto with = parse_plan(std::string(row.name) + ":2", topo);
+      ASSERT_TRUE(with) << with.error();
+      EXPECT_EQ(with->name, std::string(row.name) + ":2");
+    }
+  }
+  EXPECT_EQ(find_preset("lins"), nullptr);  // the planner's choice, not a preset
+}
+
 TEST(Plan, TextRoundTrips) {
   auto p = parse_plan("p=4x1,g=4x1,os=8x1", kPaper);
   ASSERT_TRUE(p) << p.error();

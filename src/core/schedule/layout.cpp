@@ -1,11 +1,12 @@
 // Shard and owner layout of a rank; see layout.h.
-#include "core/model/layout.h"
+#include "core/schedule/layout.h"
 
 #include <algorithm>
 #include <numeric>
 #include <queue>
 
 #include "core/model/groups.h"
+#include "core/schedule/engine_table.h"
 
 namespace lins {
 namespace {
@@ -52,8 +53,8 @@ std::vector<ModuleShard> split_modules(const ModelSpec& model, int shards, int i
 
 ShardLayout make_layout(const ModelSpec& model, const Plan& plan, const Topology& topo, int rank) {
   ShardLayout L;
-  const int stage = zero_stage(plan);
-  if (plan.engine == Engine::zero && stage < 3) {
+  const LayoutRule rule = engine_row(plan.engine).layout(plan);
+  if (rule == LayoutRule::flat_partition) {
     // DeepSpeed ZeRO-1/2: P whole on every rank; the flat buffer of all parameters split evenly into one contiguous
     // partition per rank of the optimizer-state group (stage_1_and_2.py partitions the flattened parameter group the
     // same way). Modules are padded so that the buffer divides evenly.
@@ -74,7 +75,7 @@ ShardLayout make_layout(const ModelSpec& model, const Plan& plan, const Topology
   L.shard_index = group_index(shard_group, rank);
   L.modules = split_modules(model, L.shard_count, L.shard_index, L.shard_count, &L.local_elems);
 
-  if (plan.engine == Engine::lins || plan.engine == Engine::ddp) {
+  if (rule == LayoutRule::owned_shards) {
     const GroupSpec owners = group_spec(GroupRole::os_replica, plan, topo);
     L.owner_count = owners.size();
     L.owner_index = group_index(owners, rank);
