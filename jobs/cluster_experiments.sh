@@ -74,7 +74,7 @@ done
 echo "== Table IV: every legal plan and baseline of the small model on 2 x 2, measured, and the planner's choices =="
 profile2=$out/profile/cluster-${rpn}x2.csv
 plan_args=(--model small --gpus-per-node $rpn --nodes 2 --seq $seq --micro-batch 1 --micro-batches 2 --gpu-mem 16MiB
-  --reserve-context 0 --reserve-cublas 0 --reserve-nccl 0 --reserve-fragmentation 0 --network cpu-local
+  --reserve-context 0B --reserve-cublas 0B --reserve-nccl 0B --reserve-fragmentation 0 --network cpu-local
   --profile "$profile2" --top 20 --bucket 1M "${ds[@]}")  # the step's bucket and DeepSpeed settings
 run "$lins" plan "${plan_args[@]}" --objective comm --csv "$out/plans/plan_comm.csv" | sed -n '/^ranked plans/,$p' |
   sed -n '1,12p'

@@ -93,7 +93,7 @@ if [ -n "${device:-}" ]; then
   "$lins" simulate --model small --gpus 4 --gpus-per-node 2 --seq 128 --micro-batch 1 --global-batch-tokens 1024 \
     --strategies "ddp,zero1,zero2,zero3,mics,zeropp,fsdp,hsdp,${lins_plan:-lins},p=2x1,g=2x1,os=2x1" \
     --objective comm --gpu-mem 16MiB --bucket 1M "${ds_scaled[@]}" --network cpu-local --profile "$profile" \
-    --reserve-context 0 --reserve-cublas 0 --reserve-nccl 0 --reserve-fragmentation 0 \
+    --reserve-context 0B --reserve-cublas 0B --reserve-nccl 0B --reserve-fragmentation 0 \
     --contention "$contention" --sustained-tflops "$device_tflops" --hbm-gbps "$device_gbps" \
     --peak-tflops "$device_tflops" --label "this run's devices" --out "$results/simulate/own-run.csv" >/dev/null
   "$python" analysis/validate_projection.py --pair demo "$results/step/step.csv" "$results/simulate/own-run.csv" \

@@ -234,7 +234,7 @@ Result<Settings> read_settings(const ParsedArgs& a) {
   s.timeout_s = *timeout;
   s.memory_check = !a.flag("no-memory-check");
   if (a.has("memory-limit")) {
-    auto limit = a.get_size("memory-limit");
+    auto limit = a.get_memory_size("memory-limit");
     if (!limit) return make_error(limit.error());
     if (*limit == 0) return make_error("--memory-limit must be at least 1 byte (for example 16GiB)");
     s.memory_limit_bytes = double(*limit);

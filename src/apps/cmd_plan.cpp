@@ -394,7 +394,7 @@ Result<PlanOptions> read_plan_options(const ParsedArgs& args) {
   auto work = parse_workload(args, *model, o.topo);
   if (!work) return make_error(work.error());
   o.work = *work;
-  auto mem = args.get_size("gpu-mem");
+  auto mem = args.get_memory_size("gpu-mem");
   if (!mem) return make_error(mem.error());
   auto bucket = args.get_size("bucket");
   if (!bucket) return make_error(bucket.error());

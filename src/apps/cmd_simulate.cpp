@@ -152,7 +152,7 @@ Status read_sweep(const ParsedArgs& args, SimulateOptions& o) {
 
 // --gpu-mem, --bucket, --peak-tflops and the compute model.
 Status read_machine(const ParsedArgs& args, SimulateOptions& o) {
-  auto gpu_mem = args.get_size("gpu-mem");
+  auto gpu_mem = args.get_memory_size("gpu-mem");
   if (!gpu_mem) return make_error(gpu_mem.error());
   if (*gpu_mem == 0) return make_error("--gpu-mem must be positive (for example 80GiB)");
   o.gpu_mem = *gpu_mem;

@@ -244,7 +244,7 @@ Status read_run(const ParsedArgs& a, StepOptions& o) {
   auto objective = a.get_enum("objective", kObjectiveNames);
   if (!objective) return make_error(objective.error());
   o.objective = *objective;
-  auto gpu_mem = a.get_size("gpu-mem");
+  auto gpu_mem = a.get_memory_size("gpu-mem");
   if (!gpu_mem) return make_error(gpu_mem.error());
   auto progress = a.get_enum("mpi-progress", kMpiProgressNames);
   if (!progress) return make_error(progress.error());
@@ -311,7 +311,7 @@ Result<StepOptions> read_step_options(const ParsedArgs& a, const Args& args, int
   o.resume = a.flag("resume");
   o.memory_check = !a.flag("no-memory-check");
   if (a.has("memory-limit")) {
-    auto limit = a.get_size("memory-limit");
+    auto limit = a.get_memory_size("memory-limit");
     if (!limit) return make_error(limit.error());
     if (*limit == 0) return make_error("--memory-limit must be at least 1 byte (for example 16GiB)");
     o.memory_limit_bytes = double(*limit);

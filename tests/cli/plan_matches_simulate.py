@@ -31,8 +31,8 @@ SETUPS = [
       "--profile", os.path.join(VALIDATION, "profile.csv"), "--network", "cpu-local",
       "--calibrate", os.path.join(VALIDATION, "m2", "step.csv") + "," + os.path.join(VALIDATION, "m4", "step.csv"),
       "--calibrate-as", "ddp", "--bucket", "1M", "--ds-persistence-threshold", "14", "--ds-prefetch-bucket", "7200",
-      "--peak-tflops", "1", "--gpu-mem", "10MiB", "--reserve-context", "0", "--reserve-cublas", "0",
-      "--reserve-nccl", "0", "--reserve-fragmentation", "0"], []),
+      "--peak-tflops", "1", "--gpu-mem", "10MiB", "--reserve-context", "0B", "--reserve-cublas", "0B",
+      "--reserve-nccl", "0B", "--reserve-fragmentation", "0"], []),
 ]
 
 

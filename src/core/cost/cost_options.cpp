@@ -15,7 +15,7 @@ std::string size_text(double bytes) {
   const double mib = bytes / double(1 << 20);
   if (mib == static_cast<double>(static_cast<long long>(mib)))
     return std::to_string(static_cast<long long>(mib)) + "MiB";
-  return std::to_string(static_cast<long long>(bytes));
+  return std::to_string(static_cast<long long>(bytes)) + "B";
 }
 
 }  // namespace
@@ -94,7 +94,7 @@ Result<CostModel> parse_cost_model(const ParsedArgs& args, int gpus_per_node) {
 std::vector<OptionSpec> memory_reserve_options() {
   const MemoryReserve d;
   return {
-      {"reserve-context", 0, "SIZE", std::to_string(static_cast<long long>(d.cuda_context_bytes)),
+      {"reserve-context", 0, "SIZE", size_text(d.cuda_context_bytes),
        "memory the CUDA context takes on each GPU (the default is PyTorch's measurement with eager module loading)"},
       {"reserve-cublas", 0, "SIZE", size_text(d.cublas_workspace_bytes), "cuBLAS workspace of the compute stream"},
       {"reserve-nccl", 0, "SIZE", size_text(d.nccl_bytes_per_communicator),
@@ -106,11 +106,11 @@ std::vector<OptionSpec> memory_reserve_options() {
 
 Result<MemoryReserve> parse_memory_reserve(const ParsedArgs& args) {
   MemoryReserve r;
-  auto context = args.get_size("reserve-context");
+  auto context = args.get_memory_size("reserve-context");
   if (!context) return make_error(context.error());
-  auto cublas = args.get_size("reserve-cublas");
+  auto cublas = args.get_memory_size("reserve-cublas");
   if (!cublas) return make_error(cublas.error());
-  auto nccl = args.get_size("reserve-nccl");
+  auto nccl = args.get_memory_size("reserve-nccl");
   if (!nccl) return make_error(nccl.error());
   auto frag = args.get_double("reserve-fragmentation");
   if (!frag) return make_error(frag.error());

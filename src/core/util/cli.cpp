@@ -88,6 +88,9 @@ std::string ParsedArgs::get(const std::string& name) const {
 }
 
 Result<std::uint64_t> ParsedArgs::get_size(const std::string& name) const { return parse_size(get(name), "--" + name); }
+Result<std::uint64_t> ParsedArgs::get_memory_size(const std::string& name) const {
+  return parse_memory_size(get(name), "--" + name);
+}
 Result<int> ParsedArgs::get_positive_int(const std::string& name) const {
   return parse_positive_int(get(name), "--" + name);
 }

@@ -37,6 +37,7 @@ class ParsedArgs {
   // The value given, else the default of the table (empty string when neither).
   std::string get(const std::string& name) const;
   Result<std::uint64_t> get_size(const std::string& name) const;
+  Result<std::uint64_t> get_memory_size(const std::string& name) const;  // parse_memory_size: a unit is required
   Result<int> get_positive_int(const std::string& name) const;
   Result<double> get_double(const std::string& name) const;
   // The value of an option that names an enum value (a name or alias of `table`); the error names the option and

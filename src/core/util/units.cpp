@@ -23,10 +23,16 @@ std::string quoted(std::string_view s) {
 
 }  // namespace
 
-Result<std::uint64_t> parse_size(std::string_view text, std::string_view what) {
+namespace {
+
+// The one parser behind parse_size and parse_memory_size; `unit_required`: a bare number is refused.
+Result<std::uint64_t> parse_size_with(std::string_view text, std::string_view what, bool unit_required) {
   const std::string hint =
-      " (expected a positive whole number with an optional suffix K, M, G, T or KiB, MiB, GiB, "
-      "TiB, all powers of 1024, for example 64M or 80GiB)";
+      unit_required
+          ? " (expected a whole number with a unit: B; KiB, MiB, GiB, TiB or K, M, G, T, powers of 1024; KB, MB, GB, "
+            "TB, powers of 1000; for example 80GiB or 80GB)"
+          : " (expected a positive whole number with an optional suffix: K, M, G, T or KiB, MiB, GiB, TiB, powers of "
+            "1024; KB, MB, GB, TB, powers of 1000; for example 64M or 80GiB)";
   if (text.empty()) return make_error(std::string(what) + ": empty size" + hint);
   std::size_t digits = 0;
   while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
@@ -36,23 +42,45 @@ Result<std::uint64_t> parse_size(std::string_view text, std::string_view what) {
   const std::uint64_t number = *whole;
   std::string suffix;
   for (char c : text.substr(digits)) suffix += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (suffix.empty() && unit_required)
+    return make_error(std::string(what) + ": " + quoted(text) + " has no unit, and a bare number of bytes is rarely " +
+                      "meant; write " + std::string(text) + "GiB (" + std::string(text) + " x 2^30 bytes), " +
+                      std::string(text) + "GB (" + std::string(text) + " x 10^9) or " + std::string(text) + "B");
   std::uint64_t scale = 1;
   if (suffix.empty() || suffix == "B") {
     scale = 1;
-  } else if (suffix == "K" || suffix == "KB" || suffix == "KIB") {
+  } else if (suffix == "K" || suffix == "KIB") {
     scale = 1ull << 10;
-  } else if (suffix == "M" || suffix == "MB" || suffix == "MIB") {
+  } else if (suffix == "M" || suffix == "MIB") {
     scale = 1ull << 20;
-  } else if (suffix == "G" || suffix == "GB" || suffix == "GIB") {
+  } else if (suffix == "G" || suffix == "GIB") {
     scale = 1ull << 30;
-  } else if (suffix == "T" || suffix == "TB" || suffix == "TIB") {
+  } else if (suffix == "T" || suffix == "TIB") {
     scale = 1ull << 40;
+  } else if (suffix == "KB") {
+    scale = 1000ull;
+  } else if (suffix == "MB") {
+    scale = 1000ull * 1000;
+  } else if (suffix == "GB") {
+    scale = 1000ull * 1000 * 1000;
+  } else if (suffix == "TB") {
+    scale = 1000ull * 1000 * 1000 * 1000;
   } else {
     return make_error(std::string(what) + ": unknown suffix in " + quoted(text) + hint);
   }
   if (number > std::numeric_limits<std::uint64_t>::max() / scale)
     return make_error(std::string(what) + ": " + quoted(text) + " overflows 64 bits" + hint);
   return number * scale;
+}
+
+}  // namespace
+
+Result<std::uint64_t> parse_size(std::string_view text, std::string_view what) {
+  return parse_size_with(text, what, false);
+}
+
+Result<std::uint64_t> parse_memory_size(std::string_view text, std::string_view what) {
+  return parse_size_with(text, what, true);
 }
 
 Result<int> parse_positive_int(std::string_view text, std::string_view what) {

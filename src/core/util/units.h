@@ -1,5 +1,6 @@
-// Parsing and printing of sizes with suffixes (K, M, G, T and KiB, MiB, GiB, TiB are all powers of 1024,
-// as nccl-tests and the paper's "4M tokens" = 4 x 2^20 use them) and of durations.
+// Parsing and printing of sizes with suffixes and of durations. K, M, G, T and KiB, MiB, GiB, TiB are powers of 1024,
+// as nccl-tests (-e 8G) and the paper's "4M tokens" = 4 x 2^20 use them; KB, MB, GB, TB are powers of 1000, as
+// datasheets write memory ("80GB" is 80 x 10^9 bytes, 74.5 GiB).
 #pragma once
 
 #include <cstdint>
@@ -13,6 +14,9 @@ namespace lins {
 // "64M" -> 67108864. Rejects empty, negative, fractional-without-suffix garbage, unknown suffixes and overflow.
 // `what` names the flag or field in the error message.
 Result<std::uint64_t> parse_size(std::string_view text, std::string_view what);
+// A memory capacity in bytes (--gpu-mem, --memory-limit, the reserves): the same, but a bare number is refused, since
+// "80" is far more often meant as 80 GiB than as 80 bytes; "80B" says bytes.
+Result<std::uint64_t> parse_memory_size(std::string_view text, std::string_view what);
 // Positive integer that fits in int (ranks, layers, GPUs per node). Accepts the same suffixes.
 Result<int> parse_positive_int(std::string_view text, std::string_view what);
 // Non-negative finite double ("0.5", "1e-3").

@@ -38,7 +38,7 @@ expect_in("${OUT}" "network: paper-a800" "network file")
 expect_in("${OUT}" "measured first: ${DATA}/all_reduce_perf_h100_8x2.txt (all_reduce 8x2)" "nccl-tests import")
 expect_in("${OUT}" "profile" "--explain names the measured rows")
 # The alpha-beta model, and no reserve, on request.
-run(0 plan --nodes 2 --network-model alpha-beta --reserve-context 0 --reserve-cublas 0 --reserve-nccl 0
+run(0 plan --nodes 2 --network-model alpha-beta --reserve-context 0B --reserve-cublas 0B --reserve-nccl 0B
     --reserve-fragmentation 0 --plan zero3)
 expect_in("${OUT}" "priced by the alpha-beta hierarchical ring" "--network-model alpha-beta")
 expect_in("${OUT}" "reserve: 0 B" "no reserve")
