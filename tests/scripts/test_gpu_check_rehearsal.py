@@ -11,7 +11,8 @@ tools it runs replaced by gpu_check_fakes.py (so no real build is waited for):
   - the nvcc-alone path (GPU_CHECK_STANDALONE=1): every kernel case skipped, exit 77;
   - a TERM during a stage (through scripts/gpu-check.sh, the wrapper): the stage's command and its process group
     stopped, the verdict FAIL naming the stage, the archive rewritten after it;
-  - the watchdog (GPU_CHECK_WATCHDOG_S short): the same, from within;
+  - the watchdog (GPU_CHECK_WATCHDOG_S short): the same, from within; and, where the program is stuck and never
+    handles the TERM, the watchdog's own last lines, archive and end;
   - usage errors.
 Standard library only.
 
@@ -34,6 +35,11 @@ if len(sys.argv) > 1 and os.path.isdir(sys.argv[1]):
     SOURCE = os.path.abspath(sys.argv.pop(1))
 FAKE_TOOLS = ["nvidia-smi", "cmake", "ninja", "ctest", "nvcc", "c++", "mpirun"]
 STALE_COMMIT = "c0ffee1"
+
+
+def read(path: str) -> str:
+    with open(path) as f:
+        return f.read()
 
 
 def make_tree(top: str) -> str:
@@ -95,8 +101,7 @@ class Rehearsal(unittest.TestCase):
         return p.returncode, output
 
     def summary(self):
-        with open(os.path.join(self.out, "summary.txt")) as f:
-            return f.read()
+        return read(os.path.join(self.out, "summary.txt"))
 
     def assert_lines(self, text, lines):
         missing = [line for line in lines if line not in text]
@@ -140,7 +145,7 @@ class Rehearsal(unittest.TestCase):
         self.assertNotIn("FAIL", summary)
         for folder in ("step-bf16", "step-fp32"):
             self.assertTrue(os.path.isfile(os.path.join(self.out, folder, "step.csv")), folder)
-        self.assertIn("verdict: PASS", open(os.path.join(self.out, "step-verdict.txt")).read())
+        self.assertIn("verdict: PASS", read(os.path.join(self.out, "step-verdict.txt")))
         self.assertEqual(self.archived_summary(), summary)
         self.assertFalse(os.path.exists(self.archive + ".part"))
         with open(os.path.join(self.out, "provenance.json")) as f:
@@ -211,11 +216,11 @@ class Rehearsal(unittest.TestCase):
 
     def wait_for_hung_tool(self, p, pid_file):
         deadline = time.monotonic() + 30
-        while not os.path.exists(pid_file) or not open(pid_file).read():
+        while not os.path.exists(pid_file) or not read(pid_file):
             self.assertIsNone(p.poll(), "the check ended before the hung tool started")
             self.assertLess(time.monotonic(), deadline, "the hung tool never started")
             time.sleep(0.1)
-        return int(open(pid_file).read())
+        return int(read(pid_file))
 
     def assert_gone(self, pid):
         deadline = time.monotonic() + 10
@@ -252,13 +257,45 @@ class Rehearsal(unittest.TestCase):
         pid_file = os.path.join(self.top, "smi.pid")
         rc, output = self.run_check(timeout=60, FAKE_SMI="hang", FAKE_PID_FILE=pid_file, GPU_CHECK_WATCHDOG_S="2")
         self.assertEqual(rc, 1, output)
-        self.assert_gone(int(open(pid_file).read()))
+        self.assert_gone(int(read(pid_file)))
         summary = self.summary()
         self.assert_lines(summary, [
             "watchdog: the budget (2s) is spent: stopping the script",
             "SIGTERM received during the setup stage: stopping it",
             "RESULT: FAIL (1):"])
         self.assertIn("RESULT: FAIL (1):", self.archived_summary())
+
+    def test_watchdog_ends_a_program_that_does_not_stop(self):
+        # A main thread stuck where no signal handler can run (TERM blocked), with a command running: the watchdog's
+        # TERM goes unanswered, so after its grace (1 s here) it writes the last lines and the archive, kills the
+        # command's group and ends the program itself.
+        pid_file = os.path.join(self.top, "sleep.pid")
+        program = """
+import signal, subprocess, sys, threading, time
+sys.path.insert(0, sys.argv[1])
+import gpu_check
+gpu_check.WATCHDOG_GRACE_S = 1
+check = gpu_check.GpuCheck(sys.argv[2], sys.argv[3], sys.argv[4], gpu_check.STAGES, 420, 1.0)
+open(check.summary, "w").close()
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+check.stage_name = "build"
+job = check.commands.start(["sleep", "60"], 100, subprocess.DEVNULL)
+with open(sys.argv[5], "w") as f:
+    f.write(str(job.popen.pid))
+threading.Thread(target=check.watchdog, daemon=True).start()
+time.sleep(60)  # stuck: the watchdog must end this
+"""
+        os.makedirs(self.out)
+        p = subprocess.run([sys.executable, "-c", program, os.path.join(self.tree, "scripts"), self.out, self.archive,
+                            self.tree, pid_file], env=self.env, capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+        self.assert_gone(int(read(pid_file)))
+        summary = self.summary()
+        self.assert_lines(summary, [
+            "watchdog: the budget (1s) is spent: stopping the script",
+            "watchdog: the script did not stop within 1s (in the build stage): ending it",
+            "RESULT: FAIL: out of time in the build stage; the watchdog ended the script at +"])
+        self.assertEqual(self.archived_summary(), summary)
 
     def test_usage(self):
         script = os.path.join(self.tree, "scripts", "gpu_check.py")
