@@ -287,7 +287,8 @@ time.sleep(60)  # stuck: the watchdog must end this
 """
         os.makedirs(self.out)
         p = subprocess.run([sys.executable, "-c", program, os.path.join(self.tree, "scripts"), self.out, self.archive,
-                            self.tree, pid_file], env=self.env, capture_output=True, text=True, timeout=60)
+                            self.tree, pid_file], env=self.env, cwd=self.tree, capture_output=True, text=True,
+                           timeout=60)
         self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
         self.assert_gone(int(read(pid_file)))
         summary = self.summary()
