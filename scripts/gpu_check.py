@@ -19,7 +19,7 @@ more (480 s). The stages, each with its cap and its floor in seconds (both scale
                          are found or carried)
   build      150     90  lins and the GPU plugin lins_gpu (liblins_gpu.so, when the tree defines the target) first,
                          then the gpu tests and bench_kernels_gpu with ninja -k 0; the kernel tests and the
-                         benchmark built with nvcc alone where CMake cannot build them
+                         benchmark built with nvcc alone where CMake cannot build them (the cuDNN attention as stubs)
   tests      150     60  ctest -L gpu (GPU_CHECK_CTEST_JOBS, 4, at a time; each test's own timeout too); on a
                          machine where nvidia-smi lists a GPU a skipped test counts as failed
   sanitizer   40      0  the failed kernel cases (the first SANITIZE_MAX_CASES, 4) again under compute-sanitizer
@@ -539,9 +539,10 @@ class GpuCheck:
                 return
             except Exception as e:  # a fault of this program: recorded, and the next stage runs
                 self.note(traceback.format_exc())
-                outcome = "failed (%s: %s)" % (type(e).__name__, e)
+                error = "%s: %s" % (type(e).__name__, e)
+                outcome = "failed (%s%s)" % ("not fatal; " if stage.optional else "", error)
                 if not stage.optional:
-                    self.fail("the %s stage stopped on an error: %s: %s" % (stage.name, type(e).__name__, e))
+                    self.fail("the %s stage stopped on an error: %s" % (stage.name, error))
             if stage.optional and outcome == "failed":
                 outcome = "failed (not fatal)"
             self.end(outcome)
@@ -1064,6 +1065,15 @@ class GpuCheck:
                 o = os.path.join(sa, os.path.basename(f)[:-len(".cu")] + ".o")
                 kernel_objs.append(o)
                 jobs.append(self.commands.start([self.nvcc] + flags + ["-c", f, "-o", o], t, log))
+            # The host parts of the CUDA kernels (the cuDNN attention, which bench_kernels_gpu calls): without cuDNN
+            # and its frontend, as here, they build as stubs that report the attention as not available.
+            for f in sorted(glob.glob("kernels/cuda/*.cpp")):
+                o = os.path.join(sa, "host_" + os.path.basename(f)[:-len(".cpp")] + ".o")
+                kernel_objs.append(o)
+                jobs.append(self.commands.start(cxx + ["-std=c++20", "-O2", "-I" + self.root,
+                                                       "-I" + os.path.join(self.root, "src"),
+                                                       "-I" + os.path.join(self.cuda_root, "include"),
+                                                       "-DLINS_CUDNN_ATTENTION=0", "-c", f, "-o", o], t, log))
             if tests:
                 for f in sorted(glob.glob("kernels/cpu/*.cpp")) + blas_src:
                     o = os.path.join(sa, "cpu_" + os.path.basename(f)[:-len(".cpp")] + ".o")
@@ -1252,7 +1262,7 @@ class GpuCheck:
                 self.fail("bench_kernels_gpu rc=%d%s (bench_kernels_gpu.log)"
                           % (self.bench_rc, ": it found no device" if self.bench_rc == 77 else ""))
         self.log("benchmarks: rc=%s" % self.bench_rc)
-        return "ok" if self.bench_rc == 0 or self.no_device else "failed"
+        return "ok" if self.bench_rc == 0 or (self.bench_rc == 77 and self.no_device) else "failed"
 
     # === the training step ==========================================================================================
     # One rank, llama-7b layer shapes cut to 2 layers, seq 4096, micro-batch 1, M 1; MFU against the H200's 989

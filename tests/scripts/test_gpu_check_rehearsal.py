@@ -49,7 +49,8 @@ def make_tree(top: str) -> str:
     os.makedirs(os.path.join(tree, "scripts"))
     for name in ("gpu_check.py", "gpu-check.sh", "gpu-check-verdict.py"):
         shutil.copy2(os.path.join(SOURCE, "scripts", name), os.path.join(tree, "scripts", name))
-    for path in ("kernels/cuda/cast.cu", "kernels/cuda/gemm.cu", "kernels/cpu/reference.cpp",
+    for path in ("kernels/cuda/cast.cu", "kernels/cuda/gemm.cu", "kernels/cuda/attention_cudnn.cpp",
+                 "kernels/cpu/reference.cpp",
                  "tests/gpu/kernels/kernels_gpu_test.cpp", "tests/gpu/kernels/standalone/cblas_reference.cpp",
                  "src/bench/bench_kernels_gpu.cu"):
         os.makedirs(os.path.dirname(os.path.join(tree, path)), exist_ok=True)
