@@ -1,21 +1,21 @@
 #!/usr/bin/env bash
-# Prepares what a borrowed GPU machine needs to run scripts/gpu-check.sh, as one folder: the project without .git,
+# Prepares what a borrowed GPU machine needs to run scripts/gpu_check.py, as one folder: the project without .git,
 # the commit it is, and the carried libraries; fails when the whole is 64 MiB or more (what such a machine takes
 # along with a command), listing the sizes.
 #
 #   scripts/gpu-carry.sh DIR        (DIR must not exist, or be empty; then, on the GPU machine: cd DIR &&
-#                                    scripts/gpu-check.sh OUTDIR [ARCHIVE])
+#                                    scripts/gpu_check.py OUTDIR [ARCHIVE])
 #
 # DIR gets:
 #   - the project: every tracked file and every untracked file git does not ignore (git ls-files -co
 #     --exclude-standard), so uncommitted work is checked as it is; no .git, no build folders;
 #   - COMMIT: commit=<full hash>, short=<abbreviated hash>, dirty=true|false (tracked files differ from the commit),
 #     code_dirty=true|false (the same outside data/, as cmake/git_commit.cmake counts it), untracked=<count of the
-#     untracked files carried>, date_utc; gpu-check.sh's provenance and the binaries' git commit read it where there
-#     is no .git;
+#     untracked files carried>, date_utc; gpu_check.py's provenance reads it before any .git, the binaries' git
+#     commit where there is no .git;
 #   - .deps/debs/: the Debian 12 packages of OpenMPI, OpenBLAS, GoogleTest, Google Benchmark, nlohmann-json and toml++
 #     (scripts/gpu-deps.sh fetch, run here first when .deps/debs/ holds none, or none of the last two, and apt-get
-#     exists; GPU_CARRY_FETCH=0 skips that), which gpu-check.sh uses for each library the GPU machine lacks;
+#     exists; GPU_CARRY_FETCH=0 skips that), which gpu_check.py uses for each library the GPU machine lacks;
 #   - .deps/cudnn-frontend/: its include/ folder and top-level files (licence, version), when present (header-only).
 # Environment: GPU_CARRY_LIMIT_BYTES (67108864, 64 MiB), GPU_CARRY_FETCH (1).
 set -euo pipefail

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The verdict of scripts/gpu-check.sh's step stage: whether the step CSVs of `lins step --backend gpu` hold numbers
+"""The verdict of scripts/gpu_check.py's step stage: whether the step CSVs of `lins step --backend gpu` hold numbers
 that mean something. Standard library only (the GPU machine may have no pandas).
 
     scripts/gpu-check-verdict.py [--vocab V] [--warmup N] [--expect-backend gpu] STEP_CSV [STEP_CSV ...]
@@ -33,7 +33,7 @@ so the runs agree up to rounding, and the tolerances grow with g:
     whatever its gradient's size (docs/model-conventions.md, "AdamW"), so two trajectories separate by at most the
     same amount again per update. Measured on the CPU backend (data/sample/all_strategies, 4 ranks, bf16 storage):
     9 strategies within 8e-5 of each other at loss 5.9, g = 1, against 1.9e-2 allowed here.
-  - the same strategy and step in two runs (two files; in gpu-check.sh bf16 storage+compute against fp32
+  - the same strategy and step in two runs (two files; in gpu_check.py bf16 storage+compute against fp32
     storage+compute): |a - b| <= min((g + 1) * 6.4e-3 * loss, 0.2 + 0.15 * loss). gpu_step_test allows each against
     the fp32 CPU reference 3e-2 (bf16 P, G and activations: one more rounding to 8 bits at every kernel output,
     docs/model-conventions.md, "Precision") and 1e-2 (the fp32 path: bf16 GEMM and attention inputs only) at step 0,

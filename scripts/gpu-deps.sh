@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The libraries scripts/gpu-check.sh needs beyond a CUDA toolkit, CMake and ninja (OpenMPI with its runtime, OpenBLAS,
+# The libraries scripts/gpu_check.py needs beyond a CUDA toolkit, CMake and ninja (OpenMPI with its runtime, OpenBLAS,
 # GoogleTest, Google Benchmark), brought to a GPU machine that lacks them and cannot install packages (for example a
 # container image with only the CUDA toolkit), as Debian 12 packages unpacked into the checkout (nothing is installed
 # system-wide). NCCL is not among them: it comes with the GPU machine's CUDA installation.
@@ -12,7 +12,7 @@
 #                                 when none is named), each on its own: exports PATH, OPAL_PREFIX (OpenMPI relocated there) and the
 #                                 rest of OpenMPI's environment only for mpi, LD_LIBRARY_PATH with what the named ones
 #                                 load at run time, and LINS_DEPS_CMAKE_ARGS (the CMake flags that find each named one,
-#                                 and no other). gpu-check.sh names the ones the machine lacks (a machine with its own
+#                                 and no other). gpu_check.py names the ones the machine lacks (a machine with its own
 #                                 MPI keeps it, and gets only the OpenBLAS or test libraries it has not)
 #   scripts/gpu-deps.sh check [LIB...]
 #                                 on the GPU machine: uses them, then lists every library (or symbol version) a carried

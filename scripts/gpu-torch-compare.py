@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""PyTorch's side of the GPU check, on the same device as scripts/gpu-check.sh: the references the GPU issue's ratios
-are taken against, measured in the same session.
+"""PyTorch's side of the GPU check, on the same device as scripts/gpu_check.py (which runs this as its torch stage):
+the references the GPU issue's ratios are taken against, measured in the same session.
 
   scripts/gpu-torch-compare.py OUTDIR [--seq 4096 --heads 32 --head-dim 128] [--step-args "..."]
 
@@ -10,7 +10,7 @@ Writes into OUTDIR:
     attention rows (forward: 2 s^2 d per head, the causal half of 4 s^2 d; backward 2.5x the forward), so the rows
     sit beside that benchmark's attention_forward / attention_backward rows;
   - torch-step/: one rank of python/lins_peers' DDP runner (plain PyTorch eager, bf16 autocast, SDPA) on the step
-    shape of gpu-check.sh's step stage (llama-7b cut to 2 layers, seq 4096, micro-batch 1, one micro-batch): its
+    shape of gpu_check.py's step stage (llama-7b cut to 2 layers, seq 4096, micro-batch 1, one micro-batch): its
     step CSV (tokens per second, MFU) and provenance, beside lins's step rows;
   - torch-compare.txt: the log.
 Every row is measured. Exit status 0 when both parts ran; 1 otherwise (the log says which failed). Needs torch with

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """scripts/gpu-check-verdict.py on step CSVs made here: a good pair of runs (bf16 and fp32, three strategies, three
-timed steps, llama-7b layer shapes cut to 2 layers, as gpu-check.sh runs them) passes every check, and each bad one
+timed steps, llama-7b layer shapes cut to 2 layers, as gpu_check.py runs them) passes every check, and each bad one
 fails, with exactly the checks it breaks. Standard library only.
 
     test_gpu_check_verdict.py [path/to/gpu-check-verdict.py]

@@ -1,5 +1,5 @@
 // Minimal CBLAS declarations for building the GPU kernel tests' CPU oracles on a machine without a BLAS package
-// (the standalone build of scripts/gpu-check.sh). Only what kernels/cpu uses: blasint and cblas_sgemm.
+// (the standalone build of scripts/gpu_check.py). Only what kernels/cpu uses: blasint and cblas_sgemm.
 #pragma once
 
 #ifdef __cplusplus
