@@ -117,7 +117,7 @@ WATCHDOG_GRACE_S = 25     # after its TERM, the watchdog waits this long before 
 MIN_BUDGET_S = 60         # GPU_CHECK_BUDGET_S at least
 TIMED_OUT = (124, 137)    # a command's status when its limit ended it: after TERM, or after the KILL that followed
 NOT_FOUND = 127           # a command that could not be started (as a shell reports it)
-KNOWN_TEST_TARGETS = ["kernels_gpu_test", "attention_cudnn_test", "gpu_comm_test", "gpu_step_test"]
+KNOWN_TEST_TARGETS = ["kernels_gpu_test", "attention_cudnn_test", "quantize_gpu_test", "gpu_comm_test", "gpu_step_test"]
 LIBRARIES = ["mpi", "openblas", "gtest", "benchmark", "formats"]  # the carried packages of scripts/gpu-deps.sh
 DEFAULT_STEP_SHAPE = "--model llama-7b --layers 2 --seq 4096 --micro-batch 1 --micro-batches 1 --peak-tflops 989"
 # Variables that bash sets for itself, not taken over from `. scripts/gpu-deps.sh use`.
