@@ -370,9 +370,8 @@ struct PlanOptions {
 Result<View> read_view(const ParsedArgs& args) {
   View view;
   if (args.get("pricing") == "both") return view;
-  auto pricing = args.get_enum("pricing", kPricingNames, {"both"});
-  if (!pricing) return make_error(pricing.error());
-  switch (*pricing) {
+  LINS_ASSIGN_OR_RETURN(auto pricing, args.get_enum("pricing", kPricingNames, {"both"}));
+  switch (pricing) {
     case Pricing::paper_isolated:
       view.shared = false;
       break;
@@ -380,64 +379,44 @@ Result<View> read_view(const ParsedArgs& args) {
       view.paper = false;
       break;
   }
-  view.rank_by = *pricing;
+  view.rank_by = pricing;
   return view;
 }
 
 Result<PlanOptions> read_plan_options(const ParsedArgs& args) {
   PlanOptions o;
-  auto model = parse_model(args);
-  if (!model) return make_error(model.error());
-  auto topo = parse_topology(args, 0);
-  if (!topo) return make_error(topo.error());
-  o.topo = *topo;
-  auto work = parse_workload(args, *model, o.topo);
-  if (!work) return make_error(work.error());
-  o.work = *work;
-  auto mem = args.get_size("gpu-mem");
-  if (!mem) return make_error(mem.error());
-  auto bucket = args.get_size("bucket");
-  if (!bucket) return make_error(bucket.error());
-  if (*bucket == 0 || *bucket > (uint64_t(1) << 40)) return make_error("--bucket must be between 1 byte and 1T");
-  auto top = args.get_positive_int("top");
-  if (!top) return make_error(top.error());
-  o.top = *top;
-  auto view = read_view(args);
-  if (!view) return make_error(view.error());
-  o.view = *view;
-  auto cost = parse_cost_model(args, o.topo.gpus_per_node);
-  if (!cost) return make_error(cost.error());
-  o.cost = std::move(*cost);
-  auto reserve = parse_memory_reserve(args);
-  if (!reserve) return make_error(reserve.error());
-  auto objective = args.get_enum("objective", kObjectiveNames);
-  if (!objective) return make_error(objective.error());
-  auto overlap = args.get_enum("overlap", kOverlapNames);
-  if (!overlap) return make_error(overlap.error());
+  LINS_ASSIGN_OR_RETURN(auto model, parse_model(args));
+  LINS_ASSIGN_OR_RETURN(o.topo, parse_topology(args, 0));
+  LINS_ASSIGN_OR_RETURN(o.work, parse_workload(args, model, o.topo));
+  LINS_ASSIGN_OR_RETURN(auto mem, args.get_size("gpu-mem"));
+  LINS_ASSIGN_OR_RETURN(auto bucket, args.get_size("bucket"));
+  if (bucket == 0 || bucket > (uint64_t(1) << 40)) return make_error("--bucket must be between 1 byte and 1T");
+  LINS_ASSIGN_OR_RETURN(o.top, args.get_positive_int("top"));
+  LINS_ASSIGN_OR_RETURN(o.view, read_view(args));
+  LINS_ASSIGN_OR_RETURN(o.cost, parse_cost_model(args, o.topo.gpus_per_node));
+  LINS_ASSIGN_OR_RETURN(auto reserve, parse_memory_reserve(args));
+  LINS_ASSIGN_OR_RETURN(auto objective, args.get_enum("objective", kObjectiveNames));
+  LINS_ASSIGN_OR_RETURN(auto overlap, args.get_enum("overlap", kOverlapNames));
   auto peak = args.get_double("peak-tflops");
   if (!peak || *peak <= 0) return make_error(peak ? "--peak-tflops must be positive" : peak.error());
-  auto compute = parse_compute_model(args, *peak);
-  if (!compute) return make_error(compute.error());
-  auto engine = parse_engine_options(args);
-  if (!engine) return make_error(engine.error());
-  o.view.objective = *objective;
-  o.view.overlap = *overlap;
+  LINS_ASSIGN_OR_RETURN(auto compute, parse_compute_model(args, *peak));
+  LINS_ASSIGN_OR_RETURN(auto engine, parse_engine_options(args));
+  o.view.objective = objective;
+  o.view.overlap = overlap;
   o.view.peak_flops = *peak * 1e12;
   o.view.flops_per_step =
       o.work.model.flops_per_token(o.work.seq) * double(o.work.global_batch_tokens) / double(o.topo.world());
-  o.planner.objective = *objective;
+  o.planner.objective = objective;
   o.planner.rank_both = true;  // the table shows each plan's rank under the other objective
-  o.planner.overlap = *overlap;
-  o.planner.compute = std::move(*compute);
-  o.planner.engine = *engine;
-  auto host = parse_host_model(args);
-  if (!host) return make_error(host.error());
-  o.planner.host = *host;
-  o.planner.gpu_mem_bytes = double(*mem);
-  o.planner.bucket_bytes = static_cast<int64_t>(*bucket);
+  o.planner.overlap = overlap;
+  o.planner.compute = std::move(compute);
+  o.planner.engine = engine;
+  LINS_ASSIGN_OR_RETURN(o.planner.host, parse_host_model(args));
+  o.planner.gpu_mem_bytes = double(mem);
+  o.planner.bucket_bytes = static_cast<int64_t>(bucket);
   o.planner.rank_by = o.view.rank_by;
   o.planner.include_baselines = !args.flag("no-baselines");
-  o.planner.reserve = *reserve;
+  o.planner.reserve = reserve;
   o.planner.threads = available_cores();
   if (args.has("plan") && args.get("plan") != "lins") o.plan = args.get("plan");
   o.explain = args.flag("explain");
@@ -490,9 +469,8 @@ void print_plan_header(const PlanOptions& o) {
 Result<PlanSearch> evaluate_given_plan(const PlanOptions& o) {
   auto plan = parse_plan(o.plan, o.topo);
   if (!plan) return make_error("--plan: " + plan.error());
-  auto e = evaluate_plan(o.work, o.topo, *plan, *o.cost, o.planner);
-  if (!e) return make_error(e.error());
-  PlanSearch search = rank_plans({*e}, o.view.rank_by, o.view.objective);
+  LINS_ASSIGN_OR_RETURN(auto e, evaluate_plan(o.work, o.topo, *plan, *o.cost, o.planner));
+  PlanSearch search = rank_plans({e}, o.view.rank_by, o.view.objective);
   if (search.best < 0 && search.plans[0].feasible) search.best = 0;
   std::printf("\n");
   print_plan_detail("plan", search.plans[0], o.view);
@@ -501,9 +479,7 @@ Result<PlanSearch> evaluate_given_plan(const PlanOptions& o) {
 
 // Every legal plan (and the baselines): the chosen one's details, the top of the ranking, the baselines' places.
 Result<PlanSearch> search_every_plan(const PlanOptions& o) {
-  auto s = search_plans(o.work, o.topo, *o.cost, o.planner);
-  if (!s) return make_error(s.error());
-  PlanSearch search = std::move(*s);
+  LINS_ASSIGN_OR_RETURN(PlanSearch search, search_plans(o.work, o.topo, *o.cost, o.planner));
   int fit = 0;
   for (const auto& e : search.plans) fit += e.feasible;
   std::printf("  searched %d legal plans%s: %d fit, %d do not\n\n", search.legal_count,
@@ -552,11 +528,11 @@ Result<PlanSearch> search_every_plan(const PlanOptions& o) {
 Status explain_schedule(const PlanOptions& o, const PlanSearch& search) {
   const PlanEvaluation* e = search.best >= 0 ? &search.plans[search.best] : &search.plans[0];
   if (e->projected) print_step_breakdown(*e, search.runner_up(), o.view, o.plan.empty() ? "chosen" : "plan");
-  auto s = build_schedule(o.work.model, e->plan, o.topo,
-                          schedule_options(o.work.micro_batches, o.planner.bucket_bytes, o.planner.dtype,
-                                           o.planner.engine, o.planner.overlap, /*expand=*/false));
-  if (!s) return make_error(s.error());
-  print_explain(*s, *o.cost, o.view);
+  LINS_ASSIGN_OR_RETURN(auto s,
+                        build_schedule(o.work.model, e->plan, o.topo,
+                                       schedule_options(o.work.micro_batches, o.planner.bucket_bytes, o.planner.dtype,
+                                                        o.planner.engine, o.planner.overlap, /*expand=*/false)));
+  print_explain(s, *o.cost, o.view);
   return Status::ok_status();
 }
 

@@ -182,15 +182,14 @@ Result<double> measure_backend_gemm_tflops(ComputeBackend& be, int64_t m, int64_
 
 // --device-rate and --device-gbps (or their defaults from the environment).
 Status read_device(const ParsedArgs& a, StepOptions& o) {
-  auto rates = read_device_rates(a);
-  if (!rates) return make_error(rates.error());
-  o.device_tflops = rates->tflops, o.device_gbps = rates->gbps;
+  LINS_ASSIGN_OR_RETURN(auto rates, read_device_rates(a));
+  o.device_tflops = rates.tflops, o.device_gbps = rates.gbps;
   if (!o.paced()) return Status::ok_status();
   if (o.backend != StepBackend::cpu)
-    return make_error(rates->source.substr(0, rates->source.find(", ")) +
+    return make_error(rates.source.substr(0, rates.source.find(", ")) +
                       " paces the CPU backend's tasks to an emulated device; a GPU keeps its own time (give "
                       "--device-rate off)");
-  o.device_source = rates->source;
+  o.device_source = rates.source;
   return Status::ok_status();
 }
 
@@ -207,74 +206,51 @@ DType default_compute(StepBackend b) {
 
 // --model and the shape flags, the topology (the world size, grouped by --gpus-per-node when given), the workload.
 Status read_workload(const ParsedArgs& a, int world, StepOptions& o) {
-  auto model = parse_model(a);
-  if (!model) return make_error(model.error());
-  o.model = *model;
-  Result<Topology> topo = a.get("gpus-per-node").empty() ? topology_for_world(world, world) : parse_topology(a, world);
-  if (!topo) return make_error(topo.error());
-  o.topo = *topo;
-  auto workload = parse_workload(a, o.model, o.topo);
-  if (!workload) return make_error(workload.error());
-  o.workload = *workload;
+  LINS_ASSIGN_OR_RETURN(o.model, parse_model(a));
+  LINS_ASSIGN_OR_RETURN(o.topo,
+                        a.get("gpus-per-node").empty() ? topology_for_world(world, world) : parse_topology(a, world));
+  LINS_ASSIGN_OR_RETURN(o.workload, parse_workload(a, o.model, o.topo));
   return Status::ok_status();
 }
 
 // --warmup, --steps, --seed, --lr, --overlap, --bucket, --pricing, --gpu-mem, --mpi-progress.
 Status read_run(const ParsedArgs& a, StepOptions& o) {
-  auto warmup = parse_size(a.get("warmup"), "--warmup");
-  if (!warmup) return make_error(warmup.error());
-  auto steps = a.get_positive_int("steps");
-  if (!steps) return make_error(steps.error());
+  LINS_ASSIGN_OR_RETURN(auto warmup, parse_size(a.get("warmup"), "--warmup"));
+  LINS_ASSIGN_OR_RETURN(auto steps, a.get_positive_int("steps"));
   // Warm-up and timed steps are counted together in an int.
-  if (*warmup > uint64_t(std::numeric_limits<int>::max() - *steps))
+  if (warmup > uint64_t(std::numeric_limits<int>::max() - steps))
     return make_error("--warmup " + a.get("warmup") +
                       " is too large: warm-up and timed steps together may be at most " +
                       std::to_string(std::numeric_limits<int>::max()));
-  auto seed = parse_size(a.get("seed"), "--seed");
-  if (!seed) return make_error(seed.error());
-  auto lr = a.get_double("lr");
-  if (!lr) return make_error(lr.error());
-  auto overlap = a.get_enum("overlap", kOverlapNames);
-  if (!overlap) return make_error(overlap.error());
-  auto bucket = a.get_size("bucket");
-  if (!bucket) return make_error(bucket.error());
-  if (*bucket == 0) return make_error("--bucket must be at least 1 byte");
-  auto pricing = a.get_enum("pricing", kPricingNames);
-  if (!pricing) return make_error(pricing.error());
-  auto objective = a.get_enum("objective", kObjectiveNames);
-  if (!objective) return make_error(objective.error());
-  o.objective = *objective;
-  auto gpu_mem = a.get_size("gpu-mem");
-  if (!gpu_mem) return make_error(gpu_mem.error());
-  auto progress = a.get_enum("mpi-progress", kMpiProgressNames);
-  if (!progress) return make_error(progress.error());
-  o.warmup = *warmup, o.steps = *steps, o.seed = *seed, o.lr = *lr, o.overlap = *overlap, o.bucket = *bucket;
-  o.pricing = *pricing, o.gpu_mem = *gpu_mem, o.progress = *progress;
+  LINS_ASSIGN_OR_RETURN(auto seed, parse_size(a.get("seed"), "--seed"));
+  LINS_ASSIGN_OR_RETURN(auto lr, a.get_double("lr"));
+  LINS_ASSIGN_OR_RETURN(auto overlap, a.get_enum("overlap", kOverlapNames));
+  LINS_ASSIGN_OR_RETURN(auto bucket, a.get_size("bucket"));
+  if (bucket == 0) return make_error("--bucket must be at least 1 byte");
+  LINS_ASSIGN_OR_RETURN(auto pricing, a.get_enum("pricing", kPricingNames));
+  LINS_ASSIGN_OR_RETURN(o.objective, a.get_enum("objective", kObjectiveNames));
+  LINS_ASSIGN_OR_RETURN(auto gpu_mem, a.get_size("gpu-mem"));
+  LINS_ASSIGN_OR_RETURN(auto progress, a.get_enum("mpi-progress", kMpiProgressNames));
+  o.warmup = warmup, o.steps = steps, o.seed = seed, o.lr = lr, o.overlap = overlap, o.bucket = bucket;
+  o.pricing = pricing, o.gpu_mem = gpu_mem, o.progress = progress;
   return Status::ok_status();
 }
 
 // --backend, --precision, --compute (its default follows the backend).
 Status read_numerics(const ParsedArgs& a, StepOptions& o) {
-  auto backend = a.get_enum("backend", kStepBackendNames);
-  if (!backend) return make_error(backend.error());
-  o.backend = *backend;
-  auto precision = a.get_enum("precision", kDTypeNames);
-  if (!precision) return make_error(precision.error());
-  o.precision = *precision;
+  LINS_ASSIGN_OR_RETURN(o.backend, a.get_enum("backend", kStepBackendNames));
+  LINS_ASSIGN_OR_RETURN(o.precision, a.get_enum("precision", kDTypeNames));
   o.compute = default_compute(o.backend);
   if (!a.get("compute").empty()) {
-    auto compute = a.get_enum("compute", kDTypeNames);
-    if (!compute) return make_error(compute.error());
-    o.compute = *compute;
+    LINS_ASSIGN_OR_RETURN(o.compute, a.get_enum("compute", kDTypeNames));
   }
   if (!a.get("attention").empty()) {
-    auto attention = a.get_enum("attention", kAttentionKernelNames);
-    if (!attention) return make_error(attention.error());
+    LINS_ASSIGN_OR_RETURN(auto attention, a.get_enum("attention", kAttentionKernelNames));
     if (o.backend != StepBackend::gpu)
       return make_error(
           "--attention chooses the GPU's attention kernels; it needs --backend gpu (the CPU backend "
           "has one attention, the reference of docs/model-conventions.md)");
-    o.attention = *attention;
+    o.attention = attention;
   }
   return Status::ok_status();
 }
@@ -285,19 +261,12 @@ Result<StepOptions> read_step_options(const ParsedArgs& a, const Args& args, int
   LINS_TRY(read_run(a, o));
   LINS_TRY(read_numerics(a, o));
   LINS_TRY(read_device(a, o));
-  auto cost = parse_cost_model(a, o.topo.gpus_per_node);
-  if (!cost) return make_error(cost.error());
-  o.cost = std::move(*cost);
-  auto engine = parse_engine_options(a);
-  if (!engine) return make_error(engine.error());
-  o.engine = *engine;
-  auto reserve = parse_memory_reserve(a);
-  if (!reserve) return make_error(reserve.error());
+  LINS_ASSIGN_OR_RETURN(o.cost, parse_cost_model(a, o.topo.gpus_per_node));
+  LINS_ASSIGN_OR_RETURN(o.engine, parse_engine_options(a));
+  LINS_ASSIGN_OR_RETURN(auto reserve, parse_memory_reserve(a));
   // Host memory has no CUDA context, workspaces or NCCL buffers.
-  o.reserve = o.backend == StepBackend::gpu ? *reserve : MemoryReserve{0, 0, 0, 0};
-  auto timeout = a.get_double("timeout");
-  if (!timeout) return make_error(timeout.error());
-  o.timeout_s = *timeout;
+  o.reserve = o.backend == StepBackend::gpu ? reserve : MemoryReserve{0, 0, 0, 0};
+  LINS_ASSIGN_OR_RETURN(o.timeout_s, a.get_double("timeout"));
   o.strategies = split_plan_list(a.get("strategies"));
   if (o.strategies.empty())
     return make_error("--strategies is empty; give for example " + std::string(kDefaultStrategies));
@@ -311,10 +280,9 @@ Result<StepOptions> read_step_options(const ParsedArgs& a, const Args& args, int
   o.resume = a.flag("resume");
   o.memory_check = !a.flag("no-memory-check");
   if (a.has("memory-limit")) {
-    auto limit = a.get_size("memory-limit");
-    if (!limit) return make_error(limit.error());
-    if (*limit == 0) return make_error("--memory-limit must be at least 1 byte (for example 16GiB)");
-    o.memory_limit_bytes = double(*limit);
+    LINS_ASSIGN_OR_RETURN(auto limit, a.get_size("memory-limit"));
+    if (limit == 0) return make_error("--memory-limit must be at least 1 byte (for example 16GiB)");
+    o.memory_limit_bytes = double(limit);
   }
   o.argv = {"lins", "step"};
   o.argv.insert(o.argv.end(), args.begin(), args.end());
@@ -360,11 +328,10 @@ Result<BackendFactory> backend_factory(const StepOptions& o) {
 // 'lins': the planner's choice for this cluster, said by rank 0. The step objective projects compute with the
 // compute options, their efficiency scaling `peak` (the MFU peak: given, or this machine's GEMM rate).
 Result<Plan> planner_choice(const StepOptions& o, const ParsedArgs& a, const Peak& peak, int rank) {
-  auto compute = parse_compute_model(a, peak.tflops);
-  if (!compute) return make_error(compute.error());
+  LINS_ASSIGN_OR_RETURN(auto compute, parse_compute_model(a, peak.tflops));
   PlannerOptions po;
   po.objective = o.objective;
-  po.compute = std::move(*compute);
+  po.compute = std::move(compute);
   po.engine = o.engine;
   po.overlap = o.overlap;
   po.gpu_mem_bytes = double(o.gpu_mem);
@@ -528,10 +495,9 @@ Result<Peak> peak_rate(const StepOptions& o, const BackendFactory& make_backend,
       std::to_string(T) + "x" + std::to_string(o.model.dims.ffn) + "x" + std::to_string(o.model.dims.hidden);
   std::optional<double> given;
   if (!o.peak_tflops.empty()) {
-    auto v = parse_nonnegative_double(o.peak_tflops, "--peak-tflops");
-    if (!v) return make_error(v.error());
-    if (*v <= 0) return make_error("--peak-tflops must be positive");
-    given = *v;
+    LINS_ASSIGN_OR_RETURN(auto v, parse_nonnegative_double(o.peak_tflops, "--peak-tflops"));
+    if (v <= 0) return make_error("--peak-tflops must be positive");
+    given = v;
   }
   std::optional<DatasheetPeak> datasheet;
   switch (o.backend) {
