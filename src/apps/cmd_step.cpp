@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <iostream>
 #include <limits>
 #include <optional>
 #include <string>
@@ -30,6 +31,7 @@
 #include "core/cost/cost_options.h"
 #include "core/cost/gpu_peaks.h"
 #include "core/output/results_schema.h"
+#include "core/output/text_table.h"
 #include "core/projection/memory_model.h"
 #include "core/projection/planner.h"
 #include "core/projection/simulator.h"  // module_forward_flops: what a paced task's device time counts
@@ -583,23 +585,47 @@ Result<std::unique_ptr<CsvWriter>> open_step_csv(const StepOptions& o, int rank)
   return writer;
 }
 
+// The summary of every strategy's timed steps; with a device rate, how the pacing went.
 void print_table(const StepOptions& o, const std::vector<TableRow>& table) {
-  std::printf("\n%-12s %-20s %8s %8s %8s %8s %9s %10s %10s %10s %7s %10s %10s %8s %8s %6s\n", "strategy", "plan",
-              "step_s", "fwd_s", "bwd_s", "exposed", "pred_comm", "intra", "inter", "peak_mem", "/model", "states",
-              "model_st", "loss", "TGS", "MFU");
-  for (const auto& r : table)
-    std::printf("%-12s %-20s %8.3f %8.3f %8.3f %8.3f %9.4f %10s %10s %10s %7.3f %10s %10s %8.4f %8.0f %5.1f%%%s\n",
-                r.strategy.substr(0, 12).c_str(), r.plan.c_str(), r.step_s, r.fwd_s, r.bwd_s, r.exposed_s,
-                r.pred_comm_s, format_bytes(r.intra_bytes).c_str(), format_bytes(r.inter_bytes).c_str(),
-                format_bytes(r.peak_bytes).c_str(), r.model_mem_bytes > 0 ? r.peak_bytes / r.model_mem_bytes : 0.0,
-                format_bytes(r.state_bytes).c_str(), format_bytes(r.model_state_bytes).c_str(), r.loss, r.tgs,
-                100 * r.mfu, r.bytes_match ? "" : "  (measured bytes differ from the schedule)");
+  using Align = TextTable::Align;
+  TextTable summary({{.header = "strategy", .width = 12},
+                     {.header = "plan", .width = 20},
+                     {.header = "step_s", .align = Align::right, .width = 8, .format = "%.3f"},
+                     {.header = "fwd_s", .align = Align::right, .width = 8, .format = "%.3f"},
+                     {.header = "bwd_s", .align = Align::right, .width = 8, .format = "%.3f"},
+                     {.header = "exposed", .align = Align::right, .width = 8, .format = "%.3f"},
+                     {.header = "pred_comm", .align = Align::right, .width = 9, .format = "%.4f"},
+                     {.header = "intra", .align = Align::right, .width = 10},
+                     {.header = "inter", .align = Align::right, .width = 10},
+                     {.header = "peak_mem", .align = Align::right, .width = 10},
+                     {.header = "/model", .align = Align::right, .width = 7, .format = "%.3f"},
+                     {.header = "states", .align = Align::right, .width = 10},
+                     {.header = "model_st", .align = Align::right, .width = 10},
+                     {.header = "loss", .align = Align::right, .width = 8, .format = "%.4f"},
+                     {.header = "TGS", .align = Align::right, .width = 8, .format = "%.0f"},
+                     {.header = "MFU", .align = Align::right, .width = 6, .format = "%.1f%%"}});
+  for (const auto& r : table) {
+    summary.row().add(r.strategy.substr(0, 12)).add(r.plan).add(r.step_s).add(r.fwd_s).add(r.bwd_s).add(r.exposed_s);
+    summary.add(r.pred_comm_s).add(format_bytes(r.intra_bytes)).add(format_bytes(r.inter_bytes));
+    summary.add(format_bytes(r.peak_bytes)).add(r.model_mem_bytes > 0 ? r.peak_bytes / r.model_mem_bytes : 0.0);
+    summary.add(format_bytes(r.state_bytes)).add(format_bytes(r.model_state_bytes)).add(r.loss).add(r.tgs);
+    summary.add(100 * r.mfu);
+    if (!r.bytes_match) summary.note("  (measured bytes differ from the schedule)");
+  }
+  std::printf("\n");
+  summary.print(std::cout);
   if (o.paced()) {
-    std::printf("\n%-12s %10s %10s %10s  (paced to the emulated device; compute = fwd + bwd + optimizer)\n", "strategy",
-                "compute_s", "overruns", "of_tasks");
-    for (const auto& r : table)
-      std::printf("%-12s %10.4f %10lld %10lld\n", r.strategy.substr(0, 12).c_str(), r.fwd_s + r.bwd_s + r.opt_s,
-                  r.overrun_tasks, r.paced_tasks);
+    TextTable paced({{.header = "strategy", .width = 12},
+                     {.header = "compute_s", .align = Align::right, .width = 10, .format = "%.4f"},
+                     {.header = "overruns", .align = Align::right, .width = 10},
+                     {.header = "of_tasks", .align = Align::right, .width = 10}});
+    paced.header_note("  (paced to the emulated device; compute = fwd + bwd + optimizer)");
+    for (const auto& r : table) {
+      paced.row().add(r.strategy.substr(0, 12)).add(r.fwd_s + r.bwd_s + r.opt_s);
+      paced.add(std::to_string(r.overrun_tasks)).add(std::to_string(r.paced_tasks));
+    }
+    std::printf("\n");
+    paced.print(std::cout);
   }
   std::printf(
       "(means over the timed steps; times are the slowest rank's; bytes are message bytes per rank per step; "
