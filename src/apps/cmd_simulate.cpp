@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <iostream>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -17,6 +18,7 @@
 #include "core/cost/host_model.h"
 #include "core/output/results_schema.h"
 #include "core/output/step_columns.h"
+#include "core/output/text_table.h"
 #include "core/projection/memory_model.h"
 #include "core/projection/planner.h"
 #include "core/projection/projection.h"
@@ -236,10 +238,25 @@ struct SweepTally {
   std::vector<std::string> reasons;  // one per skipped (model, GPU count) or strategy
 };
 
+// The table `lins simulate` prints, a row as soon as it is projected (so at the columns' least widths).
+TextTable sweep_table() {
+  using Align = TextTable::Align;
+  return TextTable({{.header = "model", .width = 10},
+                    {.header = "gpus", .align = Align::right, .width = 6},
+                    {.header = "strategy", .width = 22},
+                    {.header = "overlap", .width = 12},
+                    {.header = "step_s", .align = Align::right, .width = 10, .format = "%.3f"},
+                    {.header = "exposed_s", .align = Align::right, .width = 10, .format = "%.3f"},
+                    {.header = "tgs", .align = Align::right, .width = 8, .format = "%.0f"},
+                    {.header = "mfu", .align = Align::right, .width = 7, .format = "%.1f%%"},
+                    {.header = "mem", .align = Align::right, .width = 10}});
+}
+
 // One projected row: the step of `plan` under overlap mode `ov` (project_plan, as the planner projects it), written
-// to the CSV (and its trace), printed.
+// to the CSV (and its trace), printed as a row of `printed`.
 Status project_row(const SimulateOptions& o, const Workload& workload, const Topology& topo,
-                   const std::string& strategy, const Plan& plan, Overlap ov, CsvWriter& writer, SweepTally& tally) {
+                   const std::string& strategy, const Plan& plan, Overlap ov, CsvWriter& writer, SweepTally& tally,
+                   TextTable& printed) {
   const ModelSpec& model = workload.model;
   const int gpus = topo.world();
   ProjectionSetup setup = projection_setup(o);
@@ -282,17 +299,18 @@ Status project_row(const SimulateOptions& o, const Workload& workload, const Top
   if (auto s = writer.write_row(row.ordered()); !s) return s;
   ++tally.rows;
   tally.infeasible += feasible ? 0 : 1;
-  std::printf("%-10s %6d %-22s %-12s %10.3f %10.3f %8.0f %6.1f%% %10s%s\n", model.name.c_str(), gpus,
-              strategy == "lins" ? ("lins " + plan.tuple_string()).substr(0, 22).c_str() : strategy.c_str(),
-              overlap_name(ov), proj.step_s, proj.exposed_comm_s, tgs, 100 * mfu, format_bytes(mem.total_bytes).c_str(),
-              feasible ? "" : " oom");
+  printed.row().add(model.name).add(std::to_string(gpus));
+  printed.add(strategy == "lins" ? ("lins " + plan.tuple_string()).substr(0, 22) : strategy).add(overlap_name(ov));
+  printed.add(proj.step_s).add(proj.exposed_comm_s).add(tgs).add(100 * mfu).add(format_bytes(mem.total_bytes));
+  if (!feasible) printed.note(" oom");
+  printed.print_row(std::cout, printed.row_count() - 1);
   return Status::ok_status();
 }
 
 // Every (model, GPU count, strategy, overlap mode) in order; returns what was projected and skipped.
 Result<SweepTally> project_all(const SimulateOptions& o, const ParsedArgs& args, CsvWriter& writer) {
-  std::printf("%-10s %6s %-22s %-12s %10s %10s %8s %7s %10s\n", "model", "gpus", "strategy", "overlap", "step_s",
-              "exposed_s", "tgs", "mfu", "mem");
+  TextTable printed = sweep_table();
+  printed.print_header(std::cout);
   SweepTally tally;
   const int per_cluster = int(o.strategies.size() * o.overlaps.size());
   const int cores = available_cores();  // the planner's threads
@@ -327,7 +345,8 @@ Result<SweepTally> project_all(const SimulateOptions& o, const ParsedArgs& args,
                                   " GPUs: no legal plan fits " + format_bytes(double(o.gpu_mem)));
           continue;
         }
-        for (Overlap ov : o.overlaps) LINS_TRY(project_row(o, *workload, topo, strategy, *plan, ov, writer, tally));
+        for (Overlap ov : o.overlaps)
+          LINS_TRY(project_row(o, *workload, topo, strategy, *plan, ov, writer, tally, printed));
       }
     }
   }
