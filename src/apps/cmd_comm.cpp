@@ -124,26 +124,19 @@ Result<int> get_count(const ParsedArgs& a, const std::string& name) {
 
 // -b, -e, -f, -n, -w: the sizes swept and the iterations per size.
 Status read_sweep(const ParsedArgs& a, Settings& s) {
-  auto minb = a.get_size("minbytes");
-  if (!minb) return make_error(minb.error());
-  auto maxb = a.get_size("maxbytes");
-  if (!maxb) return make_error(maxb.error());
-  if (*minb < 1) return make_error("--minbytes must be at least 1 byte");
-  if (*minb > *maxb)
+  LINS_ASSIGN_OR_RETURN(auto minb, a.get_size("minbytes"));
+  LINS_ASSIGN_OR_RETURN(auto maxb, a.get_size("maxbytes"));
+  if (minb < 1) return make_error("--minbytes must be at least 1 byte");
+  if (minb > maxb)
     return make_error("--minbytes " + a.get("minbytes") + " is larger than --maxbytes " + a.get("maxbytes") +
                       "; give -b no larger than -e");
-  s.min_bytes = *minb;
-  s.max_bytes = *maxb;
-  auto f = a.get_positive_int("stepfactor");
-  if (!f) return make_error(f.error());
-  if (*f < 2) return make_error("--stepfactor must be at least 2 (the sweep multiplies the size by it), got 1");
-  s.step_factor = *f;
-  auto n = a.get_positive_int("iters");
-  if (!n) return make_error(n.error());
-  s.iters = *n;
-  auto w = get_count(a, "warmup_iters");
-  if (!w) return make_error(w.error());
-  s.warmup = *w;
+  s.min_bytes = minb;
+  s.max_bytes = maxb;
+  LINS_ASSIGN_OR_RETURN(auto f, a.get_positive_int("stepfactor"));
+  if (f < 2) return make_error("--stepfactor must be at least 2 (the sweep multiplies the size by it), got 1");
+  s.step_factor = f;
+  LINS_ASSIGN_OR_RETURN(s.iters, a.get_positive_int("iters"));
+  LINS_ASSIGN_OR_RETURN(s.warmup, get_count(a, "warmup_iters"));
   return Status::ok_status();
 }
 
@@ -152,28 +145,22 @@ Status read_collectives(const ParsedArgs& a, Settings& s) {
   if (a.get("op") == "all") {
     s.ops = kCollKindNames.values();
   } else {
-    auto op = a.get_enum("op", kCollKindNames, {"all"});
-    if (!op) return make_error(op.error());
-    s.ops = {*op};
+    LINS_ASSIGN_OR_RETURN(auto op, a.get_enum("op", kCollKindNames, {"all"}));
+    s.ops = {op};
   }
-  auto dtype = a.get_enum("datatype", kDTypeNames);
-  if (!dtype) return make_error(dtype.error());
-  s.dtype = *dtype;
+  LINS_ASSIGN_OR_RETURN(s.dtype, a.get_enum("datatype", kDTypeNames));
   const std::string be = a.get("backend");
   if (be == "auto") {
     auto b = default_backend(MPI_COMM_WORLD);
     if (!b) return make_error("--backend auto: " + b.error());
     s.backend = *b;
   } else {
-    auto b = a.get_enum("backend", kBackendNames, {"auto"});
-    if (!b) return make_error(b.error());
+    LINS_TRY(a.get_enum("backend", kBackendNames, {"auto"}));
     auto available = parse_backend(be);  // nccl only where the GPU plugin loads
     if (!available) return make_error("--backend: " + available.error());
     s.backend = *available;
   }
-  auto progress = a.get_enum("mpi-progress", kMpiProgressNames);
-  if (!progress) return make_error(progress.error());
-  s.progress = *progress;
+  LINS_ASSIGN_OR_RETURN(s.progress, a.get_enum("mpi-progress", kMpiProgressNames));
   return Status::ok_status();
 }
 
@@ -181,26 +168,20 @@ Status read_collectives(const ParsedArgs& a, Settings& s) {
 Status read_contention(const ParsedArgs& a, Settings& s) {
   s.contention = a.get("contention");
   s.sweep_given = a.has("minbytes") || a.has("maxbytes");
-  auto bytes = a.get_size("contention-bytes");
-  if (!bytes) return make_error(bytes.error());
-  if (*bytes < 1) return make_error("--contention-bytes must be at least 1 byte");
-  s.contention_bytes = *bytes;
-  auto repeats = a.get_positive_int("repeats");
-  if (!repeats) return make_error(repeats.error());
-  s.repeats = *repeats;
-  auto compute = a.get_double("compute-seconds");
-  if (!compute) return make_error(compute.error());
-  if (!(*compute > 0) || *compute > 60) return make_error("--compute-seconds must be above 0 and at most 60");
-  s.compute_s = *compute;
+  LINS_ASSIGN_OR_RETURN(auto bytes, a.get_size("contention-bytes"));
+  if (bytes < 1) return make_error("--contention-bytes must be at least 1 byte");
+  s.contention_bytes = bytes;
+  LINS_ASSIGN_OR_RETURN(s.repeats, a.get_positive_int("repeats"));
+  LINS_ASSIGN_OR_RETURN(auto compute, a.get_double("compute-seconds"));
+  if (!(compute > 0) || compute > 60) return make_error("--compute-seconds must be above 0 and at most 60");
+  s.compute_s = compute;
   if (s.contention.empty()) {
     for (const char* only : {"device-rate", "device-gbps"})
       if (a.has(only))
         return make_error(std::string("--") + only + " paces the compute of --contention; give --contention FILE");
     return Status::ok_status();
   }
-  auto device = read_device_rates(a);
-  if (!device) return make_error(device.error());
-  s.device = *device;
+  LINS_ASSIGN_OR_RETURN(s.device, read_device_rates(a));
   if (s.device.paced() && s.backend != Backend::mpi)
     return make_error(s.device.source.substr(0, s.device.source.find(", ")) +
                       " paces the CPU backend's compute to an emulated device; a GPU keeps its own time (give "
@@ -215,9 +196,7 @@ Status read_contention(const ParsedArgs& a, Settings& s) {
 Result<Settings> read_settings(const ParsedArgs& a) {
   Settings s;
   LINS_TRY(read_sweep(a, s));
-  auto root = get_count(a, "root");
-  if (!root) return make_error(root.error());
-  s.root = *root;
+  LINS_ASSIGN_OR_RETURN(s.root, get_count(a, "root"));
   const std::string c = a.get("check");
   if (c != "0" && c != "1") return make_error("--check must be 0 or 1, got '" + c + "'");
   s.check = c == "1";
@@ -229,15 +208,12 @@ Result<Settings> read_settings(const ParsedArgs& a) {
   if (!s.profile.empty() && a.has("group"))
     return make_error("--profile sweeps every mesh itself; drop --group (or drop --profile to measure one group)");
   LINS_TRY(read_contention(a, s));
-  auto timeout = a.get_double("timeout");
-  if (!timeout) return make_error(timeout.error());
-  s.timeout_s = *timeout;
+  LINS_ASSIGN_OR_RETURN(s.timeout_s, a.get_double("timeout"));
   s.memory_check = !a.flag("no-memory-check");
   if (a.has("memory-limit")) {
-    auto limit = a.get_memory_size("memory-limit");
-    if (!limit) return make_error(limit.error());
-    if (*limit == 0) return make_error("--memory-limit must be at least 1 byte (for example 16GiB)");
-    s.memory_limit_bytes = double(*limit);
+    LINS_ASSIGN_OR_RETURN(auto limit, a.get_memory_size("memory-limit"));
+    if (limit == 0) return make_error("--memory-limit must be at least 1 byte (for example 16GiB)");
+    s.memory_limit_bytes = double(limit);
   }
   return s;
 }
@@ -289,9 +265,7 @@ struct Buffers {
       return make_error("cannot allocate the host staging buffer of " + what);
     }
     if (on_device) {
-      auto plugin = gpu_plugin();
-      if (!plugin) return make_error(plugin.error());
-      b->gpu = *plugin;
+      LINS_ASSIGN_OR_RETURN(b->gpu, gpu_plugin());
       b->send = b->gpu->device_alloc_or_null(b->bytes);
       b->recv = b->send ? b->gpu->device_alloc_or_null(b->bytes) : nullptr;
       if (!b->recv) return make_error("cannot allocate the device send and receive buffers of " + what);
@@ -448,9 +422,8 @@ Result<LabelledGroups> resolve_groups(const Settings& s, const Topology& topo) {
       return make_error(
           "--profile needs at least 2 ranks (every mesh of a single rank is one GPU, which moves nothing)");
   } else {
-    auto g = group_from_text(s.group, topo);
-    if (!g) return make_error(g.error());
-    groups.emplace_back(s.group, *g);
+    LINS_ASSIGN_OR_RETURN(auto g, group_from_text(s.group, topo));
+    groups.emplace_back(s.group, g);
   }
   for (const auto& [label, g] : groups)
     if (s.root >= g.size())
@@ -551,14 +524,13 @@ Result<SweepResult> sweep(const Settings& s, const Topology& topo, const Labelle
   SweepResult out;
   for (const auto& [label, g] : groups) {
     const Mesh mesh = group_mesh(g, topo, rank);
-    auto sub = split_group(world_comm, g, topo, label);
-    if (!sub) return make_error(sub.error());
+    LINS_ASSIGN_OR_RETURN(auto sub, split_group(world_comm, g, topo, label));
     const auto members = group_ranks(g, rank);
     for (CollKind kind : s.ops) {
       for (uint64_t bytes = s.min_bytes; bytes <= s.max_bytes;) {
         const int64_t count = count_for_message(kind, double(bytes), g.size(), dtype_bytes(s.dtype));
         if (count > 0) {
-          Measurement m = measure(**sub, members, kind, count, s, buf, rank, mesh);
+          Measurement m = measure(*sub, members, kind, count, s, buf, rank, mesh);
           out.total_wrong += std::max<int64_t>(0, m.wrong);
           if (m.group_size > 1) {
             out.busbw_sum += m.busbw_gbps;

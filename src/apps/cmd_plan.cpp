@@ -6,6 +6,7 @@
 // runner-up's and its schedule, and writes every plan as CSV.
 #include <algorithm>
 #include <cstdio>
+#include <iostream>
 #include <map>
 #include <optional>
 #include <string>
@@ -17,6 +18,7 @@
 #include "core/cost/cost_options.h"
 #include "core/cost/host_model.h"
 #include "core/output/results_schema.h"
+#include "core/output/text_table.h"
 #include "core/projection/memory_model.h"
 #include "core/projection/planner.h"
 #include "core/schedule/workload.h"
@@ -89,11 +91,6 @@ std::string fixed(double v, int decimals) {
   return buf;
 }
 
-std::string pad(const std::string& s, std::size_t w, bool left = true) {
-  if (s.size() >= w) return s;
-  return left ? s + std::string(w - s.size(), ' ') : std::string(w - s.size(), ' ') + s;
-}
-
 struct View {
   bool paper = true, shared = true;
   Pricing rank_by = Pricing::paper_isolated;
@@ -103,22 +100,15 @@ struct View {
   double flops_per_step = 0;   // model FLOPs per GPU per step (Megatron counting)
 };
 
-// A table: text columns (plan, 6-tuple, why) left-aligned, numbers right-aligned.
-void print_cells(const std::vector<std::string>& head, const std::vector<std::vector<std::string>>& cells) {
-  std::vector<std::size_t> width(head.size());
-  for (std::size_t i = 0; i < head.size(); ++i) width[i] = head[i].size();
-  for (const auto& c : cells)
-    for (std::size_t i = 0; i < c.size(); ++i) width[i] = std::max(width[i], c[i].size());
-  auto line = [&](const std::vector<std::string>& c) {
-    std::string s;
-    for (std::size_t i = 0; i < c.size(); ++i) {
-      const bool text = i == 1 || i == 2 || i + 1 == c.size();
-      s += (i ? "  " : "") + (i + 1 == c.size() ? c[i] : pad(c[i], width[i], text));
-    }
-    std::printf("%s\n", s.c_str());
-  };
-  line(head);
-  for (const auto& c : cells) line(c);
+// A table of `lins plan`: text columns (plan, 6-tuple, why) left-aligned, numbers right-aligned, two spaces apart.
+TextTable plan_table(const std::vector<std::string>& head) {
+  std::vector<TextTable::Column> columns;
+  for (std::size_t i = 0; i < head.size(); ++i) {
+    const bool text = i == 1 || i == 2 || i + 1 == head.size();
+    columns.push_back(
+        {.header = head[i], .align = text ? TextTable::Align::left : TextTable::Align::right, .gap = "  "});
+  }
+  return TextTable(std::move(columns));
 }
 
 double mfu(const PlanEvaluation& e, const View& v) {
@@ -157,26 +147,22 @@ void print_step_table(const std::vector<const PlanEvaluation*>& rows, const View
   head.insert(head.end(), {"host", "most exposed", "need", "comm"});
   if (both) head.push_back("comm_shared");
   head.insert(head.end(), {"comm rank", "vs best / why"});
-  std::vector<std::vector<std::string>> cells;
+  TextTable t = plan_table(head);
   for (const auto* e : rows) {
-    std::vector<std::string> c = {e->rank > 0 ? std::to_string(e->rank) : "-",
-                                  e->label(),
-                                  e->plan.tuple_string(),
-                                  fixed(e->step.step_s, 3),
-                                  fixed(100 * mfu(*e, v), 1) + "%",
-                                  fixed(e->step.compute_s(), 3)};
+    t.row();
+    t.add(e->rank > 0 ? std::to_string(e->rank) : "-").add(e->label()).add(e->plan.tuple_string());
+    t.add(fixed(e->step.step_s, 3)).add(fixed(100 * mfu(*e, v), 1) + "%").add(fixed(e->step.compute_s(), 3));
     for (int k = 0; k < kCollKindCount; ++k)
-      for (int a = 0; a < 2; ++a) c.push_back(fixed(e->step.exposed_kind_axis_s[k][a], 3));
-    c.push_back(fixed(e->step.fixed_s, 3));
-    c.push_back(most_exposed(e->step));
-    c.push_back(fixed(e->memory.required_bytes() / kGiB, 1));
-    c.push_back(fixed(e->comm(v.rank_by).total_s(), 3));
-    if (both) c.push_back(fixed(e->shared.total_s(), 3));
-    c.push_back(other_rank_text(*e));
-    c.push_back(e->why);
-    cells.push_back(std::move(c));
+      for (int a = 0; a < 2; ++a) t.add(fixed(e->step.exposed_kind_axis_s[k][a], 3));
+    t.add(fixed(e->step.fixed_s, 3));
+    t.add(most_exposed(e->step));
+    t.add(fixed(e->memory.required_bytes() / kGiB, 1));
+    t.add(fixed(e->comm(v.rank_by).total_s(), 3));
+    if (both) t.add(fixed(e->shared.total_s(), 3));
+    t.add(other_rank_text(*e));
+    t.add(e->why);
   }
-  print_cells(head, cells);
+  t.print(std::cout);
 }
 
 void print_table(const std::vector<const PlanEvaluation*>& rows, const View& v) {
@@ -187,34 +173,30 @@ void print_table(const std::vector<const PlanEvaluation*>& rows, const View& v) 
   if (v.shared && v.paper) head.resize(head.size() - 4), head.back() = "comm_shared";
   if (v.objective == Objective::comm) head.insert(head.end(), {"step", "step rank"});
   head.push_back("vs best / why");
-  std::vector<std::vector<std::string>> cells;
+  TextTable t = plan_table(head);
+  auto terms = [&](const CommTimeBreakdown& b) {
+    t.add(fixed(b.param_s, 3)).add(fixed(b.grad_s, 3)).add(fixed(b.os_sync_s, 3)).add(fixed(b.os_bcast_s, 3));
+    t.add(fixed(b.total_s(), 3));
+  };
   for (const auto* e : rows) {
-    std::vector<std::string> c = {e->rank > 0 ? std::to_string(e->rank) : "-",
-                                  e->label(),
-                                  e->plan.tuple_string(),
-                                  fixed(e->memory.state_bytes / kGiB, 1),
-                                  fixed(e->memory.activation_bytes / kGiB, 1),
-                                  fixed(e->memory.buffer_bytes / kGiB, 1),
-                                  fixed(e->memory.total_bytes / kGiB, 1),
-                                  fixed(e->memory.required_bytes() / kGiB, 1)};
-    auto terms = [&](const CommTimeBreakdown& b) {
-      c.insert(c.end(), {fixed(b.param_s, 3), fixed(b.grad_s, 3), fixed(b.os_sync_s, 3), fixed(b.os_bcast_s, 3),
-                         fixed(b.total_s(), 3)});
-    };
+    t.row();
+    t.add(e->rank > 0 ? std::to_string(e->rank) : "-").add(e->label()).add(e->plan.tuple_string());
+    t.add(fixed(e->memory.state_bytes / kGiB, 1)).add(fixed(e->memory.activation_bytes / kGiB, 1));
+    t.add(fixed(e->memory.buffer_bytes / kGiB, 1)).add(fixed(e->memory.total_bytes / kGiB, 1));
+    t.add(fixed(e->memory.required_bytes() / kGiB, 1));
     if (v.paper) terms(e->isolated);
     if (v.shared && v.paper) {
-      c.push_back(fixed(e->shared.total_s(), 3));
+      t.add(fixed(e->shared.total_s(), 3));
     } else if (v.shared) {
       terms(e->shared);
     }
     if (v.objective == Objective::comm) {
-      c.push_back(e->projected ? fixed(e->step.step_s, 3) : "-");
-      c.push_back(other_rank_text(*e));
+      t.add(e->projected ? fixed(e->step.step_s, 3) : "-");
+      t.add(other_rank_text(*e));
     }
-    c.push_back(e->why);
-    cells.push_back(std::move(c));
+    t.add(e->why);
   }
-  print_cells(head, cells);
+  t.print(std::cout);
 }
 
 void print_plan_detail(const char* title, const PlanEvaluation& e, const View& v) {
@@ -261,11 +243,10 @@ void print_step_breakdown(const PlanEvaluation& a, const PlanEvaluation* b, cons
   std::printf("\nwhere the projected step goes (seconds per step; exposed = compute waiting for the collective):\n");
   std::vector<std::string> head = {"", "part of the step", a_title + std::string(" ") + a.label()};
   if (b) head.push_back("runner-up " + b->label());
-  std::vector<std::vector<std::string>> cells;
+  TextTable t = plan_table(head);
   auto row = [&](const std::string& name, double x, double y) {
-    std::vector<std::string> c = {"", name, fixed(x, 4)};
-    if (b) c.push_back(fixed(y, 4));
-    cells.push_back(std::move(c));
+    t.row().add("").add(name).add(fixed(x, 4));
+    if (b) t.add(fixed(y, 4));
   };
   const StepProjection none;
   const StepProjection& q = b ? b->step : none;
@@ -290,10 +271,9 @@ void print_step_breakdown(const PlanEvaluation& a, const PlanEvaluation* b, cons
     if (ca > 5e-5 || cb > 5e-5)
       row(std::string("  (collective time lost to contention: ") + purpose_name(Purpose(p)) + ")", ca, cb);
   }
-  std::vector<std::string> m = {"", "MFU", fixed(100 * mfu(a, v), 1) + "%"};
-  if (b) m.push_back(fixed(100 * mfu(*b, v), 1) + "%");
-  cells.push_back(std::move(m));
-  print_cells(head, cells);
+  t.row().add("").add("MFU").add(fixed(100 * mfu(a, v), 1) + "%");
+  if (b) t.add(fixed(100 * mfu(*b, v), 1) + "%");
+  t.print(std::cout);
 }
 
 // The schedule grouped by (phase, term, kind, group role, mesh): ops, message bytes and time per step.
@@ -324,28 +304,35 @@ void print_explain(const Schedule& s, const CostModel& cost, const View& v) {
               s.plan.to_string().c_str(), s.topo.to_string().c_str(), s.options.micro_batches,
               format_bytes(double(s.options.bucket_bytes)).c_str(), dtype_name(s.options.dtype),
               static_cast<long long>(s.op_count()));
-  std::printf("  %-12s %-8s %-14s %-10s %-7s %-5s %7s %-25s %11s", "phase", "term", "collective", "group", "mesh",
-              "axis", "ops", "message bytes each", "bytes/step");
-  if (v.paper) std::printf(" %10s", "paper");
-  if (v.shared) std::printf(" %10s", "shared");
+  using Align = TextTable::Align;
+  std::vector<TextTable::Column> columns = {{.header = "phase", .width = 12},
+                                            {.header = "term", .width = 8},
+                                            {.header = "collective", .width = 14},
+                                            {.header = "group", .width = 10},
+                                            {.header = "mesh", .width = 7},
+                                            {.header = "axis", .width = 5},
+                                            {.header = "ops", .align = Align::right, .width = 7},
+                                            {.header = "message bytes each", .width = 25},
+                                            {.header = "bytes/step", .align = Align::right, .width = 11}};
+  if (v.paper) columns.push_back({.header = "paper", .align = Align::right, .width = 10});
+  if (v.shared) columns.push_back({.header = "shared", .align = Align::right, .width = 10});
   // The network model's choice for the largest op of each row, where it makes one (NCCL's algorithm and protocol).
   const bool choices = cost.network_model().makes_choices();
-  if (choices) std::printf("  %s", "model's choice (largest)");
-  std::printf("\n");
+  if (choices) columns.push_back({.header = "model's choice (largest)", .gap = "  "});
+  TextTable t(std::move(columns), "  ");
   for (const auto& [k, r] : rows) {
     const auto [phase, term, kind, role, intra, inter] = k;
     const Mesh mesh{intra, inter};
     std::string each = format_bytes(double(r.min_bytes));
     if (r.max_bytes != r.min_bytes) each += " .. " + format_bytes(double(r.max_bytes));
-    std::printf("  %-12s %-8s %-14s %-10s %-7s %-5s %7lld %-25s %11s", phase_name(Phase(phase)), term_name(Term(term)),
-                coll_kind_name(CollKind(kind)), group_role_name(GroupRole(role)), mesh.to_string().c_str(),
-                inter > 1 ? "inter" : "intra", static_cast<long long>(r.ops), each.c_str(),
-                format_bytes(r.bytes).c_str());
-    if (v.paper) std::printf(" %10s", format_seconds(r.paper_s).c_str());
-    if (v.shared) std::printf(" %10s", format_seconds(r.shared_s).c_str());
-    if (choices) std::printf("  %s", r.choice.empty() ? "profile" : r.choice.c_str());
-    std::printf("\n");
+    t.row().add(phase_name(Phase(phase))).add(term_name(Term(term))).add(coll_kind_name(CollKind(kind)));
+    t.add(group_role_name(GroupRole(role))).add(mesh.to_string()).add(inter > 1 ? "inter" : "intra");
+    t.add(std::to_string(r.ops)).add(each).add(format_bytes(r.bytes));
+    if (v.paper) t.add(format_seconds(r.paper_s));
+    if (v.shared) t.add(format_seconds(r.shared_s));
+    if (choices) t.add(r.choice.empty() ? "profile" : r.choice);
   }
+  t.print(std::cout);
   std::printf("  bytes per phase and axis (per GPU per step):\n");
   for (int p = 0; p < 4; ++p)
     if (axis_bytes[p][0] + axis_bytes[p][1] > 0)
@@ -370,9 +357,8 @@ struct PlanOptions {
 Result<View> read_view(const ParsedArgs& args) {
   View view;
   if (args.get("pricing") == "both") return view;
-  auto pricing = args.get_enum("pricing", kPricingNames, {"both"});
-  if (!pricing) return make_error(pricing.error());
-  switch (*pricing) {
+  LINS_ASSIGN_OR_RETURN(auto pricing, args.get_enum("pricing", kPricingNames, {"both"}));
+  switch (pricing) {
     case Pricing::paper_isolated:
       view.shared = false;
       break;
@@ -380,64 +366,44 @@ Result<View> read_view(const ParsedArgs& args) {
       view.paper = false;
       break;
   }
-  view.rank_by = *pricing;
+  view.rank_by = pricing;
   return view;
 }
 
 Result<PlanOptions> read_plan_options(const ParsedArgs& args) {
   PlanOptions o;
-  auto model = parse_model(args);
-  if (!model) return make_error(model.error());
-  auto topo = parse_topology(args, 0);
-  if (!topo) return make_error(topo.error());
-  o.topo = *topo;
-  auto work = parse_workload(args, *model, o.topo);
-  if (!work) return make_error(work.error());
-  o.work = *work;
-  auto mem = args.get_memory_size("gpu-mem");
-  if (!mem) return make_error(mem.error());
-  auto bucket = args.get_size("bucket");
-  if (!bucket) return make_error(bucket.error());
-  if (*bucket == 0 || *bucket > (uint64_t(1) << 40)) return make_error("--bucket must be between 1 byte and 1T");
-  auto top = args.get_positive_int("top");
-  if (!top) return make_error(top.error());
-  o.top = *top;
-  auto view = read_view(args);
-  if (!view) return make_error(view.error());
-  o.view = *view;
-  auto cost = parse_cost_model(args, o.topo.gpus_per_node);
-  if (!cost) return make_error(cost.error());
-  o.cost = std::move(*cost);
-  auto reserve = parse_memory_reserve(args);
-  if (!reserve) return make_error(reserve.error());
-  auto objective = args.get_enum("objective", kObjectiveNames);
-  if (!objective) return make_error(objective.error());
-  auto overlap = args.get_enum("overlap", kOverlapNames);
-  if (!overlap) return make_error(overlap.error());
+  LINS_ASSIGN_OR_RETURN(auto model, parse_model(args));
+  LINS_ASSIGN_OR_RETURN(o.topo, parse_topology(args, 0));
+  LINS_ASSIGN_OR_RETURN(o.work, parse_workload(args, model, o.topo));
+  LINS_ASSIGN_OR_RETURN(auto mem, args.get_memory_size("gpu-mem"));
+  LINS_ASSIGN_OR_RETURN(auto bucket, args.get_size("bucket"));
+  if (bucket == 0 || bucket > (uint64_t(1) << 40)) return make_error("--bucket must be between 1 byte and 1T");
+  LINS_ASSIGN_OR_RETURN(o.top, args.get_positive_int("top"));
+  LINS_ASSIGN_OR_RETURN(o.view, read_view(args));
+  LINS_ASSIGN_OR_RETURN(o.cost, parse_cost_model(args, o.topo.gpus_per_node));
+  LINS_ASSIGN_OR_RETURN(auto reserve, parse_memory_reserve(args));
+  LINS_ASSIGN_OR_RETURN(auto objective, args.get_enum("objective", kObjectiveNames));
+  LINS_ASSIGN_OR_RETURN(auto overlap, args.get_enum("overlap", kOverlapNames));
   auto peak = args.get_double("peak-tflops");
   if (!peak || *peak <= 0) return make_error(peak ? "--peak-tflops must be positive" : peak.error());
-  auto compute = parse_compute_model(args, *peak);
-  if (!compute) return make_error(compute.error());
-  auto engine = parse_engine_options(args);
-  if (!engine) return make_error(engine.error());
-  o.view.objective = *objective;
-  o.view.overlap = *overlap;
+  LINS_ASSIGN_OR_RETURN(auto compute, parse_compute_model(args, *peak));
+  LINS_ASSIGN_OR_RETURN(auto engine, parse_engine_options(args));
+  o.view.objective = objective;
+  o.view.overlap = overlap;
   o.view.peak_flops = *peak * 1e12;
   o.view.flops_per_step =
       o.work.model.flops_per_token(o.work.seq) * double(o.work.global_batch_tokens) / double(o.topo.world());
-  o.planner.objective = *objective;
+  o.planner.objective = objective;
   o.planner.rank_both = true;  // the table shows each plan's rank under the other objective
-  o.planner.overlap = *overlap;
-  o.planner.compute = std::move(*compute);
-  o.planner.engine = *engine;
-  auto host = parse_host_model(args);
-  if (!host) return make_error(host.error());
-  o.planner.host = *host;
-  o.planner.gpu_mem_bytes = double(*mem);
-  o.planner.bucket_bytes = static_cast<int64_t>(*bucket);
+  o.planner.overlap = overlap;
+  o.planner.compute = std::move(compute);
+  o.planner.engine = engine;
+  LINS_ASSIGN_OR_RETURN(o.planner.host, parse_host_model(args));
+  o.planner.gpu_mem_bytes = double(mem);
+  o.planner.bucket_bytes = static_cast<int64_t>(bucket);
   o.planner.rank_by = o.view.rank_by;
   o.planner.include_baselines = !args.flag("no-baselines");
-  o.planner.reserve = *reserve;
+  o.planner.reserve = reserve;
   o.planner.threads = available_cores();
   if (args.has("plan") && args.get("plan") != "lins") o.plan = args.get("plan");
   o.explain = args.flag("explain");
@@ -490,9 +456,8 @@ void print_plan_header(const PlanOptions& o) {
 Result<PlanSearch> evaluate_given_plan(const PlanOptions& o) {
   auto plan = parse_plan(o.plan, o.topo);
   if (!plan) return make_error("--plan: " + plan.error());
-  auto e = evaluate_plan(o.work, o.topo, *plan, *o.cost, o.planner);
-  if (!e) return make_error(e.error());
-  PlanSearch search = rank_plans({*e}, o.view.rank_by, o.view.objective);
+  LINS_ASSIGN_OR_RETURN(auto e, evaluate_plan(o.work, o.topo, *plan, *o.cost, o.planner));
+  PlanSearch search = rank_plans({e}, o.view.rank_by, o.view.objective);
   if (search.best < 0 && search.plans[0].feasible) search.best = 0;
   std::printf("\n");
   print_plan_detail("plan", search.plans[0], o.view);
@@ -501,9 +466,7 @@ Result<PlanSearch> evaluate_given_plan(const PlanOptions& o) {
 
 // Every legal plan (and the baselines): the chosen one's details, the top of the ranking, the baselines' places.
 Result<PlanSearch> search_every_plan(const PlanOptions& o) {
-  auto s = search_plans(o.work, o.topo, *o.cost, o.planner);
-  if (!s) return make_error(s.error());
-  PlanSearch search = std::move(*s);
+  LINS_ASSIGN_OR_RETURN(PlanSearch search, search_plans(o.work, o.topo, *o.cost, o.planner));
   int fit = 0;
   for (const auto& e : search.plans) fit += e.feasible;
   std::printf("  searched %d legal plans%s: %d fit, %d do not\n\n", search.legal_count,
@@ -552,11 +515,11 @@ Result<PlanSearch> search_every_plan(const PlanOptions& o) {
 Status explain_schedule(const PlanOptions& o, const PlanSearch& search) {
   const PlanEvaluation* e = search.best >= 0 ? &search.plans[search.best] : &search.plans[0];
   if (e->projected) print_step_breakdown(*e, search.runner_up(), o.view, o.plan.empty() ? "chosen" : "plan");
-  auto s = build_schedule(o.work.model, e->plan, o.topo,
-                          schedule_options(o.work.micro_batches, o.planner.bucket_bytes, o.planner.dtype,
-                                           o.planner.engine, o.planner.overlap, /*expand=*/false));
-  if (!s) return make_error(s.error());
-  print_explain(*s, *o.cost, o.view);
+  LINS_ASSIGN_OR_RETURN(auto s,
+                        build_schedule(o.work.model, e->plan, o.topo,
+                                       schedule_options(o.work.micro_batches, o.planner.bucket_bytes, o.planner.dtype,
+                                                        o.planner.engine, o.planner.overlap, /*expand=*/false)));
+  print_explain(s, *o.cost, o.view);
   return Status::ok_status();
 }
 

@@ -129,13 +129,11 @@ Result<ReplayTable> replay_logs(const std::vector<Entry>& files, bool detail, co
   std::printf("%-22s %5s %12s %12s %8s %10s %10s %10s %11s\n", "strategy", "rank", "measured_s", "replayed_s", "error",
               "compute_s", "host_s", "waited_s", "dispatch_s");
   for (const auto& f : files) {
-    auto text = read_text_file(f.path);
-    if (!text) return make_error(text.error());
-    auto log = parse_action_log(*text, f.path);
-    if (!log) return make_error(log.error());
-    auto r = replay(*log, options);
+    LINS_ASSIGN_OR_RETURN(auto text, read_text_file(f.path));
+    LINS_ASSIGN_OR_RETURN(auto log, parse_action_log(text, f.path));
+    auto r = replay(log, options);
     if (!r) return make_error(f.path + ": " + r.error());
-    if (detail) print_detail(f, *log, *r);
+    if (detail) print_detail(f, log, *r);
     std::printf("%-22s %5d %12.6f %12.6f %+7.2f%% %10.6f %10.6f %10.6f %11.6f%s\n", f.strategy.substr(0, 22).c_str(),
                 f.rank, r->measured_s, r->replayed_s, 100 * r->error(), r->compute_s, r->host_s, r->waited_s,
                 r->dispatch_delay_s, r->untimed_ops ? "  (ops not timed on their streams priced 0)" : "");
@@ -146,7 +144,7 @@ Result<ReplayTable> replay_logs(const std::vector<Entry>& files, bool detail, co
     w.dispatch = std::max(w.dispatch, r->dispatch_delay_s);
     w.largest_dispatch = std::max(w.largest_dispatch, r->largest_dispatch_delay_s);
     std::map<std::string, double> waited;
-    for (const auto& row : log->rows)
+    for (const auto& row : log.rows)
       if (row.rec.action.kind == Action::Kind::wait) waited[row.purpose] += row.rec.end_s - row.rec.start_s;
     for (const auto& [purpose, s] : waited) {
       if (std::find(t.purposes.begin(), t.purposes.end(), purpose) == t.purposes.end()) t.purposes.push_back(purpose);

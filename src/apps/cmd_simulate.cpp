@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <iostream>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -17,6 +18,7 @@
 #include "core/cost/host_model.h"
 #include "core/output/results_schema.h"
 #include "core/output/step_columns.h"
+#include "core/output/text_table.h"
 #include "core/projection/memory_model.h"
 #include "core/projection/planner.h"
 #include "core/projection/projection.h"
@@ -113,49 +115,43 @@ Result<std::vector<ModelSpec>> read_models(const ParsedArgs& args) {
   std::vector<ModelSpec> models;
   const auto names = split_list(args.get("model"));
   if (names.size() <= 1) {
-    auto m = parse_model(args);
-    if (!m) return make_error(m.error());
-    models.push_back(*m);
+    LINS_ASSIGN_OR_RETURN(auto m, parse_model(args));
+    models.push_back(m);
     return models;
   }
   for (const char* shape : {"hidden", "layers", "heads", "ffn", "vocab"})
     if (args.has(shape)) return make_error("--" + std::string(shape) + " needs a single --model, not a list");
   for (const auto& n : names) {
-    auto m = make_model_preset(n);
-    if (!m) return make_error(m.error());
-    models.push_back(*m);
+    LINS_ASSIGN_OR_RETURN(auto m, make_model_preset(n));
+    models.push_back(m);
   }
   return models;
 }
 
 // --gpus-per-node, --gpus, --strategies, --overlap: what is projected.
 Status read_sweep(const ParsedArgs& args, SimulateOptions& o) {
-  auto R = args.get_positive_int("gpus-per-node");
-  if (!R) return make_error(R.error());
-  o.gpus_per_node = *R;
+  LINS_ASSIGN_OR_RETURN(auto R, args.get_positive_int("gpus-per-node"));
+  o.gpus_per_node = R;
   for (const auto& g : split_list(args.get("gpus"))) {
-    auto v = parse_positive_int(g, "--gpus");
-    if (!v) return make_error(v.error());
-    if (*v % *R != 0) return make_error("--gpus " + g + " is not a multiple of --gpus-per-node " + std::to_string(*R));
-    o.gpu_counts.push_back(*v);
+    LINS_ASSIGN_OR_RETURN(auto v, parse_positive_int(g, "--gpus"));
+    if (v % R != 0) return make_error("--gpus " + g + " is not a multiple of --gpus-per-node " + std::to_string(R));
+    o.gpu_counts.push_back(v);
   }
   if (args.has("nodes")) return make_error("--nodes is set by --gpus here; give the GPU counts with --gpus");
   o.strategies = split_plan_list(args.get("strategies"));
   if (o.strategies.empty() || o.gpu_counts.empty()) return make_error("--strategies and --gpus must not be empty");
   for (const auto& text : split_list(args.get("overlap"))) {
-    auto v = parse_overlap(text);
-    if (!v) return make_error(v.error());
-    o.overlaps.push_back(*v);
+    LINS_ASSIGN_OR_RETURN(auto v, parse_overlap(text));
+    o.overlaps.push_back(v);
   }
   return Status::ok_status();
 }
 
 // --gpu-mem, --bucket, --peak-tflops and the compute model.
 Status read_machine(const ParsedArgs& args, SimulateOptions& o) {
-  auto gpu_mem = args.get_memory_size("gpu-mem");
-  if (!gpu_mem) return make_error(gpu_mem.error());
-  if (*gpu_mem == 0) return make_error("--gpu-mem must be positive (for example 80GiB)");
-  o.gpu_mem = *gpu_mem;
+  LINS_ASSIGN_OR_RETURN(auto gpu_mem, args.get_memory_size("gpu-mem"));
+  if (gpu_mem == 0) return make_error("--gpu-mem must be positive (for example 80GiB)");
+  o.gpu_mem = gpu_mem;
   auto bucket = args.get_size("bucket");
   if (!bucket || *bucket == 0) return make_error(bucket ? "--bucket must be at least 1 byte" : bucket.error());
   o.bucket = *bucket;
@@ -163,39 +159,23 @@ Status read_machine(const ParsedArgs& args, SimulateOptions& o) {
   if (!peak || *peak <= 0) return make_error(peak ? "--peak-tflops must be positive" : peak.error());
   o.peak_tflops = *peak;
   o.peak_given = args.has("peak-tflops");
-  auto compute = parse_compute_model(args, *peak);
-  if (!compute) return make_error(compute.error());
-  o.compute = std::move(*compute);
+  LINS_ASSIGN_OR_RETURN(o.compute, parse_compute_model(args, *peak));
   return Status::ok_status();
 }
 
 Result<SimulateOptions> read_simulate_options(const ParsedArgs& args) {
   SimulateOptions o;
-  auto models = read_models(args);
-  if (!models) return make_error(models.error());
-  o.models = std::move(*models);
+  LINS_ASSIGN_OR_RETURN(o.models, read_models(args));
   LINS_TRY(read_sweep(args, o));
-  auto cost = parse_cost_model(args, o.gpus_per_node);
-  if (!cost) return make_error(cost.error());
-  o.cost = std::move(*cost);
+  LINS_ASSIGN_OR_RETURN(o.cost, parse_cost_model(args, o.gpus_per_node));
   if (o.cost->profile())
     for (const auto& note : o.cost->profile()->notes()) std::fprintf(stderr, "lins simulate: %s\n", note.c_str());
-  auto reserve = parse_memory_reserve(args);
-  if (!reserve) return make_error(reserve.error());
-  o.reserve = *reserve;
-  auto pricing = parse_pricing(args.get("pricing"));
-  if (!pricing) return make_error(pricing.error());
-  o.pricing = *pricing;
+  LINS_ASSIGN_OR_RETURN(o.reserve, parse_memory_reserve(args));
+  LINS_ASSIGN_OR_RETURN(o.pricing, parse_pricing(args.get("pricing")));
   LINS_TRY(read_machine(args, o));
-  auto engine = parse_engine_options(args);
-  if (!engine) return make_error(engine.error());
-  o.engine = *engine;
-  auto host = parse_host_model(args);
-  if (!host) return make_error(host.error());
-  o.host = *host;
-  auto objective = args.get_enum("objective", kObjectiveNames);
-  if (!objective) return make_error(objective.error());
-  o.objective = *objective;
+  LINS_ASSIGN_OR_RETURN(o.engine, parse_engine_options(args));
+  LINS_ASSIGN_OR_RETURN(o.host, parse_host_model(args));
+  LINS_ASSIGN_OR_RETURN(o.objective, args.get_enum("objective", kObjectiveNames));
   o.label = args.get("label");
   if (o.label.empty()) {
     o.label = o.host ? "host=" + host_model_name(&*o.host) : "device";
@@ -241,14 +221,13 @@ Result<std::optional<Plan>> resolve_strategy(const SimulateOptions& o, const std
     if (!p) return make_error("strategy '" + strategy + "' on " + std::to_string(topo.world()) + " GPUs: " + p.error());
     return std::optional<Plan>(*p);
   }
-  auto search = search_plans(workload, topo, *o.cost, popt);
-  if (!search) return make_error(search.error());
-  if (!search->chosen()) {
+  LINS_ASSIGN_OR_RETURN(auto search, search_plans(workload, topo, *o.cost, popt));
+  if (!search.chosen()) {
     std::fprintf(stderr, "lins simulate: no legal plan of %s fits %s on %d GPUs\n", workload.model.name.c_str(),
                  format_bytes(double(o.gpu_mem)).c_str(), topo.world());
     return std::optional<Plan>();
   }
-  Plan plan = search->chosen()->plan;
+  Plan plan = search.chosen()->plan;
   plan.name = "lins";
   return std::optional<Plan>(plan);
 }
@@ -259,20 +238,35 @@ struct SweepTally {
   std::vector<std::string> reasons;  // one per skipped (model, GPU count) or strategy
 };
 
+// The table `lins simulate` prints, a row as soon as it is projected (so at the columns' least widths).
+TextTable sweep_table() {
+  using Align = TextTable::Align;
+  return TextTable({{.header = "model", .width = 10},
+                    {.header = "gpus", .align = Align::right, .width = 6},
+                    {.header = "strategy", .width = 22},
+                    {.header = "overlap", .width = 12},
+                    {.header = "step_s", .align = Align::right, .width = 10, .format = "%.3f"},
+                    {.header = "exposed_s", .align = Align::right, .width = 10, .format = "%.3f"},
+                    {.header = "tgs", .align = Align::right, .width = 8, .format = "%.0f"},
+                    {.header = "mfu", .align = Align::right, .width = 7, .format = "%.1f%%"},
+                    {.header = "mem", .align = Align::right, .width = 10}});
+}
+
 // One projected row: the step of `plan` under overlap mode `ov` (project_plan, as the planner projects it), written
-// to the CSV (and its trace), printed.
+// to the CSV (and its trace), printed as a row of `printed`.
 Status project_row(const SimulateOptions& o, const Workload& workload, const Topology& topo,
-                   const std::string& strategy, const Plan& plan, Overlap ov, CsvWriter& writer, SweepTally& tally) {
+                   const std::string& strategy, const Plan& plan, Overlap ov, CsvWriter& writer, SweepTally& tally,
+                   TextTable& printed) {
   const ModelSpec& model = workload.model;
   const int gpus = topo.world();
   ProjectionSetup setup = projection_setup(o);
   setup.overlap = ov;
   std::vector<TraceEvent> trace;
-  auto projected = project_plan(setup, workload, topo, plan, o.trace_dir.empty() ? nullptr : &trace);
-  if (!projected) return make_error(projected.error());
-  const Schedule* sched = &projected->schedule;
-  const MemoryEstimate& mem = projected->memory;
-  const StepProjection& proj = projected->step;
+  LINS_ASSIGN_OR_RETURN(auto projected,
+                        project_plan(setup, workload, topo, plan, o.trace_dir.empty() ? nullptr : &trace));
+  const Schedule* sched = &projected.schedule;
+  const MemoryEstimate& mem = projected.memory;
+  const StepProjection& proj = projected.step;
   const PredictedComm predicted = predict_comm(*sched, *o.cost, o.pricing);
   if (!o.trace_dir.empty()) {
     std::string stem = model.name + "." + std::to_string(gpus) + "." + strategy + "." + overlap_name(ov);
@@ -305,17 +299,18 @@ Status project_row(const SimulateOptions& o, const Workload& workload, const Top
   if (auto s = writer.write_row(row.ordered()); !s) return s;
   ++tally.rows;
   tally.infeasible += feasible ? 0 : 1;
-  std::printf("%-10s %6d %-22s %-12s %10.3f %10.3f %8.0f %6.1f%% %10s%s\n", model.name.c_str(), gpus,
-              strategy == "lins" ? ("lins " + plan.tuple_string()).substr(0, 22).c_str() : strategy.c_str(),
-              overlap_name(ov), proj.step_s, proj.exposed_comm_s, tgs, 100 * mfu, format_bytes(mem.total_bytes).c_str(),
-              feasible ? "" : " oom");
+  printed.row().add(model.name).add(std::to_string(gpus));
+  printed.add(strategy == "lins" ? ("lins " + plan.tuple_string()).substr(0, 22) : strategy).add(overlap_name(ov));
+  printed.add(proj.step_s).add(proj.exposed_comm_s).add(tgs).add(100 * mfu).add(format_bytes(mem.total_bytes));
+  if (!feasible) printed.note(" oom");
+  printed.print_row(std::cout, printed.row_count() - 1);
   return Status::ok_status();
 }
 
 // Every (model, GPU count, strategy, overlap mode) in order; returns what was projected and skipped.
 Result<SweepTally> project_all(const SimulateOptions& o, const ParsedArgs& args, CsvWriter& writer) {
-  std::printf("%-10s %6s %-22s %-12s %10s %10s %8s %7s %10s\n", "model", "gpus", "strategy", "overlap", "step_s",
-              "exposed_s", "tgs", "mfu", "mem");
+  TextTable printed = sweep_table();
+  printed.print_header(std::cout);
   SweepTally tally;
   const int per_cluster = int(o.strategies.size() * o.overlaps.size());
   const int cores = available_cores();  // the planner's threads
@@ -343,17 +338,15 @@ Result<SweepTally> project_all(const SimulateOptions& o, const ParsedArgs& args,
       popt.host = o.host;
       popt.threads = cores;
       for (const auto& strategy : o.strategies) {
-        auto plan = resolve_strategy(o, strategy, *workload, topo, popt);
-        if (!plan) return make_error(plan.error());
-        if (!*plan) {
+        LINS_ASSIGN_OR_RETURN(auto plan, resolve_strategy(o, strategy, *workload, topo, popt));
+        if (!plan) {
           tally.skipped += int(o.overlaps.size());
           tally.reasons.push_back("lins for " + model.name + " on " + std::to_string(gpus) +
                                   " GPUs: no legal plan fits " + format_bytes(double(o.gpu_mem)));
           continue;
         }
         for (Overlap ov : o.overlaps)
-          if (auto s = project_row(o, *workload, topo, strategy, **plan, ov, writer, tally); !s)
-            return make_error(s.error());
+          LINS_TRY(project_row(o, *workload, topo, strategy, *plan, ov, writer, tally, printed));
       }
     }
   }

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <iostream>
 #include <limits>
 #include <optional>
 #include <string>
@@ -30,6 +31,7 @@
 #include "core/cost/cost_options.h"
 #include "core/cost/gpu_peaks.h"
 #include "core/output/results_schema.h"
+#include "core/output/text_table.h"
 #include "core/projection/memory_model.h"
 #include "core/projection/planner.h"
 #include "core/projection/simulator.h"  // module_forward_flops: what a paced task's device time counts
@@ -182,15 +184,14 @@ Result<double> measure_backend_gemm_tflops(ComputeBackend& be, int64_t m, int64_
 
 // --device-rate and --device-gbps (or their defaults from the environment).
 Status read_device(const ParsedArgs& a, StepOptions& o) {
-  auto rates = read_device_rates(a);
-  if (!rates) return make_error(rates.error());
-  o.device_tflops = rates->tflops, o.device_gbps = rates->gbps;
+  LINS_ASSIGN_OR_RETURN(auto rates, read_device_rates(a));
+  o.device_tflops = rates.tflops, o.device_gbps = rates.gbps;
   if (!o.paced()) return Status::ok_status();
   if (o.backend != StepBackend::cpu)
-    return make_error(rates->source.substr(0, rates->source.find(", ")) +
+    return make_error(rates.source.substr(0, rates.source.find(", ")) +
                       " paces the CPU backend's tasks to an emulated device; a GPU keeps its own time (give "
                       "--device-rate off)");
-  o.device_source = rates->source;
+  o.device_source = rates.source;
   return Status::ok_status();
 }
 
@@ -207,74 +208,51 @@ DType default_compute(StepBackend b) {
 
 // --model and the shape flags, the topology (the world size, grouped by --gpus-per-node when given), the workload.
 Status read_workload(const ParsedArgs& a, int world, StepOptions& o) {
-  auto model = parse_model(a);
-  if (!model) return make_error(model.error());
-  o.model = *model;
-  Result<Topology> topo = a.get("gpus-per-node").empty() ? topology_for_world(world, world) : parse_topology(a, world);
-  if (!topo) return make_error(topo.error());
-  o.topo = *topo;
-  auto workload = parse_workload(a, o.model, o.topo);
-  if (!workload) return make_error(workload.error());
-  o.workload = *workload;
+  LINS_ASSIGN_OR_RETURN(o.model, parse_model(a));
+  LINS_ASSIGN_OR_RETURN(o.topo,
+                        a.get("gpus-per-node").empty() ? topology_for_world(world, world) : parse_topology(a, world));
+  LINS_ASSIGN_OR_RETURN(o.workload, parse_workload(a, o.model, o.topo));
   return Status::ok_status();
 }
 
 // --warmup, --steps, --seed, --lr, --overlap, --bucket, --pricing, --gpu-mem, --mpi-progress.
 Status read_run(const ParsedArgs& a, StepOptions& o) {
-  auto warmup = parse_size(a.get("warmup"), "--warmup");
-  if (!warmup) return make_error(warmup.error());
-  auto steps = a.get_positive_int("steps");
-  if (!steps) return make_error(steps.error());
+  LINS_ASSIGN_OR_RETURN(auto warmup, parse_size(a.get("warmup"), "--warmup"));
+  LINS_ASSIGN_OR_RETURN(auto steps, a.get_positive_int("steps"));
   // Warm-up and timed steps are counted together in an int.
-  if (*warmup > uint64_t(std::numeric_limits<int>::max() - *steps))
+  if (warmup > uint64_t(std::numeric_limits<int>::max() - steps))
     return make_error("--warmup " + a.get("warmup") +
                       " is too large: warm-up and timed steps together may be at most " +
                       std::to_string(std::numeric_limits<int>::max()));
-  auto seed = parse_size(a.get("seed"), "--seed");
-  if (!seed) return make_error(seed.error());
-  auto lr = a.get_double("lr");
-  if (!lr) return make_error(lr.error());
-  auto overlap = a.get_enum("overlap", kOverlapNames);
-  if (!overlap) return make_error(overlap.error());
-  auto bucket = a.get_size("bucket");
-  if (!bucket) return make_error(bucket.error());
-  if (*bucket == 0) return make_error("--bucket must be at least 1 byte");
-  auto pricing = a.get_enum("pricing", kPricingNames);
-  if (!pricing) return make_error(pricing.error());
-  auto objective = a.get_enum("objective", kObjectiveNames);
-  if (!objective) return make_error(objective.error());
-  o.objective = *objective;
-  auto gpu_mem = a.get_memory_size("gpu-mem");
-  if (!gpu_mem) return make_error(gpu_mem.error());
-  auto progress = a.get_enum("mpi-progress", kMpiProgressNames);
-  if (!progress) return make_error(progress.error());
-  o.warmup = *warmup, o.steps = *steps, o.seed = *seed, o.lr = *lr, o.overlap = *overlap, o.bucket = *bucket;
-  o.pricing = *pricing, o.gpu_mem = *gpu_mem, o.progress = *progress;
+  LINS_ASSIGN_OR_RETURN(auto seed, parse_size(a.get("seed"), "--seed"));
+  LINS_ASSIGN_OR_RETURN(auto lr, a.get_double("lr"));
+  LINS_ASSIGN_OR_RETURN(auto overlap, a.get_enum("overlap", kOverlapNames));
+  LINS_ASSIGN_OR_RETURN(auto bucket, a.get_size("bucket"));
+  if (bucket == 0) return make_error("--bucket must be at least 1 byte");
+  LINS_ASSIGN_OR_RETURN(auto pricing, a.get_enum("pricing", kPricingNames));
+  LINS_ASSIGN_OR_RETURN(o.objective, a.get_enum("objective", kObjectiveNames));
+  LINS_ASSIGN_OR_RETURN(auto gpu_mem, a.get_memory_size("gpu-mem"));
+  LINS_ASSIGN_OR_RETURN(auto progress, a.get_enum("mpi-progress", kMpiProgressNames));
+  o.warmup = warmup, o.steps = steps, o.seed = seed, o.lr = lr, o.overlap = overlap, o.bucket = bucket;
+  o.pricing = pricing, o.gpu_mem = gpu_mem, o.progress = progress;
   return Status::ok_status();
 }
 
 // --backend, --precision, --compute (its default follows the backend).
 Status read_numerics(const ParsedArgs& a, StepOptions& o) {
-  auto backend = a.get_enum("backend", kStepBackendNames);
-  if (!backend) return make_error(backend.error());
-  o.backend = *backend;
-  auto precision = a.get_enum("precision", kDTypeNames);
-  if (!precision) return make_error(precision.error());
-  o.precision = *precision;
+  LINS_ASSIGN_OR_RETURN(o.backend, a.get_enum("backend", kStepBackendNames));
+  LINS_ASSIGN_OR_RETURN(o.precision, a.get_enum("precision", kDTypeNames));
   o.compute = default_compute(o.backend);
   if (!a.get("compute").empty()) {
-    auto compute = a.get_enum("compute", kDTypeNames);
-    if (!compute) return make_error(compute.error());
-    o.compute = *compute;
+    LINS_ASSIGN_OR_RETURN(o.compute, a.get_enum("compute", kDTypeNames));
   }
   if (!a.get("attention").empty()) {
-    auto attention = a.get_enum("attention", kAttentionKernelNames);
-    if (!attention) return make_error(attention.error());
+    LINS_ASSIGN_OR_RETURN(auto attention, a.get_enum("attention", kAttentionKernelNames));
     if (o.backend != StepBackend::gpu)
       return make_error(
           "--attention chooses the GPU's attention kernels; it needs --backend gpu (the CPU backend "
           "has one attention, the reference of docs/model-conventions.md)");
-    o.attention = *attention;
+    o.attention = attention;
   }
   return Status::ok_status();
 }
@@ -285,19 +263,12 @@ Result<StepOptions> read_step_options(const ParsedArgs& a, const Args& args, int
   LINS_TRY(read_run(a, o));
   LINS_TRY(read_numerics(a, o));
   LINS_TRY(read_device(a, o));
-  auto cost = parse_cost_model(a, o.topo.gpus_per_node);
-  if (!cost) return make_error(cost.error());
-  o.cost = std::move(*cost);
-  auto engine = parse_engine_options(a);
-  if (!engine) return make_error(engine.error());
-  o.engine = *engine;
-  auto reserve = parse_memory_reserve(a);
-  if (!reserve) return make_error(reserve.error());
+  LINS_ASSIGN_OR_RETURN(o.cost, parse_cost_model(a, o.topo.gpus_per_node));
+  LINS_ASSIGN_OR_RETURN(o.engine, parse_engine_options(a));
+  LINS_ASSIGN_OR_RETURN(auto reserve, parse_memory_reserve(a));
   // Host memory has no CUDA context, workspaces or NCCL buffers.
-  o.reserve = o.backend == StepBackend::gpu ? *reserve : MemoryReserve{0, 0, 0, 0};
-  auto timeout = a.get_double("timeout");
-  if (!timeout) return make_error(timeout.error());
-  o.timeout_s = *timeout;
+  o.reserve = o.backend == StepBackend::gpu ? reserve : MemoryReserve{0, 0, 0, 0};
+  LINS_ASSIGN_OR_RETURN(o.timeout_s, a.get_double("timeout"));
   o.strategies = split_plan_list(a.get("strategies"));
   if (o.strategies.empty())
     return make_error("--strategies is empty; give for example " + std::string(kDefaultStrategies));
@@ -311,10 +282,9 @@ Result<StepOptions> read_step_options(const ParsedArgs& a, const Args& args, int
   o.resume = a.flag("resume");
   o.memory_check = !a.flag("no-memory-check");
   if (a.has("memory-limit")) {
-    auto limit = a.get_memory_size("memory-limit");
-    if (!limit) return make_error(limit.error());
-    if (*limit == 0) return make_error("--memory-limit must be at least 1 byte (for example 16GiB)");
-    o.memory_limit_bytes = double(*limit);
+    LINS_ASSIGN_OR_RETURN(auto limit, a.get_memory_size("memory-limit"));
+    if (limit == 0) return make_error("--memory-limit must be at least 1 byte (for example 16GiB)");
+    o.memory_limit_bytes = double(limit);
   }
   o.argv = {"lins", "step"};
   o.argv.insert(o.argv.end(), args.begin(), args.end());
@@ -360,11 +330,10 @@ Result<BackendFactory> backend_factory(const StepOptions& o) {
 // 'lins': the planner's choice for this cluster, said by rank 0. The step objective projects compute with the
 // compute options, their efficiency scaling `peak` (the MFU peak: given, or this machine's GEMM rate).
 Result<Plan> planner_choice(const StepOptions& o, const ParsedArgs& a, const Peak& peak, int rank) {
-  auto compute = parse_compute_model(a, peak.tflops);
-  if (!compute) return make_error(compute.error());
+  LINS_ASSIGN_OR_RETURN(auto compute, parse_compute_model(a, peak.tflops));
   PlannerOptions po;
   po.objective = o.objective;
-  po.compute = std::move(*compute);
+  po.compute = std::move(compute);
   po.engine = o.engine;
   po.overlap = o.overlap;
   po.gpu_mem_bytes = double(o.gpu_mem);
@@ -528,10 +497,9 @@ Result<Peak> peak_rate(const StepOptions& o, const BackendFactory& make_backend,
       std::to_string(T) + "x" + std::to_string(o.model.dims.ffn) + "x" + std::to_string(o.model.dims.hidden);
   std::optional<double> given;
   if (!o.peak_tflops.empty()) {
-    auto v = parse_nonnegative_double(o.peak_tflops, "--peak-tflops");
-    if (!v) return make_error(v.error());
-    if (*v <= 0) return make_error("--peak-tflops must be positive");
-    given = *v;
+    LINS_ASSIGN_OR_RETURN(auto v, parse_nonnegative_double(o.peak_tflops, "--peak-tflops"));
+    if (v <= 0) return make_error("--peak-tflops must be positive");
+    given = v;
   }
   std::optional<DatasheetPeak> datasheet;
   switch (o.backend) {
@@ -617,23 +585,47 @@ Result<std::unique_ptr<CsvWriter>> open_step_csv(const StepOptions& o, int rank)
   return writer;
 }
 
+// The summary of every strategy's timed steps; with a device rate, how the pacing went.
 void print_table(const StepOptions& o, const std::vector<TableRow>& table) {
-  std::printf("\n%-12s %-20s %8s %8s %8s %8s %9s %10s %10s %10s %7s %10s %10s %8s %8s %6s\n", "strategy", "plan",
-              "step_s", "fwd_s", "bwd_s", "exposed", "pred_comm", "intra", "inter", "peak_mem", "/model", "states",
-              "model_st", "loss", "TGS", "MFU");
-  for (const auto& r : table)
-    std::printf("%-12s %-20s %8.3f %8.3f %8.3f %8.3f %9.4f %10s %10s %10s %7.3f %10s %10s %8.4f %8.0f %5.1f%%%s\n",
-                r.strategy.substr(0, 12).c_str(), r.plan.c_str(), r.step_s, r.fwd_s, r.bwd_s, r.exposed_s,
-                r.pred_comm_s, format_bytes(r.intra_bytes).c_str(), format_bytes(r.inter_bytes).c_str(),
-                format_bytes(r.peak_bytes).c_str(), r.model_mem_bytes > 0 ? r.peak_bytes / r.model_mem_bytes : 0.0,
-                format_bytes(r.state_bytes).c_str(), format_bytes(r.model_state_bytes).c_str(), r.loss, r.tgs,
-                100 * r.mfu, r.bytes_match ? "" : "  (measured bytes differ from the schedule)");
+  using Align = TextTable::Align;
+  TextTable summary({{.header = "strategy", .width = 12},
+                     {.header = "plan", .width = 20},
+                     {.header = "step_s", .align = Align::right, .width = 8, .format = "%.3f"},
+                     {.header = "fwd_s", .align = Align::right, .width = 8, .format = "%.3f"},
+                     {.header = "bwd_s", .align = Align::right, .width = 8, .format = "%.3f"},
+                     {.header = "exposed", .align = Align::right, .width = 8, .format = "%.3f"},
+                     {.header = "pred_comm", .align = Align::right, .width = 9, .format = "%.4f"},
+                     {.header = "intra", .align = Align::right, .width = 10},
+                     {.header = "inter", .align = Align::right, .width = 10},
+                     {.header = "peak_mem", .align = Align::right, .width = 10},
+                     {.header = "/model", .align = Align::right, .width = 7, .format = "%.3f"},
+                     {.header = "states", .align = Align::right, .width = 10},
+                     {.header = "model_st", .align = Align::right, .width = 10},
+                     {.header = "loss", .align = Align::right, .width = 8, .format = "%.4f"},
+                     {.header = "TGS", .align = Align::right, .width = 8, .format = "%.0f"},
+                     {.header = "MFU", .align = Align::right, .width = 6, .format = "%.1f%%"}});
+  for (const auto& r : table) {
+    summary.row().add(r.strategy.substr(0, 12)).add(r.plan).add(r.step_s).add(r.fwd_s).add(r.bwd_s).add(r.exposed_s);
+    summary.add(r.pred_comm_s).add(format_bytes(r.intra_bytes)).add(format_bytes(r.inter_bytes));
+    summary.add(format_bytes(r.peak_bytes)).add(r.model_mem_bytes > 0 ? r.peak_bytes / r.model_mem_bytes : 0.0);
+    summary.add(format_bytes(r.state_bytes)).add(format_bytes(r.model_state_bytes)).add(r.loss).add(r.tgs);
+    summary.add(100 * r.mfu);
+    if (!r.bytes_match) summary.note("  (measured bytes differ from the schedule)");
+  }
+  std::printf("\n");
+  summary.print(std::cout);
   if (o.paced()) {
-    std::printf("\n%-12s %10s %10s %10s  (paced to the emulated device; compute = fwd + bwd + optimizer)\n", "strategy",
-                "compute_s", "overruns", "of_tasks");
-    for (const auto& r : table)
-      std::printf("%-12s %10.4f %10lld %10lld\n", r.strategy.substr(0, 12).c_str(), r.fwd_s + r.bwd_s + r.opt_s,
-                  r.overrun_tasks, r.paced_tasks);
+    TextTable paced({{.header = "strategy", .width = 12},
+                     {.header = "compute_s", .align = Align::right, .width = 10, .format = "%.4f"},
+                     {.header = "overruns", .align = Align::right, .width = 10},
+                     {.header = "of_tasks", .align = Align::right, .width = 10}});
+    paced.header_note("  (paced to the emulated device; compute = fwd + bwd + optimizer)");
+    for (const auto& r : table) {
+      paced.row().add(r.strategy.substr(0, 12)).add(r.fwd_s + r.bwd_s + r.opt_s);
+      paced.add(std::to_string(r.overrun_tasks)).add(std::to_string(r.paced_tasks));
+    }
+    std::printf("\n");
+    paced.print(std::cout);
   }
   std::printf(
       "(means over the timed steps; times are the slowest rank's; bytes are message bytes per rank per step; "

@@ -199,12 +199,11 @@ struct Run {
 // devices, the device NCCL's bootstrap selects).
 Result<std::unique_ptr<ComputeBackend>> make_compute(const ContentionOptions& o) {
   if (o.backend == Backend::mpi) return make_cpu_backend(DType::fp32);
-  auto rank = rank_gpu("(or use --backend mpi)", "(one rank per GPU)");
-  if (!rank) return make_error(rank.error());
+  LINS_ASSIGN_OR_RETURN(auto rank, rank_gpu("(or use --backend mpi)", "(one rank per GPU)"));
   GpuBackendOptions go;
-  go.device = rank->device;
+  go.device = rank.device;
   go.compute = DType::bf16;
-  auto made = rank->plugin->make_backend(go);
+  auto made = rank.plugin->make_backend(go);
   LINS_TRY(agree_any(made ? Status() : Status(make_error(made.error()))));
   return std::move(*made);
 }
@@ -466,9 +465,7 @@ Status run_contention(const ContentionOptions& o, int rank) {
   const std::string fabric_label_text = fabric_label(MPI_COMM_WORLD);
 
   // Declared in the order of their teardown's reverse: the communicators' streams are ordered after the backend's.
-  auto made = make_compute(o);
-  if (!made) return make_error(made.error());
-  std::unique_ptr<ComputeBackend> be = std::move(*made);
+  LINS_ASSIGN_OR_RETURN(std::unique_ptr<ComputeBackend> be, make_compute(o));
   Kernels k;
   CollBuffers bufs[2];
   LINS_TRY(allocate_all(*be, k, bufs, std::max(o.bytes, o.sweep_max_bytes)));
@@ -490,9 +487,7 @@ Status run_contention(const ContentionOptions& o, int rank) {
   const GroupSpec specs[kFabrics] = {GroupSpec{topo.gpus_per_node, 1}, GroupSpec{world, topo.gpus_per_node}};
   for (int f = 0; f < kFabrics; ++f) {
     if (specs[f].size() < 2) continue;  // a group of one rank moves nothing
-    auto sub = split_group(**world_comm, specs[f], topo, fabric_name(f));
-    if (!sub) return make_error(sub.error());
-    owned[f] = std::move(*sub);
+    LINS_ASSIGN_OR_RETURN(owned[f], split_group(**world_comm, specs[f], topo, fabric_name(f)));
     comms[f] = owned[f].get();
     run.fabric[f] = true;
     run.group_size[f] = comms[f]->size();

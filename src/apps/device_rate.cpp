@@ -32,21 +32,20 @@ Result<double> parse_device_rate(const ParsedArgs& a, const char* option, const 
 
 Result<DeviceRates> read_device_rates(const ParsedArgs& a) {
   std::string tflops_from, gbps_from;
-  auto tflops =
-      parse_device_rate(a, "device-rate", "LINS_DEVICE_TFLOPS", "TFLOP/s per rank (such as 0.01)", &tflops_from);
-  if (!tflops) return make_error(tflops.error());
-  auto gbps = parse_device_rate(a, "device-gbps", "LINS_DEVICE_GBPS", "GB/s per rank (such as 5)", &gbps_from);
-  if (!gbps) return make_error(gbps.error());
-  if (*tflops <= 0 && *gbps > 0) {
+  LINS_ASSIGN_OR_RETURN(auto tflops, parse_device_rate(a, "device-rate", "LINS_DEVICE_TFLOPS",
+                                                       "TFLOP/s per rank (such as 0.01)", &tflops_from));
+  LINS_ASSIGN_OR_RETURN(
+      auto gbps, parse_device_rate(a, "device-gbps", "LINS_DEVICE_GBPS", "GB/s per rank (such as 5)", &gbps_from));
+  if (tflops <= 0 && gbps > 0) {
     // The environment's memory rate goes with its compute rate: `--device-rate off` turns both off.
     if (!a.get("device-rate").empty() && a.get("device-gbps").empty())
-      *gbps = 0;
+      gbps = 0;
     else
       return make_error(gbps_from +
                         " paces the optimizer of an emulated device; give its compute rate too (--device-rate)");
   }
   DeviceRates r;
-  r.tflops = *tflops, r.gbps = *gbps;
+  r.tflops = tflops, r.gbps = gbps;
   if (r.paced()) r.source = tflops_from + (r.gbps > 0 ? ", " + gbps_from : std::string());
   return r;
 }

@@ -78,9 +78,7 @@ std::optional<NodeBudget> read_budget(const MemoryCheckOptions& o, int device, s
 Status check_memory_on_every_node(const std::vector<RankDemand>& mine, const MemoryCheckOptions& options) {
   WatchdogScope watched("the memory check's MPI calls");
   int device = -1;
-  auto domain = memory_domain(options.device, &device);
-  if (!domain) return make_error(domain.error());
-  MPI_Comm comm = *domain;
+  LINS_ASSIGN_OR_RETURN(MPI_Comm comm, memory_domain(options.device, &device));
   int local = 0, ranks = 1;
   MPI_Comm_rank(comm, &local);
   MPI_Comm_size(comm, &ranks);

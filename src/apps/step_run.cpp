@@ -117,8 +117,7 @@ Result<StrategySetup> set_up_strategy(const StepRun& r, const Plan& plan) {
   co.compute_stream = su.backend->native_stream();
   auto world_comm = make_communicator(collective_backend(o.backend), MPI_COMM_WORLD, "world",
                                       o.topo.nodes > 1 ? Axis::inter : Axis::intra, co);
-  if (auto s = agree_any(world_comm ? Status() : Status(make_error(world_comm.error()))); !s)
-    return make_error(s.error());
+  LINS_TRY(agree_any(world_comm ? Status() : Status(make_error(world_comm.error()))));
   su.world_comm = std::move(*world_comm);
   ExecutorOptions eo;
   eo.engine = o.engine;
@@ -330,9 +329,8 @@ Result<std::optional<TableRow>> run_strategy(StepRun& r, const std::string& stra
                 plan.tuple_string().c_str(), engine_name(plan.engine), group_summary(plan, r.o.topo).c_str());
     std::fflush(stdout);
   }
-  auto su = set_up_strategy(r, plan);
-  if (!su) return make_error(su.error());
-  Executor& e = *su->executor;
+  LINS_ASSIGN_OR_RETURN(auto su, set_up_strategy(r, plan));
+  Executor& e = *su.executor;
   const Prediction pred = predict(r.o, e.schedule());
   TableRow tr;
   tr.strategy = strategy;
@@ -342,7 +340,7 @@ Result<std::optional<TableRow>> run_strategy(StepRun& r, const std::string& stra
   tr.model_mem_bytes = pred.model_mem;
   LINS_TRY(run_steps(r, strategy, plan, e, pred, tr));
   LINS_TRY(agree_any(e.finish()));
-  if (r.o.backend == StepBackend::gpu) print_device_memory(r, strategy, *su->backend, tr);
+  if (r.o.backend == StepBackend::gpu) print_device_memory(r, strategy, *su.backend, tr);
   if (r.o.trace) write_traces(r, strategy, e);
   for (double* v : {&tr.step_s, &tr.fwd_s, &tr.bwd_s, &tr.opt_s, &tr.exposed_s, &tr.tgs, &tr.mfu, &tr.pace_late_s})
     *v /= std::max(1, tr.steps);

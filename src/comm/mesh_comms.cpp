@@ -63,11 +63,10 @@ Result<int> cuda_device_count_probed() {
 }
 
 Result<Backend> default_backend(MPI_Comm comm) {
-  auto devices = cuda_device_count_probed();
-  if (!devices) return make_error(devices.error());
+  LINS_ASSIGN_OR_RETURN(auto devices, cuda_device_count_probed());
   const int ranks_here = node_place(comm).ranks;
   // Every rank must take the same backend: nccl only where every host has a device for each of its ranks.
-  int mine[2] = {*devices > 0, *devices >= ranks_here}, all[2] = {0, 0};
+  int mine[2] = {devices > 0, devices >= ranks_here}, all[2] = {0, 0};
   MPI_CHECK(MPI_Allreduce(mine, all, 2, MPI_INT, MPI_LAND, comm));
   if (all[0] && all[1]) return Backend::nccl;
   int rank = 0, any_gpu = 0;
@@ -77,30 +76,28 @@ Result<Backend> default_backend(MPI_Comm comm) {
     std::printf(
         "# --backend auto: mpi, not nccl: NCCL runs one rank per GPU and a host runs more ranks than it has "
         "GPUs (this host: %d ranks, %d GPUs)\n",
-        ranks_here, *devices);
+        ranks_here, devices);
   return Backend::mpi;
 }
 
 Result<Backend> parse_backend(std::string_view text) {
-  auto b = kBackendNames.parse(text);
-  if (!b) return make_error(b.error());
-  switch (*b) {
+  LINS_ASSIGN_OR_RETURN(auto b, kBackendNames.parse(text));
+  switch (b) {
     case Backend::mpi:
-      return *b;
+      return b;
     case Backend::nccl:
       if (auto plugin = gpu_plugin(); !plugin)
         return make_error("backend 'nccl' is not available: " + plugin.error() + "; use --backend mpi");
-      return *b;
+      return b;
   }
-  return *b;
+  return b;
 }
 
 Result<std::unique_ptr<Communicator>> make_communicator(Backend backend, MPI_Comm comm, std::string name, Axis axis,
                                                         const CommOptions& options) {
   if (backend == Backend::mpi) {
-    auto c = MpiCommunicator::create(comm, std::move(name), axis, options.mpi);
-    if (!c) return make_error(c.error());
-    return std::unique_ptr<Communicator>(std::move(*c));
+    LINS_ASSIGN_OR_RETURN(auto c, MpiCommunicator::create(comm, std::move(name), axis, options.mpi));
+    return std::unique_ptr<Communicator>(std::move(c));
   }
   auto plugin = gpu_plugin();
   if (!plugin) return make_error("backend 'nccl' is not available: " + plugin.error() + "; use the mpi backend");
@@ -109,9 +106,8 @@ Result<std::unique_ptr<Communicator>> make_communicator(Backend backend, MPI_Com
 
 Result<std::unique_ptr<Communicator>> make_communicator(std::string_view backend, MPI_Comm comm, std::string name,
                                                         Axis axis, const CommOptions& options) {
-  auto b = parse_backend(backend);
-  if (!b) return make_error(b.error());
-  return make_communicator(*b, comm, std::move(name), axis, options);
+  LINS_ASSIGN_OR_RETURN(auto b, parse_backend(backend));
+  return make_communicator(b, comm, std::move(name), axis, options);
 }
 
 Result<std::unique_ptr<Communicator>> split_group(Communicator& world, const GroupSpec& g, const Topology& topo,
@@ -183,9 +179,8 @@ Result<std::unique_ptr<MeshComms>> make_mesh_comms(Backend backend, MPI_Comm wor
   out->backend_ = backend;
   out->plan_ = plan;
   out->topo_ = topo;
-  auto w = make_communicator(backend, world, "world", topo.nodes > 1 ? Axis::inter : Axis::intra, options);
-  if (!w) return make_error(w.error());
-  out->world_ = std::move(*w);
+  LINS_ASSIGN_OR_RETURN(
+      out->world_, make_communicator(backend, world, "world", topo.nodes > 1 ? Axis::inter : Axis::intra, options));
   out->rank_ = out->world_->rank();
   for (int r = 0; r < kGroupRoleCount; ++r) {
     const auto role = static_cast<GroupRole>(r);

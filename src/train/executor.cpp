@@ -97,12 +97,11 @@ Status Executor::Impl::make_communicators(Communicator* world) {
   const int pairs = streams * kGroupRoleCount;
   std::vector<float> used(static_cast<std::size_t>(pairs), 0.0f);
   for (const auto& op : sched->ops) used[static_cast<std::size_t>(op.stream * kGroupRoleCount + int(op.role))] = 1.0f;
-  auto buf = be->allocate(int64_t(pairs) * 4, MemCategory::buffer, /*zero=*/false);
-  if (!buf) return make_error(buf.error());
-  be->upload(buf->data(), used.data(), int64_t(pairs) * 4);
-  Request r = world->all_reduce(buf->data(), buf->data(), pairs, DType::fp32);
+  LINS_ASSIGN_OR_RETURN(auto buf, be->allocate(int64_t(pairs) * 4, MemCategory::buffer, /*zero=*/false));
+  be->upload(buf.data(), used.data(), int64_t(pairs) * 4);
+  Request r = world->all_reduce(buf.data(), buf.data(), pairs, DType::fp32);
   r.wait();
-  be->download(used.data(), buf->data(), int64_t(pairs) * 4);
+  be->download(used.data(), buf.data(), int64_t(pairs) * 4);
   std::vector<std::shared_ptr<CommStream>> stream_objects(static_cast<std::size_t>(streams));
   std::vector<Communicator*> table(static_cast<std::size_t>(pairs), nullptr);
   for (int s = 0; s < streams; ++s) {
@@ -171,9 +170,7 @@ Status Executor::Impl::allocate_states() {
   p_local = std::move(*p), g_acc = std::move(*g), master = std::move(*ms), mom = std::move(*mm);
   var = std::move(*vv);
   if (sched->transient_grads) {
-    auto b = alloc_state(L.local_elems, MemCategory::buffer);
-    if (!b) return make_error(b.error());
-    g_mb = std::move(*b);
+    LINS_ASSIGN_OR_RETURN(g_mb, alloc_state(L.local_elems, MemCategory::buffer));
   }
   grad_full.resize(static_cast<std::size_t>(n_mod));
   grad_full_left.assign(static_cast<std::size_t>(n_mod), 0);
@@ -186,9 +183,7 @@ Status Executor::Impl::allocate_states() {
   for (const auto& msh : L.modules) most = std::max(most, msh.padded_elems);
   DeviceBuffer scratch;
   if (mixed() || !sched->persistent_modules.empty()) {
-    auto b = alloc_f32(most, MemCategory::buffer, /*zero=*/false);
-    if (!b) return make_error(b.error());
-    scratch = std::move(*b);
+    LINS_ASSIGN_OR_RETURN(scratch, alloc_f32(most, MemCategory::buffer, /*zero=*/false));
   }
   for (const auto& msh : L.modules) {
     float* dst = mixed() ? scratch.f32() : p_local.f32() + msh.local_offset;
@@ -197,9 +192,8 @@ Status Executor::Impl::allocate_states() {
   }
   for (int m : sched->persistent_modules) {
     const ModuleShard& msh = shard_of(m);
-    auto b = alloc_state(msh.padded_elems, MemCategory::buffer, /*zero=*/false);
-    if (!b) return make_error(b.error());
-    persistent[static_cast<std::size_t>(m)] = std::move(*b);
+    LINS_ASSIGN_OR_RETURN(persistent[static_cast<std::size_t>(m)],
+                          alloc_state(msh.padded_elems, MemCategory::buffer, /*zero=*/false));
     model->init_module_range(m, 0, msh.padded_elems, scratch.f32(), opt.seed);
     be->convert(scratch.f32(), DType::fp32, persistent[static_cast<std::size_t>(m)].data(), sd, msh.padded_elems,
                 false);
@@ -217,9 +211,8 @@ Status Executor::Impl::allocate_states() {
 Result<const void*> Executor::Impl::compute_params(int m, const void* src, int64_t elems) {
   const DType cd = be->compute_dtype();
   if (cd == sd) return src;
-  auto b = be->allocate(elems * dtype_bytes(cd), MemCategory::buffer, /*zero=*/false);
-  if (!b) return make_error(b.error());
-  params_compute[static_cast<std::size_t>(m)] = std::move(*b);
+  LINS_ASSIGN_OR_RETURN(params_compute[static_cast<std::size_t>(m)],
+                        be->allocate(elems * dtype_bytes(cd), MemCategory::buffer, /*zero=*/false));
   be->convert(src, sd, params_compute[static_cast<std::size_t>(m)].data(), cd, elems, false);
   return static_cast<const void*>(params_compute[static_cast<std::size_t>(m)].data());
 }
@@ -270,12 +263,10 @@ void Executor::Impl::after_task(int task, int m) {
 Status Executor::Impl::forward_module(int mb, int m, int task_index) {
   (void)mb;
   int64_t elems = 0;
-  auto params = task_params(task_index, m, &elems);
-  if (!params) return make_error(params.error());
+  LINS_ASSIGN_OR_RETURN(auto params, task_params(task_index, m, &elems));
   Event e0 = be->record_event();
-  auto p = compute_params(m, *params, elems);
-  if (!p) return make_error(p.error());
-  if (auto s = model->forward(m, *p); !s) return s;
+  LINS_ASSIGN_OR_RETURN(auto p, compute_params(m, params, elems));
+  if (auto s = model->forward(m, p); !s) return s;
   Event e1 = pace(task_index, e0);
   spans.push_back(Span{std::move(e0), std::move(e1), Section::forward,
                        "forward " + spec->modules[static_cast<std::size_t>(m)].name});
@@ -285,8 +276,7 @@ Status Executor::Impl::forward_module(int mb, int m, int task_index) {
 
 Status Executor::Impl::backward_module(int mb, int m, int task_index) {
   int64_t elems = 0;
-  auto params = task_params(task_index, m, &elems);
-  if (!params) return make_error(params.error());
+  LINS_ASSIGN_OR_RETURN(auto params, task_params(task_index, m, &elems));
   const ModuleShard& msh = shard_of(m);
   // Where the module's gradient goes: a whole-module buffer that an op reads, else the transient buffer or G itself
   // (accumulated over micro-batches). With bf16 storage the backward writes an fp32 scratch that is then rounded into
@@ -298,24 +288,20 @@ Status Executor::Impl::backward_module(int mb, int m, int task_index) {
     if (!grad_full[static_cast<std::size_t>(m)].empty())
       return make_error("executor: the backward of " + spec->modules[static_cast<std::size_t>(m)].name +
                         " runs while the previous micro-batch's gradient of it is still being reduced");
-    auto g = alloc_state(msh.padded_elems, MemCategory::buffer, /*zero=*/!mixed());
-    if (!g) return make_error(g.error());
-    grad_full[static_cast<std::size_t>(m)] = std::move(*g);
+    LINS_ASSIGN_OR_RETURN(grad_full[static_cast<std::size_t>(m)],
+                          alloc_state(msh.padded_elems, MemCategory::buffer, /*zero=*/!mixed()));
     grad_full_left[static_cast<std::size_t>(m)] = readers;
   }
   void* grad_dst = to_full ? grad_full[static_cast<std::size_t>(m)].data()
                            : at(sched->transient_grads ? g_mb : g_acc, msh.local_offset);
   DeviceBuffer grad_scratch;
   if (mixed()) {
-    auto g = alloc_f32(grad_elems, MemCategory::buffer);
-    if (!g) return make_error(g.error());
-    grad_scratch = std::move(*g);
+    LINS_ASSIGN_OR_RETURN(grad_scratch, alloc_f32(grad_elems, MemCategory::buffer));
   }
   Event e0 = be->record_event();
-  auto p = compute_params(m, *params, elems);
-  if (!p) return make_error(p.error());
+  LINS_ASSIGN_OR_RETURN(auto p, compute_params(m, params, elems));
   float* grads = mixed() ? grad_scratch.f32() : static_cast<float*>(grad_dst);
-  if (auto s = model->backward(m, *p, grads); !s) return s;
+  if (auto s = model->backward(m, p, grads); !s) return s;
   if (mixed()) be->convert(grads, DType::fp32, grad_dst, sd, grad_elems, /*accumulate=*/!to_full);
   Event e1 = pace(task_index, e0);
   spans.push_back(Span{std::move(e0), std::move(e1), Section::backward,
@@ -575,19 +561,18 @@ Result<std::unique_ptr<Executor>> Executor::create(const ModelSpec& model, const
   if ((options.device_flops_per_s > 0 || options.device_bytes_per_s > 0) && backend.native_stream() != nullptr)
     return make_error(
         "executor: pacing to an emulated device rate needs a synchronous (CPU) backend; a GPU keeps its own time");
-  auto sched = build_schedule(model, plan, topo,
-                              schedule_options(options.micro_batches, options.bucket_bytes, options.state_dtype,
-                                               options.engine, options.overlap, /*expand=*/true, rank));
-  if (!sched) return make_error(sched.error());
+  LINS_ASSIGN_OR_RETURN(
+      auto sched, build_schedule(model, plan, topo,
+                                 schedule_options(options.micro_batches, options.bucket_bytes, options.state_dtype,
+                                                  options.engine, options.overlap, /*expand=*/true, rank)));
   std::unique_ptr<Executor> ex(new Executor());
-  ex->sched_ = std::move(*sched);
+  ex->sched_ = std::move(sched);
   ModelOptions mo;
   mo.seq = options.seq;
   mo.micro_batch_size = options.micro_batch_size;
   mo.recompute = options.recompute;
-  auto lm = LlamaModel::create(model, backend, mo);
-  if (!lm) return make_error(lm.error());
-  ex->model_ = std::make_unique<LlamaModel>(std::move(*lm));
+  LINS_ASSIGN_OR_RETURN(auto lm, LlamaModel::create(model, backend, mo));
+  ex->model_ = std::make_unique<LlamaModel>(std::move(lm));
   ex->impl_ = std::make_unique<Impl>();
   Impl& im = *ex->impl_;
   im.spec = &model;

@@ -64,9 +64,7 @@ Status Executor::Impl::issue(int i) {
 Status Executor::Impl::allocate_held(int i, Flight& f) {
   const OpHold& h = op_holds[static_cast<std::size_t>(i)];
   if (h.in_place()) return {};
-  auto buf = alloc_state(h.elems, MemCategory::buffer, /*zero=*/false);
-  if (!buf) return make_error(buf.error());
-  f.buf = std::move(*buf);
+  LINS_ASSIGN_OR_RETURN(f.buf, alloc_state(h.elems, MemCategory::buffer, /*zero=*/false));
   return {};
 }
 

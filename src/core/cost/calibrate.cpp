@@ -70,9 +70,7 @@ Json Calibration::to_json() const {
 }
 
 Result<Calibration> calibrate_from_step_text(std::string_view text, const std::string& where) {
-  auto table = CsvTable::parse(text, where, "a `lins step` CSV");
-  if (!table) return make_error(table.error());
-  const CsvTable& t = *table;
+  LINS_ASSIGN_OR_RETURN(const CsvTable t, CsvTable::parse(text, where, "a `lins step` CSV"));
   LINS_TRY(t.require({"source", "engine", "model", "seq", "tokens", "world_size", "recompute", "forward_s",
                       "backward_s", "optimizer_s", "step_time_s", "exposed_comm_s", "micro_batches"}));
   std::map<std::string, std::vector<Sample>> by_engine;
@@ -118,16 +116,15 @@ Result<Calibration> calibrate_from_step_csv(std::string_view paths) {
     const std::string path(
         paths.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start));
     if (!path.empty()) {
-      auto t = read_text_file(path);
-      if (!t) return make_error(t.error());
-      const std::size_t eol = t->find('\n');
-      const std::string h = t->substr(0, eol);
+      LINS_ASSIGN_OR_RETURN(auto t, read_text_file(path));
+      const std::size_t eol = t.find('\n');
+      const std::string h = t.substr(0, eol);
       if (header.empty()) {
-        header = h, text = *t;
+        header = h, text = t;
       } else if (h != header) {
         return make_error(path + ": its columns differ from " + names + "'s; calibrate from step CSVs of one version");
       } else if (eol != std::string::npos) {
-        text += t->substr(eol + 1);
+        text += t.substr(eol + 1);
       }
       names += (names.empty() ? "" : ",") + path;
     }

@@ -43,15 +43,13 @@ Result<ComputeModel> parse_compute_model(const ParsedArgs& args, double peak_tfl
     m.sustained_flops_per_s = *v * 1e12;
     m.rate_source = "given by --sustained-tflops";
   } else if (args.has("calibrate")) {
-    auto v = calibrate_from_step_csv(args.get("calibrate"));
-    if (!v) return make_error(v.error());
-    m.sustained_flops_per_s = v->all.flops_per_s;
+    LINS_ASSIGN_OR_RETURN(auto v, calibrate_from_step_csv(args.get("calibrate")));
+    m.sustained_flops_per_s = v.all.flops_per_s;
     m.rate_source = "calibrated per engine from " + args.get("calibrate") + " (see calibration)";
-    m.calibration = std::move(*v);
+    m.calibration = std::move(v);
     if (args.has("calibrate-as")) {
-      auto e = kEngineNames.parse(args.get("calibrate-as"), "--calibrate-as");
-      if (!e) return make_error(e.error());
-      const std::string name = engine_name(*e);
+      LINS_ASSIGN_OR_RETURN(auto e, kEngineNames.parse(args.get("calibrate-as"), "--calibrate-as"));
+      const std::string name = engine_name(e);
       if (!m.calibration->engine.count(name))
         return make_error("--calibrate-as " + name + ": the calibration rows have no measured row of that engine");
       m.calibration_as = name;

@@ -236,11 +236,10 @@ CostModel::CostModel(AlphaBeta network, std::shared_ptr<const NetworkCostModel> 
     : net_(std::move(network)), network_model_(std::move(model)), profile_(std::move(profile)) {}
 
 Result<CostModel> CostModel::make(const NetworkSpec& net, NetworkModel model, std::optional<BandwidthProfile> profile) {
-  auto m = make_network_model(model, net);
-  if (!m) return make_error(m.error());
+  LINS_ASSIGN_OR_RETURN(auto m, make_network_model(model, net));
   CostModel c(alpha_beta_of(net));
   c.model_ = model;
-  c.network_model_ = std::move(*m);
+  c.network_model_ = std::move(m);
   c.profile_ = std::move(profile);
   c.contention_ = net.contention;
   return c;

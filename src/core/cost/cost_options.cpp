@@ -54,9 +54,7 @@ Result<CostModel> parse_cost_model(const ParsedArgs& args, int gpus_per_node) {
   const std::string model_text = args.get("network-model");
   NetworkModel model = net->has_gpu() ? NetworkModel::nccl : NetworkModel::alpha_beta;
   if (model_text != "auto") {
-    auto m = kNetworkModelNames.parse(model_text, "--network-model", {"auto"});
-    if (!m) return make_error(m.error());
-    model = *m;
+    LINS_ASSIGN_OR_RETURN(model, kNetworkModelNames.parse(model_text, "--network-model", {"auto"}));
   }
   std::optional<BandwidthProfile> profile;
   std::string sources;
@@ -67,15 +65,14 @@ Result<CostModel> parse_cost_model(const ParsedArgs& args, int gpus_per_node) {
     sources = path;
   }
   for (const auto& item : split(args.get("nccl-tests"), ',', /*keep_empty=*/false)) {
-    auto a = parse_nccl_tests_arg(item);
-    if (!a) return make_error(a.error());
+    LINS_ASSIGN_OR_RETURN(auto a, parse_nccl_tests_arg(item));
     BandwidthProfile measured;
-    auto imported = load_nccl_tests(a->path, a->mesh, &measured);
+    auto imported = load_nccl_tests(a.path, a.mesh, &measured);
     if (!imported) return make_error("--nccl-tests: " + imported.error());
     if (!profile) profile = BandwidthProfile();
     profile->merge(measured);
     for (const auto& r : imported->rejected) profile->add_note(r);
-    sources += (sources.empty() ? "" : ", ") + a->path + " (" + coll_kind_name(imported->op) + " " +
+    sources += (sources.empty() ? "" : ", ") + a.path + " (" + coll_kind_name(imported->op) + " " +
                imported->mesh.to_string() + ")";
   }
   if (profile) profile->set_source(sources);
@@ -106,21 +103,17 @@ std::vector<OptionSpec> memory_reserve_options() {
 
 Result<MemoryReserve> parse_memory_reserve(const ParsedArgs& args) {
   MemoryReserve r;
-  auto context = args.get_memory_size("reserve-context");
-  if (!context) return make_error(context.error());
-  auto cublas = args.get_memory_size("reserve-cublas");
-  if (!cublas) return make_error(cublas.error());
-  auto nccl = args.get_memory_size("reserve-nccl");
-  if (!nccl) return make_error(nccl.error());
-  auto frag = args.get_double("reserve-fragmentation");
-  if (!frag) return make_error(frag.error());
-  if (!(*frag >= 0 && *frag <= 1))
+  LINS_ASSIGN_OR_RETURN(auto context, args.get_memory_size("reserve-context"));
+  LINS_ASSIGN_OR_RETURN(auto cublas, args.get_memory_size("reserve-cublas"));
+  LINS_ASSIGN_OR_RETURN(auto nccl, args.get_memory_size("reserve-nccl"));
+  LINS_ASSIGN_OR_RETURN(auto frag, args.get_double("reserve-fragmentation"));
+  if (!(frag >= 0 && frag <= 1))
     return make_error("--reserve-fragmentation " + args.get("reserve-fragmentation") +
                       " is not a fraction; valid: 0 to 1 (0.05 = 5% of the counted tensors)");
-  r.cuda_context_bytes = double(*context);
-  r.cublas_workspace_bytes = double(*cublas);
-  r.nccl_bytes_per_communicator = double(*nccl);
-  r.fragmentation_fraction = *frag;
+  r.cuda_context_bytes = double(context);
+  r.cublas_workspace_bytes = double(cublas);
+  r.nccl_bytes_per_communicator = double(nccl);
+  r.fragmentation_fraction = frag;
   return r;
 }
 

@@ -54,9 +54,8 @@ std::unique_ptr<NetworkCostModel> make_alpha_beta_model(const AlphaBeta& net) {
 }
 
 Result<std::unique_ptr<NetworkCostModel>> make_nccl_network_model(const NetworkSpec& net) {
-  auto n = NcclModel::make(net);
-  if (!n) return make_error(n.error());
-  return std::unique_ptr<NetworkCostModel>(std::make_unique<NcclNetworkModel>(std::move(*n), alpha_beta_of(net)));
+  LINS_ASSIGN_OR_RETURN(auto n, NcclModel::make(net));
+  return std::unique_ptr<NetworkCostModel>(std::make_unique<NcclNetworkModel>(std::move(n), alpha_beta_of(net)));
 }
 
 Result<std::unique_ptr<NetworkCostModel>> make_network_model(NetworkModel model, const NetworkSpec& net) {

@@ -416,9 +416,7 @@ Result<NetworkSpec> parse_network_spec(std::string_view text, const std::string&
   for (const auto& [line_no, key, value] : entries) {
     const std::string at = where + ":" + std::to_string(line_no) + ": ";
     if (key == "contention" && value->is_table()) {
-      auto c = parse_contention_table(*value->as_table(), where);
-      if (!c) return make_error(c.error());
-      s.contention = std::move(*c);
+      LINS_ASSIGN_OR_RETURN(s.contention, parse_contention_table(*value->as_table(), where));
       continue;
     }
     const Key* k = find_key(key);
@@ -485,9 +483,8 @@ Result<Contention> load_contention(const std::string& path) {
                       ": no [contention] table (write one with `lins comm --contention FILE`; its keys are in "
                       "docs/cost-model.md)");
   if (doc.table().size() > 1) {  // a network file: read whole, so that its other keys are checked too
-    auto net = parse_network_spec(text, path);
-    if (!net) return make_error(net.error());
-    return net->contention;
+    LINS_ASSIGN_OR_RETURN(auto net, parse_network_spec(text, path));
+    return net.contention;
   }
   return parse_contention_table(*table->as_table(), path);
 }

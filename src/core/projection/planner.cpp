@@ -135,17 +135,16 @@ void sized_as_simulated(MemoryEstimate& m, const Workload& w, const Topology& to
 
 Result<PlanEvaluation> evaluate_plan(const Workload& w, const Topology& topo, const Plan& plan, const CostModel& cost,
                                      const PlannerOptions& opt) {
-  auto s = build_schedule(
-      w.model, plan, topo,
-      schedule_options(w.micro_batches, opt.bucket_bytes, opt.dtype, opt.engine, opt.overlap, /*expand=*/false));
-  if (!s) return make_error(s.error());
+  LINS_ASSIGN_OR_RETURN(auto s, build_schedule(w.model, plan, topo,
+                                               schedule_options(w.micro_batches, opt.bucket_bytes, opt.dtype,
+                                                                opt.engine, opt.overlap, /*expand=*/false)));
   PlanEvaluation e;
   e.plan = plan;
   e.baseline = plan.engine != Engine::lins;
-  e.memory = estimate_memory(*s, w, opt.state_bytes, MemoryOf::worst_rank);
-  add_memory_reserve(e.memory, *s, opt.reserve);
-  cost.price_both(*s, &e.isolated, &e.shared);
-  for (const auto& op : s->ops)
+  e.memory = estimate_memory(s, w, opt.state_bytes, MemoryOf::worst_rank);
+  add_memory_reserve(e.memory, s, opt.reserve);
+  cost.price_both(s, &e.isolated, &e.shared);
+  for (const auto& op : s.ops)
     (op.axis() == Axis::inter ? e.inter_message_bytes : e.intra_message_bytes) += double(op.bytes()) * op.repeat;
   if (opt.objective == Objective::step || opt.rank_both) {
     ProjectionSetup setup;

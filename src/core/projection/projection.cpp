@@ -53,20 +53,19 @@ std::vector<double> price_ops(const Schedule& s, const CostModel& cost, Pricing 
 
 Result<PlanProjection> project_plan(const ProjectionSetup& setup, const Workload& w, const Topology& topo,
                                     const Plan& plan, std::vector<TraceEvent>* trace) {
-  auto sched =
-      build_schedule(w.model, plan, topo,
-                     schedule_options(w.micro_batches, setup.bucket_bytes, setup.dtype, setup.engine, setup.overlap));
-  if (!sched) return make_error(sched.error());
+  LINS_ASSIGN_OR_RETURN(auto sched, build_schedule(w.model, plan, topo,
+                                                   schedule_options(w.micro_batches, setup.bucket_bytes, setup.dtype,
+                                                                    setup.engine, setup.overlap)));
   PlanProjection out;
-  out.memory = estimate_memory(*sched, w, setup.state_bytes);
-  add_memory_reserve(out.memory, *sched, setup.reserve);
+  out.memory = estimate_memory(sched, w, setup.state_bytes);
+  add_memory_reserve(out.memory, sched, setup.reserve);
   const Contention& contention = setup.cost->contention();
   std::vector<double> latency_s;
   const std::vector<double> op_s =
-      price_ops(*sched, *setup.cost, setup.pricing, &w.model, setup.host, contention.any() ? &latency_s : nullptr);
-  out.step = project_step(*sched, w.model, w.seq, w.micro_batch_size, w.recompute, setup.compute.rates_for(plan.engine),
+      price_ops(sched, *setup.cost, setup.pricing, &w.model, setup.host, contention.any() ? &latency_s : nullptr);
+  out.step = project_step(sched, w.model, w.seq, w.micro_batch_size, w.recompute, setup.compute.rates_for(plan.engine),
                           op_s, trace, setup.host, &contention, &latency_s);
-  out.schedule = std::move(*sched);
+  out.schedule = std::move(sched);
   return out;
 }
 

@@ -45,9 +45,7 @@ std::string action_log_csv(const Schedule& s, const ModelSpec& model, const std:
 }
 
 Result<ActionLog> parse_action_log(std::string_view text, const std::string& where) {
-  auto table = CsvTable::parse(text, where, "the action log of `lins step --trace`");
-  if (!table) return make_error(table.error());
-  const CsvTable& t = *table;
+  LINS_ASSIGN_OR_RETURN(const CsvTable t, CsvTable::parse(text, where, "the action log of `lins step --trace`"));
   LINS_TRY(t.require({"step", "position", "action", "index", "carried", "stream", "after", "next_step", "label",
                       "start_s", "end_s", "exec_start_s", "exec_end_s"}));
   ActionLog log;
@@ -55,9 +53,7 @@ Result<ActionLog> parse_action_log(std::string_view text, const std::string& whe
     const std::string at = t.at(r);
     LINS_TRY(t.check_width(r));
     auto number = [&](const char* name, double* out) -> Status {
-      auto v = t.number(r, name);
-      if (!v) return make_error(v.error());
-      *out = *v;
+      LINS_ASSIGN_OR_RETURN(*out, t.number(r, name));
       return {};
     };
     ActionLog::Row row;

@@ -127,9 +127,8 @@ Result<std::string> read_text_file(const std::string& path) {
 }
 
 Result<std::vector<CsvRecord>> read_csv_file(const std::string& path) {
-  auto text = read_text_file(path);
-  if (!text) return make_error(text.error());
-  return parse_csv(*text, path);
+  LINS_ASSIGN_OR_RETURN(auto text, read_text_file(path));
+  return parse_csv(text, path);
 }
 
 Result<CsvWriter> CsvWriter::open(const std::string& path, std::vector<std::string> columns, bool resume) {
@@ -271,17 +270,16 @@ Result<CsvTable> CsvTable::parse(std::string_view text, const std::string& where
     if (!comment) kept += line;
     kept += '\n';
   }
-  auto records = parse_csv(kept, where);
-  if (!records) return make_error(records.error());
-  if (records->empty()) return make_error(where + ": empty (expected " + expected + ")");
-  for (CsvRecord& r : *records)
+  LINS_ASSIGN_OR_RETURN(auto records, parse_csv(kept, where));
+  if (records.empty()) return make_error(where + ": empty (expected " + expected + ")");
+  for (CsvRecord& r : records)
     for (std::string& f : r.fields) f = trim(f);
   CsvTable t;
   t.where_ = where;
   t.expected_ = std::move(expected);
-  t.header_line_ = records->front().line;
-  t.header_ = std::move(records->front().fields);
-  t.rows_.assign(std::make_move_iterator(records->begin() + 1), std::make_move_iterator(records->end()));
+  t.header_line_ = records.front().line;
+  t.header_ = std::move(records.front().fields);
+  t.rows_.assign(std::make_move_iterator(records.begin() + 1), std::make_move_iterator(records.end()));
   return t;
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <variant>
 
@@ -57,3 +58,20 @@ class [[nodiscard]] Status {
   do {                                                                                     \
     if (auto lins_try_ = (expr); !lins_try_) return ::lins::make_error(lins_try_.error()); \
   } while (0)
+
+// Evaluates a Result expression once; on an error returns it from the enclosing function as LINS_TRY does, else moves
+// its value into lhs, a new variable or one that exists:
+//   LINS_ASSIGN_OR_RETURN(auto text, read_text_file(path));
+//   LINS_ASSIGN_OR_RETURN(o.steps, a.get_positive_int("steps"));
+// It expands to more than one statement and declares lhs in the enclosing block, so it cannot be the whole body of an
+// if or a loop (write the braces). lhs must not hold a comma; the expression may.
+#define LINS_ASSIGN_OR_RETURN(lhs, ...) \
+  LINS_ASSIGN_OR_RETURN_IMPL_(LINS_RESULT_CONCAT_(lins_assign_or_return_, __COUNTER__), lhs, __VA_ARGS__)
+#define LINS_ASSIGN_OR_RETURN_IMPL_(result, lhs, ...)                                  \
+  auto result = (__VA_ARGS__);                                                         \
+  static_assert(!std::is_same_v<decltype(result), ::lins::Status>,                     \
+                "LINS_ASSIGN_OR_RETURN takes a Result<T>; use LINS_TRY for a Status"); \
+  if (!result) return ::lins::make_error(result.error());                              \
+  lhs = std::move(result).value()
+#define LINS_RESULT_CONCAT_(a, b) LINS_RESULT_CONCAT_INNER_(a, b)
+#define LINS_RESULT_CONCAT_INNER_(a, b) a##b

@@ -84,12 +84,11 @@ Result<std::uint64_t> parse_memory_size(std::string_view text, std::string_view 
 }
 
 Result<int> parse_positive_int(std::string_view text, std::string_view what) {
-  auto size = parse_size(text, what);
-  if (!size) return make_error(size.error());
-  if (*size == 0) return make_error(std::string(what) + " must be at least 1, got " + quoted(text));
-  if (*size > static_cast<std::uint64_t>(std::numeric_limits<int>::max()))
+  LINS_ASSIGN_OR_RETURN(auto size, parse_size(text, what));
+  if (size == 0) return make_error(std::string(what) + " must be at least 1, got " + quoted(text));
+  if (size > static_cast<std::uint64_t>(std::numeric_limits<int>::max()))
     return make_error(std::string(what) + ": " + quoted(text) + " is too large (at most 2147483647)");
-  return static_cast<int>(*size);
+  return static_cast<int>(size);
 }
 
 Result<double> parse_nonnegative_double(std::string_view text, std::string_view what) {

@@ -94,9 +94,8 @@ std::vector<Case> golden_cases() {
 }
 
 Result<Schedule> build_case(const Case& c, Overlap overlap, std::string* engine = nullptr) {
-  auto plan = parse_plan(c.plan, kTopo);
-  if (!plan) return make_error(plan.error());
-  if (engine) *engine = engine_name(plan->engine);
+  LINS_ASSIGN_OR_RETURN(auto plan, parse_plan(c.plan, kTopo));
+  if (engine) *engine = engine_name(plan.engine);
   ScheduleOptions o;
   o.micro_batches = kMicroBatches;
   o.bucket_bytes = golden_engine_options().bucket_bytes;
@@ -104,7 +103,7 @@ Result<Schedule> build_case(const Case& c, Overlap overlap, std::string* engine 
   o.overlap = overlap;
   o.engine = golden_engine_options();
   o.engine.ds_overlap_comm = c.overlap_comm;
-  return build_schedule(make_model_preset("tiny").value(), *plan, kTopo, o);
+  return build_schedule(make_model_preset("tiny").value(), plan, kTopo, o);
 }
 
 // The golden files write a task as a letter (F, B, A, ...), not as kTaskKindNames' words: the letters are written here.
