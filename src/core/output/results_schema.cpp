@@ -6,7 +6,8 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "core/cost/cost_model.h"    // kProfileHeader
+#include "core/cost/cost_model.h"  // kProfileHeader
+#include "core/output/model_schema.h"
 #include "core/schedule/schedule.h"  // kPurposeNames
 #include "core/util/json.h"
 #include "core/util/text.h"
@@ -209,6 +210,8 @@ std::string output_schemas_json() {
         {"columns", plain(comm_csv_columns(), {"op", "backend", "dtype", "group"})}}},
       {"profile", {{"writer", "lins comm --profile FILE"}, {"columns", plain(profile, {"op"})}}},
       {"collectives", collectives_json()},
+      {"models", model_presets_json()},
+      {"flops_per_token", flops_per_token_json()},
   };
   return json_dump(all, 2) + "\n";
 }

@@ -136,7 +136,8 @@ std::vector<std::string> comm_csv_columns();
 // has none (counts, flags, text).
 std::string column_unit(const std::string& name);
 // Every table above as JSON: {"step": {"columns": [{"name", "unit", "type", "help"}...]}, "plan": ..., "comm": ...,
-// "profile": ...}. Written by `lins schema`.
+// "profile": ...}, the collective table, and the model presets and FLOPs formula (model_schema.h). Written by
+// `lins schema`.
 std::string output_schemas_json();
 
 // One row of a CSV table, filled by column name (an unknown name is a programming error and aborts with its name),
