@@ -1,7 +1,7 @@
 // The one place that defines the columns of every table lins writes: the step CSV (`lins step` measures, `lins
 // simulate` projects), the plan CSV (`lins plan --csv`), the collective CSV (`lins comm --csv`) and the bandwidth
-// profile (`lins comm --profile`). `lins schema` prints them with their units as JSON; the analysis loads that file
-// (analysis/lins_analysis/schema.json) instead of keeping lists of its own.
+// profile (`lins comm --profile`). `lins schema` prints them with their units as JSON; the Python packages load that
+// output (analysis/lins_schema/schema.json) instead of keeping lists of their own.
 #pragma once
 
 #include <cstdint>
