@@ -1,11 +1,11 @@
-#!/usr/bin/env python3
 """Projected against measured step times of the same configurations: reads the measured `lins step` CSVs and the
 `lins simulate` CSVs made for their exact configurations (scripts/validate-projection.sh) and prints, per run and
 strategy, the measured step time (mean over timed steps of the slowest rank), the projected one and the error, and the
 same for its two parts: compute (forward + backward + optimizer, and in projected rows the compute's contention
 slowdown, contention_compute_s) and exposed communication. A run may be projected twice, without contention (--before)
 and with it (--pair): both are compared. The summary gives the worst |error| per strategy and node count, before and
-after; --csv writes the rows, --summary the summary as Markdown."""
+after; --csv writes the rows, --summary the summary as Markdown.
+Run as python3 -m lins_analysis.validate_projection, or analysis/validate_projection.py."""
 
 import argparse
 import re

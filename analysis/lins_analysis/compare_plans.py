@@ -1,18 +1,17 @@
-#!/usr/bin/env python3
 """The planner's choice against every plan measured: reads a `lins step` CSV in which the strategies are `lins` (the
 planner's choice) and every legal plan as a 6-tuple (and, optionally, the baselines), and the `lins plan --csv` table
 of the same setup; prints each plan's measured step time (mean over timed steps of the slowest rank), its rank by
 measurement and in the plan table, and whether each planner's choice is the fastest measured plan that fits the
-planner's memory limit, or how far from it. Used for Table IV on the emulated cluster (jobs/cluster_experiments.sh)."""
+planner's memory limit, or how far from it. Used for Table IV on the emulated cluster (jobs/cluster_experiments.sh).
+Run as python3 -m lins_analysis.compare_plans, or analysis/compare_plans.py."""
 
 import argparse
 import sys
 
 import pandas as pd
 
-sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from lins_analysis.load import read_csv, read_step_csv  # noqa: E402
-from lins_analysis.style import markdown_table  # noqa: E402
+from lins_analysis.load import read_csv, read_step_csv
+from lins_analysis.style import markdown_table
 
 
 def compare(step_csv, plan_csv=None):

@@ -1,7 +1,7 @@
-#!/usr/bin/env python3
 """The paper's 1024-GPU table under several labelled projections: reads `lins simulate` CSVs (each made with its own
 --label, scripts/paper-projections.sh) and prints, per model, one row per projection with each strategy's MFU (or
-"oom"), and the paper's values read off its Fig. 11 beside them. --markdown prints a Markdown table."""
+"oom"), and the paper's values read off its Fig. 11 beside them. --markdown prints a Markdown table.
+Run as python3 -m lins_analysis.projections_table, or analysis/projections_table.py."""
 
 import argparse
 

@@ -1,6 +1,7 @@
 """Draws every figure and table of the paper that the data allows, and says which ones lacked data and why.
 
-usage: /usr/bin/python3 analysis/make_figures.py --data DIR [--data DIR ...] --out DIR [--only fig11,fig3]
+usage: python3 -m lins_analysis.make_figures --data DIR [--data DIR ...] --out DIR [--only fig11,fig3]
+       (or, from a checkout, python3 analysis/make_figures.py with the same arguments)
 DIR is searched recursively for step CSVs (lins step / lins simulate), bandwidth profiles (lins comm --profile),
 plan tables (lins plan --csv) and traces (lins step --trace). Exit status: 0 when at least one figure was drawn,
 1 when none could be, 2 on bad arguments.
@@ -11,12 +12,9 @@ import os
 import sys
 import warnings
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from lins_analysis import NoData  # noqa: E402
-from lins_analysis import (comm_model, fig2, fig3, fig11, fig12, fig13, fig16_17, table4, table5,  # noqa: E402
-                           timeline)
-from lins_analysis.load import load  # noqa: E402
+from lins_analysis import NoData
+from lins_analysis import comm_model, fig2, fig3, fig11, fig12, fig13, fig16_17, table4, table5, timeline
+from lins_analysis.load import load
 
 # name -> (module, what it shows); the paper's order (docs/method.md, "Figures and tables"), then the figure the
 # paper lacks

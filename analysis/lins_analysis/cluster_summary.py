@@ -1,9 +1,8 @@
-#!/usr/bin/env python3
 """The tables of the emulated-cluster experiments (jobs/cluster_experiments.sh) as Markdown: the bus bandwidth of each
 collective inside and across nodes from the profiles (Fig. 3), step time and TGS of every strategy at each node count
 (Fig. 11/12, with Fig. 16/17's three series among them) and the Lins plan under each overlap mode (Table V). Medians
 over the timed steps of the slowest rank, as the figures draw them.
-Usage: analysis/cluster_summary.py [DATA] (default data/cluster)."""
+Usage: python3 -m lins_analysis.cluster_summary [DATA] (default data/cluster), or analysis/cluster_summary.py."""
 
 import glob
 import os
@@ -11,9 +10,8 @@ import sys
 
 import pandas as pd
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lins_analysis.load import read_csv, read_step_csv  # noqa: E402
-from lins_analysis.style import markdown_table  # noqa: E402
+from lins_analysis.load import read_csv, read_step_csv
+from lins_analysis.style import markdown_table
 
 
 def profile_table(data):
