@@ -133,6 +133,21 @@ def test_cli_draws_everything_from_fixtures_and_exits_1_on_empty(fixture_dir, tm
     assert r.stdout.count("NOT drawn") == len(FIGURE_NAMES)
 
 
+@pytest.mark.parametrize("name", ["make_figures", "cluster_summary", "compare_plans", "projections_table",
+                                  "validate_projection"])
+def test_checkout_scripts_run_without_an_install(name, repo, tmp_path):
+    """analysis/NAME.py runs lins_analysis.NAME from a checkout with nothing installed and no PYTHONPATH: Python puts
+    the script's folder, which holds the packages, on the path."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    # cluster_summary takes no options: an empty data folder gives its headings and "(no data)"
+    args, expect = ([str(tmp_path)], "(no data)") if name == "cluster_summary" else (["--help"], "usage")
+    # -s: without the user's site-packages, where scripts/install-deps.sh installs the packages
+    r = subprocess.run([sys.executable, "-s", os.path.join(repo, "analysis", f"{name}.py")] + args, env=env,
+                       cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert expect in r.stdout, r.stdout
+
+
 def test_fig2c_keeps_the_node_first_mesh_for_equal_gpu_counts(fixture_dir, tmp_path, captured):
     data = load(fixture_dir)
     extra = data.profiles[data.profiles["mesh_inter"] == 2].copy()  # 2x2 -> 1x4: same 4 GPUs, much faster

@@ -1,0 +1,12 @@
+#!/usr/bin/env python3
+"""For a checkout: runs lins_analysis.validate_projection, as
+    python3 -m lins_analysis.validate_projection
+does (see that module for what it does and its arguments). Python finds the package beside this file, or else the
+installed one (scripts/install-deps.sh)."""
+
+import sys
+
+from lins_analysis.validate_projection import main
+
+if __name__ == "__main__":
+    sys.exit(main())
