@@ -100,7 +100,9 @@ def sdpa(out: Path, seq: int, heads: int, head_dim: int) -> None:
 
 def torch_step(out: Path, extra: str, timeout_s: float) -> bool:
     env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT / "python") + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    # this checkout's lins_peers and lins_torch (python/) and lins_schema (analysis/), whatever is installed
+    ours = os.pathsep.join([str(ROOT / "python"), str(ROOT / "analysis")])
+    env["PYTHONPATH"] = ours + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.setdefault("MASTER_ADDR", "127.0.0.1")
     env.setdefault("MASTER_PORT", "29533")
     env["PYTHONUNBUFFERED"] = "1"

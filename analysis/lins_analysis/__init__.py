@@ -1,7 +1,9 @@
 """lins_analysis: turns the CSV and trace files written by `lins` into the paper's figures and tables.
 
-Modules: schema (the CSV contract, mirrored from src/core/output/results_schema.h), load (finding and reading runs),
-style (how measured and projected data are drawn), and one module per figure or table.
+Modules: schema (the CSV contract, from `lins schema`'s output through lins_schema), load (finding and reading runs),
+style (how measured and projected data are drawn), and one module per figure or table. Commands, each run as
+python3 -m lins_analysis.NAME (or analysis/NAME.py from a checkout): make_figures (every figure the data allows),
+cluster_summary, compare_plans, projections_table, validate_projection.
 """
 
 class NoData(Exception):

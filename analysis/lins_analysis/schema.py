@@ -1,28 +1,12 @@
 """The CSV contract between `lins` (C++) and the analysis: the column names, in order, of every file we read.
 
-They are not kept here: `lins schema` prints every table's columns, units and types (src/core/output/results_schema.h), and
-schema.json beside this file is that output, loaded below. tests/cli/schema_test.py holds schema.json equal to what
-the binary prints, so a C++ change cannot silently break the figures; regenerate it with
-    build/lins schema > analysis/lins_analysis/schema.json
-docs/results-schema.md gives every column's meaning.
+They are not kept here: `lins schema` prints every table's columns, units and types (src/core/output/results_schema.h),
+and the package lins_schema loads that output; this module names what the figures use. docs/results-schema.md gives
+every column's meaning.
 """
 
-import json
-import os
-
-with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "schema.json"), encoding="utf-8") as _f:
-    SCHEMA = json.load(_f)
-
-
-def columns(table):
-    """The column names of a table of schema.json (step, plan, comm, profile), in order."""
-    return [c["name"] for c in SCHEMA[table]["columns"]]
-
-
-def units(table):
-    """Column name -> unit ("" for counts, flags and text)."""
-    return {c["name"]: c["unit"] for c in SCHEMA[table]["columns"]}
-
+# Re-exported: the figures and tests read them as schema.SCHEMA, schema.columns and schema.units.
+from lins_schema import SCHEMA, columns, units  # noqa: F401
 
 # Step CSV: one row per (strategy, timed step); `lins step` writes source=measured, `lins simulate` projected.
 STEP_COLUMNS = columns("step")

@@ -299,8 +299,8 @@ def main(argv=None):
         raise SystemExit("--sets, --rounds, --steps, --ddp-steps and --profile-iters must be at least 1")
     if not Path(args.lins).exists():
         raise SystemExit(f"--lins {args.lins}: no such binary (build it with scripts/build.sh)")
-    env = dict(os.environ, PYTHONPATH=str(REPO / "python"), OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
-               PYTHONDONTWRITEBYTECODE="1")
+    # The ranks find lins's packages as this process does: installed, or through the PYTHONPATH they inherit.
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows = []

@@ -1,8 +1,7 @@
-"""The files a peer run writes: lins's step CSV (the columns of src/core/output/results_schema.h, read from the analysis
-package's mirror of it), a JSON provenance file beside it, and the collective log. Like lins, a run writes
-NAME.csv.partial and renames it when complete."""
+"""The files a peer run writes: lins's step CSV (the columns of src/core/output/results_schema.h, as `lins schema`
+prints them), a JSON provenance file beside it, and the collective log. Like lins, a run writes NAME.csv.partial and
+renames it when complete."""
 
-import importlib.util
 import json
 import os
 import platform
@@ -11,20 +10,15 @@ import time
 from pathlib import Path
 from typing import Dict, List, Sequence
 
+import lins_schema
+
 from . import recorder
 
+# The checkout this package runs from (the package is installed editable, or found through PYTHONPATH): its git
+# commit goes into the provenance.
 _REPO = Path(__file__).resolve().parents[2]
 
-
-def _load_schema():
-    path = _REPO / "analysis" / "lins_analysis" / "schema.py"
-    spec = importlib.util.spec_from_file_location("lins_step_schema", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-STEP_COLUMNS: List[str] = list(_load_schema().STEP_COLUMNS)
+STEP_COLUMNS: List[str] = lins_schema.columns("step")
 
 # The lins plan each peer strategy stands for (the six sharding factors of `lins step`'s presets, R = ranks per
 # node, N = nodes); the figures place a peer row beside the lins strategy of the same plan.
@@ -52,15 +46,13 @@ def preset_plan(preset: str, r: int, n: int) -> Dict[str, object]:
 
 
 def flops_per_token(config, seq: int) -> float:
-    """The Megatron formula lins's mfu column uses (ModelSpec::flops_per_token)."""
-    L, h, V, s = config.layers, config.hidden, config.vocab, seq
-    return 72.0 * L * h * h * (1.0 + s / (6.0 * h) + V / (12.0 * L * h))
+    """The Megatron formula lins's mfu column uses (ModelSpec::flops_per_token), as `lins schema` gives it."""
+    return lins_schema.flops_per_token(config, seq)
 
 
 def causal_flops_per_token(config, seq: int) -> float:
     """The same with causal attention's half of the score and value products (ModelSpec::causal_flops_per_token)."""
-    L, h, V, s = config.layers, config.hidden, config.vocab, seq
-    return 72.0 * L * h * h * (1.0 + s / (12.0 * h) + V / (12.0 * L * h))
+    return lins_schema.flops_per_token(config, seq, causal=True)
 
 
 class StepCsv:

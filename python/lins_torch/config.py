@@ -2,7 +2,9 @@
 ordered as in lins (Meta's LLaMA checkpoint names, forward order)."""
 
 from dataclasses import dataclass
-from typing import List, Tuple
+from typing import Dict, List, Tuple
+
+import lins_schema
 
 
 @dataclass(frozen=True)
@@ -21,12 +23,11 @@ class ModelConfig:
         return self.hidden // self.heads
 
 
-PRESETS = {
-    "tiny": ModelConfig(hidden=16, layers=2, heads=2, ffn=32, vocab=24),
-    "small": ModelConfig(hidden=128, layers=4, heads=4, ffn=352, vocab=512),
-    "llama-7b": ModelConfig(hidden=4096, layers=32, heads=32, ffn=11008, vocab=32000),
-    "llama-13b": ModelConfig(hidden=5120, layers=40, heads=40, ffn=13824, vocab=32000),
-    "llama-30b": ModelConfig(hidden=6656, layers=60, heads=52, ffn=17920, vocab=32000),
+# The presets' shapes as the binary defines them (`lins schema`'s models); the numerics (norm_eps, rope_theta,
+# init_std) are lins's defaults for every model (src/train/llama.h), not part of a preset.
+PRESETS: Dict[str, ModelConfig] = {
+    name: ModelConfig(hidden=m["hidden"], layers=m["layers"], heads=m["heads"], ffn=m["ffn"], vocab=m["vocab"])
+    for name, m in lins_schema.MODELS.items()
 }
 
 

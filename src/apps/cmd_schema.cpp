@@ -1,5 +1,6 @@
-// `lins schema`: the columns and units of every table lins writes, as JSON (core/results_schema.h). The analysis
-// loads the copy of this output kept in analysis/lins_analysis/schema.json; a test holds the two equal.
+// `lins schema`: the columns and units of every table lins writes, the model presets and the FLOPs formula, as JSON
+// (core/output/results_schema.h, model_schema.h). The Python packages load the copy of this output kept in
+// analysis/lins_schema/schema.json (the package lins_schema); a test holds the two equal.
 #include <cstdio>
 
 #include "apps/commands.h"
@@ -12,12 +13,13 @@ namespace {
 const CommandSpec& schema_spec() {
   static const CommandSpec spec = {
       "schema",
-      "print the columns and units of every table lins writes (step, plan, comm, profile) as JSON",
+      "print the columns and units of every table lins writes (step, plan, comm, profile), the model presets and the "
+      "FLOPs per token formula as JSON",
       "lins schema [--json]",
       {
           {"json", 0, "", "", "JSON (the only format; accepted for scripts that say so)"},
       },
-      "Regenerate the analysis's copy with: build/lins schema > analysis/lins_analysis/schema.json\n",
+      "Regenerate the Python packages' copy with: build/lins schema > analysis/lins_schema/schema.json\n",
   };
   return spec;
 }

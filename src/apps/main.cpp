@@ -23,7 +23,8 @@ const std::vector<CommandEntry>& commands() {
        run_simulate},
       {"replay", "re-time the steps `lins step --trace` recorded through the simulator's timeline (no model)",
        run_replay},
-      {"schema", "print the columns and units of every table lins writes, as JSON", run_schema},
+      {"schema", "print the columns and units of every table lins writes, the model presets and FLOPs, as JSON",
+       run_schema},
       {"rate", "measure the compute rate each rank sustains while every rank computes (for step --device-rate)",
        run_rate},
   };

@@ -1,17 +1,18 @@
-"""pytest set-up for the analysis tests: the synthetic fixture tree (tests only) and the committed sample data."""
+"""pytest set-up for the analysis tests: the synthetic fixture tree (tests only) and the committed sample data.
+
+lins_analysis and lins_schema are imported as installed (scripts/install-deps.sh) or through PYTHONPATH (ctest sets it
+to the checkout's analysis/); fixtures.py beside this file is found by pytest, which puts this folder on the path of
+the tests it collects here."""
 
 import glob
 import os
-import sys
 
 import pytest
 
+import fixtures
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
-sys.path.insert(0, os.path.join(REPO, "analysis"))
-sys.path.insert(0, HERE)
-
-import fixtures  # noqa: E402
 
 SAMPLE_DIR = os.path.join(REPO, "data", "sample")
 

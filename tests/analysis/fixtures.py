@@ -4,12 +4,10 @@ written here is named fixture_*."""
 
 import json
 import os
-import sys
 
 import pandas as pd
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "analysis"))
-from lins_analysis import schema  # noqa: E402
+from lins_analysis import schema
 
 PRESETS = {  # strategy -> (engine, plan factors as a function of R, N)
     "ddp": ("ddp", lambda R, N: (1, 1, 1, 1, 1, 1)),

@@ -1,16 +1,10 @@
-"""analysis/compare_plans.py (Table IV on the emulated cluster) and the per-run aliases of
-analysis/validate_projection.py, on synthetic step CSVs (fixtures: made-up numbers)."""
-
-import os
-import sys
+"""lins_analysis.compare_plans (Table IV on the emulated cluster) and the per-run aliases of
+lins_analysis.validate_projection, on synthetic step CSVs (fixtures: made-up numbers)."""
 
 import pandas as pd
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "analysis"))
-import compare_plans  # noqa: E402
-import validate_projection  # noqa: E402
-from fixtures import step_row  # noqa: E402
-from lins_analysis import schema  # noqa: E402
+from fixtures import step_row
+from lins_analysis import compare_plans, schema, validate_projection
 
 
 def write_steps(path, rows):

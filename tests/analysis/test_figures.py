@@ -9,8 +9,7 @@ import matplotlib.image as mpimg
 import pandas as pd
 import pytest
 
-import make_figures
-from lins_analysis import NoData, comm_model, fig2, fig16_17, style, table4, table5
+from lins_analysis import NoData, comm_model, fig2, fig16_17, make_figures, style, table4, table5
 from lins_analysis.load import load
 
 FIGURE_NAMES = list(make_figures.FIGURES)
@@ -118,9 +117,8 @@ def test_fig2_latency_at_256_mib_and_no_data(fixture_dir):
 
 
 def test_cli_draws_everything_from_fixtures_and_exits_1_on_empty(fixture_dir, tmp_path):
-    script = os.path.join(os.path.dirname(make_figures.__file__), "make_figures.py")
-    r = subprocess.run([sys.executable, script, "--data", fixture_dir, "--out", str(tmp_path / "figs"),
-                        "--formats", "png"],
+    command = [sys.executable, "-m", "lins_analysis.make_figures"]
+    r = subprocess.run(command + ["--data", fixture_dir, "--out", str(tmp_path / "figs"), "--formats", "png"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "NOT drawn" not in r.stdout, r.stdout
@@ -129,10 +127,25 @@ def test_cli_draws_everything_from_fixtures_and_exits_1_on_empty(fixture_dir, tm
     assert os.path.exists(tmp_path / "figs" / "comm_model_error.csv")
     empty = tmp_path / "empty"
     empty.mkdir()
-    r = subprocess.run([sys.executable, script, "--data", str(empty), "--out", str(tmp_path / "none")],
+    r = subprocess.run(command + ["--data", str(empty), "--out", str(tmp_path / "none")],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 1
     assert r.stdout.count("NOT drawn") == len(FIGURE_NAMES)
+
+
+@pytest.mark.parametrize("name", ["make_figures", "cluster_summary", "compare_plans", "projections_table",
+                                  "validate_projection"])
+def test_checkout_scripts_run_without_an_install(name, repo, tmp_path):
+    """analysis/NAME.py runs lins_analysis.NAME from a checkout with nothing installed and no PYTHONPATH: Python puts
+    the script's folder, which holds the packages, on the path."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    # cluster_summary takes no options: an empty data folder gives its headings and "(no data)"
+    args, expect = ([str(tmp_path)], "(no data)") if name == "cluster_summary" else (["--help"], "usage")
+    # -s: without the user's site-packages, where scripts/install-deps.sh installs the packages
+    r = subprocess.run([sys.executable, "-s", os.path.join(repo, "analysis", f"{name}.py")] + args, env=env,
+                       cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert expect in r.stdout, r.stdout
 
 
 def test_fig2c_keeps_the_node_first_mesh_for_equal_gpu_counts(fixture_dir, tmp_path, captured):

@@ -1,15 +1,10 @@
-"""analysis/projections_table.py (the 1024-GPU table under labelled projections), on synthetic step CSVs (fixtures:
+"""lins_analysis.projections_table (the 1024-GPU table under labelled projections), on synthetic step CSVs (fixtures:
 made-up numbers): one row per (model, projection) in the files' order, MFU per strategy or oom, the paper's row last."""
-
-import os
-import sys
 
 import pandas as pd
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "analysis"))
-import projections_table  # noqa: E402
-from fixtures import step_row  # noqa: E402
-from lins_analysis import schema  # noqa: E402
+from fixtures import step_row
+from lins_analysis import projections_table, schema
 
 
 def write(path, label, mfu_by_strategy, infeasible=()):

@@ -1,10 +1,14 @@
-"""The analysis reads the schema `lins schema` prints (analysis/lins_analysis/schema.json): its tables, units, and the sample."""
+"""The analysis reads the schema `lins schema` prints (analysis/lins_schema/schema.json, through lins_schema): its
+tables, units, the model presets, the FLOPs formula, and the sample."""
 
 import glob
 import os
+from types import SimpleNamespace
 
 import pandas as pd
+import pytest
 
+import lins_schema
 from lins_analysis import schema
 
 
@@ -41,3 +45,39 @@ def test_op_names_are_normalised():
     assert schema.normalise_op("all_reduce") == "all_reduce"
     assert schema.normalise_op("Bcast") == "broadcast"
     assert schema.normalise_op("send") == "send"
+
+
+def test_the_analysis_reads_the_one_loaded_schema():
+    assert schema.SCHEMA is lins_schema.SCHEMA
+    assert schema.STEP_COLUMNS == lins_schema.columns("step")
+
+
+def test_models_are_the_binary_presets():
+    assert list(lins_schema.MODELS) == ["tiny", "small", "llama-7b", "llama-13b", "llama-30b"]
+    # LLaMA-1 7B: its published shape and parameter count
+    assert lins_schema.model("llama-7b") == {"hidden": 4096, "layers": 32, "heads": 32, "ffn": 11008, "vocab": 32000,
+                                             "params": 6_738_415_616}
+    for name, m in lins_schema.MODELS.items():
+        h, f, V, L = m["hidden"], m["ffn"], m["vocab"], m["layers"]
+        assert m["params"] == L * (4 * h * h + 3 * h * f + 2 * h) + 2 * V * h + h, name
+        assert h % m["heads"] == 0, name
+    with pytest.raises(ValueError, match="valid models: tiny, small"):
+        lins_schema.model("llama-65b")
+
+
+def megatron(m, s, causal=False):
+    """docs/method.md's formula, written out here as the reference the schema's terms must reproduce."""
+    L, h, V = m["layers"], m["hidden"], m["vocab"]
+    return 72.0 * L * h * h * (1.0 + s / ((12.0 if causal else 6.0) * h) + V / (12.0 * L * h))
+
+
+@pytest.mark.parametrize("seq", [1, 128, 2048, 4096])
+def test_flops_per_token_from_the_schema_terms(seq):
+    for name, m in lins_schema.MODELS.items():
+        for causal in (False, True):
+            want = megatron(m, seq, causal)
+            assert lins_schema.flops_per_token(m, seq, causal=causal) == pytest.approx(want, rel=1e-12), name
+    # an object with the attributes (lins_torch.ModelConfig) gives the same as the mapping
+    m = lins_schema.model("llama-7b")
+    dims = SimpleNamespace(layers=m["layers"], hidden=m["hidden"], vocab=m["vocab"])
+    assert lins_schema.flops_per_token(dims, seq) == lins_schema.flops_per_token(m, seq)

@@ -95,13 +95,11 @@ rows=$(($(wc -l <"$csv") - 1))
 [ "$rows" -ge 1 ] || fail "$csv has no rows"
 # a step-schema CSV the binary wrote must have exactly the columns the analysis reads, and draw
 check_step_csv() {  # <csv or folder> <measured|projected> <figures that must be drawn, comma-separated>
-  "$py" - "$1" "$2" "$3" "$d/figs" <<'PY' || fail "$1 does not fit analysis/"
+  PYTHONPATH="$repo/analysis" "$py" - "$1" "$2" "$3" "$d/figs" <<'PY' || fail "$1 does not fit analysis/"
 import sys
-sys.path.insert(0, "analysis")
 import pandas as pd
-from lins_analysis import schema
+from lins_analysis import make_figures, schema
 from lins_analysis.load import load
-import make_figures
 data = load(sys.argv[1])
 assert not data.steps.empty, "no step-schema CSV found"
 for f in set(data.steps["file"]):

@@ -4,16 +4,13 @@ peers' Python)."""
 
 import csv
 import io
-import sys
 import tempfile
 import unittest
 from contextlib import redirect_stdout
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
-
-from lins_peers import compare  # noqa: E402
-from lins_peers.recorder import LOG_COLUMNS, _tensors_of, read_log  # noqa: E402
+from lins_peers import compare
+from lins_peers.recorder import LOG_COLUMNS, _tensors_of, read_log
 
 
 def rows(strategy, ops, ranks=(0, 1), step=0, system="x"):

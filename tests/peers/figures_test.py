@@ -7,7 +7,6 @@ import tempfile
 import unittest
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
 try:
     import matplotlib  # noqa: F401
     import pandas as pd
@@ -15,7 +14,7 @@ except ImportError as e:
     print(f"skipped: {e}")
     sys.exit(77)
 
-sys.path[:0] = [str(REPO / "analysis"), str(REPO / "tests" / "analysis")]
+# lins_analysis as installed or through PYTHONPATH; fixtures from tests/analysis, which ctest puts on PYTHONPATH
 from fixtures import step_row  # noqa: E402
 from lins_analysis import fig11, fig16_17, style  # noqa: E402
 from lins_analysis import schema  # noqa: E402

@@ -24,10 +24,9 @@ def found(python):
 
 
 def peers_env(**more):
-    """This environment with the project's Python package on the path, one BLAS/OpenMP thread per rank, no bytecode
-    written into the tree, and `more`."""
-    return dict(os.environ, PYTHONPATH=str(REPO / "python"), OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
-                PYTHONDONTWRITEBYTECODE="1", **more)
+    """This environment -- its PYTHONPATH, which ctest sets to the checkout's packages, included -- with one
+    BLAS/OpenMP thread per rank, no bytecode written into the tree, and `more`."""
+    return dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1", **more)
 
 
 def torchrun(python, ranks, port, log_dir):

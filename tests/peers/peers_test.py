@@ -26,12 +26,9 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "python"))
-
-from lins_peers import check, expectations  # noqa: E402
-from lins_peers.recorder import read_log  # noqa: E402
-from peers_python import found, peers_python, torchrun  # noqa: E402  (beside this file)
+from lins_peers import check, expectations
+from lins_peers.recorder import read_log
+from peers_python import found, peers_python, torchrun  # beside this file
 
 SYSTEMS = {"fsdp2": "lins_peers.fsdp2", "deepspeed": "lins_peers.deepspeed_zero", "ddp": "lins_peers.ddp"}
 DEFAULT_STRATEGIES = {"fsdp2": "full,zero2,hpz,hsdp", "deepspeed": "zero1,zero2,zero3,zeropp", "ddp": "ddp"}
@@ -124,8 +121,9 @@ def main():
         return 77
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, PYTHONPATH=str(REPO / "python"), OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
-               MASTER_ADDR="127.0.0.1", MASTER_PORT=str(args.port), PYTHONDONTWRITEBYTECODE="1")
+    # The ranks inherit PYTHONPATH (ctest sets it to this checkout's packages; mpirun passes it on with -x).
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MASTER_ADDR="127.0.0.1",
+               MASTER_PORT=str(args.port), PYTHONDONTWRITEBYTECODE="1")
     common = ["--model", args.model, "--gpus-per-node", str(GPUS_PER_NODE), "--precision", args.precision,
               "--micro-batches", str(args.micro_batches), "--warmup", "1", "--steps", str(args.steps)]
 

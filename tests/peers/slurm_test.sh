@@ -74,5 +74,6 @@ for stem in ("fsdp2", "ddp"):
     assert prov["world_size"] == 4 and prov["launcher"] == "slurm", (stem, prov["world_size"], prov["launcher"])
 PY
 # the loss, bytes and sequences against lins step's run in the same job (the job's lins.collectives.csv)
-PYTHONPATH=$repo/python python3 -m lins_peers.check "$run" || fail "lins_peers.check found unexplained differences"
+PYTHONPATH=$repo/python:$repo/analysis python3 -m lins_peers.check "$run" ||
+  fail "lins_peers.check found unexplained differences"
 echo "PASS: jobs/peers.sbatch on a real Slurm (job $id, srun, 4 tasks): FSDP2 and DDP beside lins step, checked"

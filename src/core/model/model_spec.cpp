@@ -33,6 +33,21 @@ double ModelSpec::causal_flops_per_token(int seq) const {
   return 72.0 * L * h * h * (1.0 + s / (12.0 * h) + V / (12.0 * L * h));
 }
 
+// 72 L h^2 (1 + s/(6h) + V/(12 L h)) = 72 L h^2 + 12 L h s + 6 h V; the causal s/(12h) gives 6 L h s instead.
+const std::vector<FlopsTerm>& flops_per_token_terms(bool causal) {
+  static const std::vector<FlopsTerm> full = {
+      {.coefficient = 72, .layers = 1, .hidden = 2},
+      {.coefficient = 12, .layers = 1, .hidden = 1, .seq = 1},
+      {.coefficient = 6, .hidden = 1, .vocab = 1},
+  };
+  static const std::vector<FlopsTerm> causal_terms = {
+      {.coefficient = 72, .layers = 1, .hidden = 2},
+      {.coefficient = 6, .layers = 1, .hidden = 1, .seq = 1},
+      {.coefficient = 6, .hidden = 1, .vocab = 1},
+  };
+  return causal ? causal_terms : full;
+}
+
 Result<ModelSpec> make_model(const ModelDims& d, std::string name) {
   auto positive = [](int v) { return v >= 1; };
   if (!positive(d.hidden) || !positive(d.layers) || !positive(d.heads) || !positive(d.ffn) || !positive(d.vocab))

@@ -53,6 +53,20 @@ struct ModelSpec {
   double causal_flops_per_token(int seq) const;
 };
 
+// One monomial of a FLOPs-per-token formula: coefficient * L^layers * h^hidden * s^seq * V^vocab (the numbers are the
+// powers). `lins schema` prints the two formulas above as lists of these, so that other programs evaluate the same
+// formula from data instead of keeping a copy of the code.
+struct FlopsTerm {
+  int coefficient = 0;
+  int layers = 0;  // L
+  int hidden = 0;  // h
+  int seq = 0;     // s
+  int vocab = 0;   // V
+};
+// ModelSpec::flops_per_token (causal = false) or causal_flops_per_token (causal = true) multiplied out:
+// 72 L h^2 + 12 L h s + 6 h V, and 72 L h^2 + 6 L h s + 6 h V. model_schema_test holds them equal to the functions.
+const std::vector<FlopsTerm>& flops_per_token_terms(bool causal);
+
 // Validates the dimensions (positive, hidden divisible by heads, parameter count fits 64 bits).
 Result<ModelSpec> make_model(const ModelDims& dims, std::string name = "custom");
 // Presets: tiny (tests), small (demo), llama-7b, llama-13b, llama-30b (LLaMA-1 shapes: the paper gives none;

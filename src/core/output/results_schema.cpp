@@ -6,8 +6,9 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "core/cost/cost_model.h"    // kProfileHeader
-#include "core/model/plan.h"         // kPresets
+#include "core/cost/cost_model.h"  // kProfileHeader
+#include "core/model/plan.h"       // kPresets
+#include "core/output/model_schema.h"
 #include "core/schedule/schedule.h"  // kPurposeNames
 #include "core/util/json.h"
 #include "core/util/text.h"
@@ -229,6 +230,8 @@ std::string output_schemas_json() {
       {"profile", {{"writer", "lins comm --profile FILE"}, {"columns", plain(profile, {"op"})}}},
       {"collectives", collectives_json()},
       {"presets", presets_json()},
+      {"models", model_presets_json()},
+      {"flops_per_token", flops_per_token_json()},
   };
   return json_dump(all, 2) + "\n";
 }

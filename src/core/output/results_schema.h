@@ -1,7 +1,7 @@
 // The one place that defines the columns of every table lins writes: the step CSV (`lins step` measures, `lins
 // simulate` projects), the plan CSV (`lins plan --csv`), the collective CSV (`lins comm --csv`) and the bandwidth
-// profile (`lins comm --profile`). `lins schema` prints them with their units as JSON; the analysis loads that file
-// (analysis/lins_analysis/schema.json) instead of keeping lists of its own.
+// profile (`lins comm --profile`). `lins schema` prints them with their units as JSON; the Python packages load that
+// output (analysis/lins_schema/schema.json) instead of keeping lists of their own.
 #pragma once
 
 #include <cstdint>
@@ -136,7 +136,8 @@ std::vector<std::string> comm_csv_columns();
 // has none (counts, flags, text).
 std::string column_unit(const std::string& name);
 // Every table above as JSON: {"step": {"columns": [{"name", "unit", "type", "help"}...]}, "plan": ..., "comm": ...,
-// "profile": ...}. Written by `lins schema`.
+// "profile": ...}, the collective table, and the model presets and FLOPs formula (model_schema.h). Written by
+// `lins schema`.
 std::string output_schemas_json();
 
 // One row of a CSV table, filled by column name (an unknown name is a programming error and aborts with its name),

@@ -37,7 +37,8 @@ head -n $((kept + 1)) "$out/step.csv.partial" >"$work/before.csv"
 
 # 2. The analysis loader must not read the unfinished file as a result.
 if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c "import pandas" 2>/dev/null; then
-  n=$(cd "$src/analysis" && /usr/bin/python3 -c "from lins_analysis import load; print(len(load.load('$out').steps))")
+  n=$(PYTHONPATH="$src/analysis" /usr/bin/python3 -c \
+    "from lins_analysis import load; print(len(load.load('$out').steps))")
   [ "$n" = 0 ] || fail "the analysis loader read $n rows from an unfinished run"
 fi
 
