@@ -5,6 +5,8 @@ import os
 
 import numpy as np
 
+import lins_schema
+
 import matplotlib
 
 matplotlib.use("Agg")  # headless: no display is ever needed
@@ -21,8 +23,8 @@ STRATEGY_STYLE = {
     "hsdp": ("tab:brown", "P"),
     "lins": ("tab:purple", "*"),
 }
-STRATEGY_LABELS = {"ddp": "DDP", "zero1": "ZeRO-1", "zero2": "ZeRO-2", "zero3": "ZeRO-3", "zeropp": "ZeRO++",
-                   "mics": "MiCS", "hsdp": "HSDP", "lins": "Lins"}
+# How figures name each preset: the preset table's labels (`lins schema`), and the planner's choice.
+STRATEGY_LABELS = {**{name: row["label"] for name, row in lins_schema.PRESETS.items()}, "lins": "Lins"}
 # The paper's order of series in Fig. 11-13.
 STRATEGY_ORDER = ["ddp", "zero1", "zero2", "zero3", "zeropp", "mics", "hsdp", "lins"]
 _EXTRA_COLOURS = ["tab:pink", "tab:olive", "black", "gold", "teal"]

@@ -63,3 +63,29 @@ def flops_per_token(dims, seq: int, causal: bool = False) -> float:
             product *= values[symbol] ** power
         total += product
     return total
+
+
+# The strategy presets of `lins --strategies` / `--plan` (src/core/model/plan.h, kPresets), in the binary's order:
+# name -> {"spelling", "label", "engine", "p", "g", "os", "argument", "help"}. A factor is a rule on R GPUs per node x
+# N nodes: "one" 1x1, "all" R x N, "group" the preset's group of S GPUs (its ':' argument, one node by default).
+PRESETS: Dict[str, Dict[str, str]] = {row["name"]: row for row in SCHEMA["presets"]}
+
+
+def preset_factors(preset: str, r: int, n: int) -> Dict[str, Any]:
+    """The plan a preset ("zero3", "mics:16", "zeropp", "fsdp:4") stands for on R GPUs per node x N nodes: the six
+    factors as (intra, inter) pairs under "p", "g", "os", and "hpz" (ZeRO++'s secondary partition or FSDP2's
+    reshard group; 0 for none), as parse_plan builds it."""
+    base, _, arg = preset.partition(":")
+    if base not in PRESETS:
+        raise ValueError(f"unknown preset '{preset}'; valid presets: {', '.join(PRESETS)}")
+    row = PRESETS[base]
+    size, hpz = r, 0
+    if row["argument"] in ("group_size", "secondary") and arg:
+        size = int(arg)
+    if row["argument"] == "secondary":
+        hpz = size
+    if row["argument"] == "fsdp_reshard" and arg.isdigit():
+        hpz = int(arg)
+    group = (size, 1) if size <= r else (r, size // r)
+    rule = {"one": (1, 1), "all": (r, n), "group": group}
+    return {"p": rule[row["p"]], "g": rule[row["g"]], "os": rule[row["os"]], "hpz": hpz}

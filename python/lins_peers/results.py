@@ -20,26 +20,12 @@ _REPO = Path(__file__).resolve().parents[2]
 
 STEP_COLUMNS: List[str] = lins_schema.columns("step")
 
-# The lins plan each peer strategy stands for (the six sharding factors of `lins step`'s presets, R = ranks per
-# node, N = nodes); the figures place a peer row beside the lins strategy of the same plan.
+# The lins plan each peer strategy stands for (the six sharding factors of `lins step`'s presets, read from the
+# preset table `lins schema` prints; R = ranks per node, N = nodes); the figures place a peer row beside the lins
+# strategy of the same plan.
 def preset_plan(preset: str, r: int, n: int) -> Dict[str, object]:
-    full, node, one = (r, n), (r, 1), (1, 1)
-    base, _, arg = preset.partition(":")
-    if base == "fsdp":  # fsdp, fsdp:noreshard, fsdp:K (a 1/K copy kept from forward to backward)
-        preset, hpz_k = "zero3", (int(arg) if arg.isdigit() else 0)
-        plan = preset_plan(preset, r, n)
-        if hpz_k:
-            plan["plan"] += f",hpz={hpz_k}"
-        return plan
-    p, g, os_, hpz = {
-        "ddp": (one, one, one, 0),
-        "zero1": (one, one, full, 0),
-        "zero2": (one, full, full, 0),
-        "zero3": (full, full, full, 0),
-        "zeropp": (full, full, full, r),
-        "mics": (node, node, node, 0),
-        "hsdp": (node, node, node, 0),
-    }[preset]
+    f = lins_schema.preset_factors(preset, r, n)
+    p, g, os_, hpz = f["p"], f["g"], f["os"], f["hpz"]
     text = f"p={p[0]}x{p[1]},g={g[0]}x{g[1]},os={os_[0]}x{os_[1]}" + (f",hpz={hpz}" if hpz else "")
     return {"plan": text, "s0_p": p[0], "s1_p": p[1], "s0_g": g[0], "s1_g": g[1], "s0_os": os_[0],
             "s1_os": os_[1], "os_layout": "inter_tensor"}

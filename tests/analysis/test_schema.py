@@ -81,3 +81,17 @@ def test_flops_per_token_from_the_schema_terms(seq):
     m = lins_schema.model("llama-7b")
     dims = SimpleNamespace(layers=m["layers"], hidden=m["hidden"], vocab=m["vocab"])
     assert lins_schema.flops_per_token(dims, seq) == lins_schema.flops_per_token(m, seq)
+
+
+def test_presets_come_from_the_binarys_table():
+    import lins_schema
+    names = [row["name"] for row in lins_schema.SCHEMA["presets"]]
+    assert names[:4] == ["ddp", "zero1", "zero2", "zero3"] and {"mics", "zeropp", "fsdp", "hsdp"} <= set(names)
+    assert lins_schema.preset_factors("zero1", 8, 16) == {"p": (1, 1), "g": (1, 1), "os": (8, 16), "hpz": 0}
+    assert lins_schema.preset_factors("zeropp", 8, 16)["hpz"] == 8
+    assert lins_schema.preset_factors("zeropp:4", 8, 16)["hpz"] == 4
+    assert lins_schema.preset_factors("mics:16", 8, 16)["p"] == (8, 2)
+    assert lins_schema.preset_factors("hsdp:4", 8, 16)["os"] == (4, 1)
+    assert lins_schema.preset_factors("fsdp:2", 8, 16) == {"p": (8, 16), "g": (8, 16), "os": (8, 16), "hpz": 2}
+    from lins_analysis import style
+    assert all(style.STRATEGY_LABELS[n] for n in names)
