@@ -17,7 +17,7 @@ csv=$out/step.csv
 [ ! -e "$csv.partial" ] || { echo "a .partial was left behind"; exit 1; }
 rows=$(($(wc -l < "$csv") - 1))
 [ "$rows" -eq 18 ] || { echo "expected 9 strategies x 2 steps = 18 rows, got $rows"; exit 1; }
-# Every measured byte column equals its predicted twin; source is measured; the loss is below ln(24) + 1.
+# Every measured byte column equals its predicted twin; source is measured; the loss is below ln(24) + 1; MFU in (0, 1].
 python3 - "$csv" <<'PY'
 import csv, sys
 bad = False
@@ -30,6 +30,9 @@ for n, row in enumerate(csv.DictReader(open(sys.argv[1], newline="")), start=2):
             bad = True
     if not 0 < float(row["loss"]) < 4.2:
         print(f"row {n}: loss {row['loss']}"); bad = True
+    # The CPU peak is each rank's GEMM rate with its host to itself, which ranks sharing the cores cannot beat.
+    if not 0 < float(row["mfu"]) <= 1:
+        print(f"row {n} ({row['strategy']}): MFU {row['mfu']} outside (0, 1]"); bad = True
     if float(row["state_bytes"]) <= 0 or float(row["step_time_s"]) <= 0:
         print(f"row {n}: empty figures"); bad = True
 sys.exit(1 if bad else 0)
