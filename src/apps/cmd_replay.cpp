@@ -126,6 +126,10 @@ struct ReplayTable {
 // Replays every log, printing a line for each (and its actions with --detail).
 Result<ReplayTable> replay_logs(const std::vector<Entry>& files, bool detail, const ReplayOptions& options) {
   ReplayTable t;
+  std::printf(
+      "lins replay: each log re-timed with its own measured durations under the timeline's rules; the error says "
+      "whether the run kept those rules (near 0 when it did), not whether a projection is right (for that, lins "
+      "simulate against measured rows: scripts/validate-projection.sh)\n");
   std::printf("%-22s %5s %12s %12s %8s %10s %10s %10s %11s\n", "strategy", "rank", "measured_s", "replayed_s", "error",
               "compute_s", "host_s", "waited_s", "dispatch_s");
   for (const auto& f : files) {
