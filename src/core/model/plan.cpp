@@ -103,31 +103,8 @@ const PresetRow* find_preset(std::string_view name) {
   return nullptr;
 }
 
-const char* preset_factor_name(PresetFactor f) {
-  switch (f) {
-    case PresetFactor::one:
-      return "one";
-    case PresetFactor::all:
-      return "all";
-    case PresetFactor::group:
-      return "group";
-  }
-  return "?";
-}
-
-const char* preset_arg_name(PresetArg a) {
-  switch (a) {
-    case PresetArg::none:
-      return "none";
-    case PresetArg::group_size:
-      return "group_size";
-    case PresetArg::secondary:
-      return "secondary";
-    case PresetArg::fsdp_reshard:
-      return "fsdp_reshard";
-  }
-  return "?";
-}
+const char* preset_factor_name(PresetFactor f) { return kPresetFactorNames.name(f); }
+const char* preset_arg_name(PresetArg a) { return kPresetArgNames.name(a); }
 
 std::vector<std::pair<std::string, std::string>> plan_presets() {
   std::vector<std::pair<std::string, std::string>> out;

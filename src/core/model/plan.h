@@ -88,6 +88,14 @@ int zero_stage(const Plan& plan);
 // topology of R GPUs per node x N nodes: `one` is 1x1, `all` is R x N, `group` the preset's group of S GPUs (S x 1
 // inside a node, R x S/R across nodes; S is its ':' argument, one node by default).
 enum class PresetFactor { one, all, group };
+inline constexpr NameTable<PresetFactor, 3> kPresetFactorNames{
+    "preset factor",
+    {{
+        {PresetFactor::one, "one", "", "1x1"},
+        {PresetFactor::all, "all", "", "R x N: every GPU"},
+        {PresetFactor::group, "group", "", "the preset's group of S GPUs"},
+    }}};
+static_assert(kPresetFactorNames.complete(PresetFactor::group));
 // What a preset's ':' argument is.
 enum class PresetArg {
   none,          // takes none
@@ -95,6 +103,15 @@ enum class PresetArg {
   secondary,     // zeropp:K: ZeRO++'s secondary partition of P over K GPUs of a node (default: the node)
   fsdp_reshard,  // fsdp:noreshard (keep gathered P from forward to backward) or fsdp:K (keep a 1/K copy)
 };
+inline constexpr NameTable<PresetArg, 4> kPresetArgNames{
+    "preset argument",
+    {{
+        {PresetArg::none, "none", "", "takes none"},
+        {PresetArg::group_size, "group_size", "", "the group of S GPUs"},
+        {PresetArg::secondary, "secondary", "", "ZeRO++'s secondary partition of K GPUs"},
+        {PresetArg::fsdp_reshard, "fsdp_reshard", "", "noreshard or K"},
+    }}};
+static_assert(kPresetArgNames.complete(PresetArg::fsdp_reshard));
 struct PresetRow {
   std::string_view name;      // what parse_plan reads before any ':'
   std::string_view spelling;  // with its argument, for help text: "mics[:S]"
