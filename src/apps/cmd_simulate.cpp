@@ -243,7 +243,7 @@ TextTable sweep_table() {
   using Align = TextTable::Align;
   return TextTable({{.header = "model", .width = 10},
                     {.header = "gpus", .align = Align::right, .width = 6},
-                    {.header = "strategy", .width = 22},
+                    {.header = "strategy", .width = 34},
                     {.header = "overlap", .width = 12},
                     {.header = "step_s", .align = Align::right, .width = 10, .format = "%.3f"},
                     {.header = "exposed_s", .align = Align::right, .width = 10, .format = "%.3f"},
@@ -300,7 +300,12 @@ Status project_row(const SimulateOptions& o, const Workload& workload, const Top
   ++tally.rows;
   tally.infeasible += feasible ? 0 : 1;
   printed.row().add(model.name).add(std::to_string(gpus));
-  printed.add(strategy == "lins" ? ("lins " + plan.tuple_string()).substr(0, 22) : strategy).add(overlap_name(ov));
+  // The planner's choice with its plan, and its engine where that is a baseline's (the step objective weighs the
+  // baselines' presets on their own engines too).
+  const std::string chosen = plan.engine == Engine::lins
+                                 ? "lins " + plan.tuple_string()
+                                 : "lins: " + std::string(engine_name(plan.engine)) + " " + plan.tuple_string();
+  printed.add(strategy == "lins" ? chosen.substr(0, 34) : strategy).add(overlap_name(ov));
   printed.add(proj.step_s).add(proj.exposed_comm_s).add(tgs).add(100 * mfu).add(format_bytes(mem.total_bytes));
   if (!feasible) printed.note(" oom");
   printed.print_row(std::cout, printed.row_count() - 1);
