@@ -108,7 +108,7 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 REFERENCE_BUDGET_S = 420  # the budget the stage table's caps and floors are written for
 OPTIONAL_MIN_S = 20       # a stage without a floor is skipped with less than this (scaled)
@@ -118,10 +118,24 @@ MIN_BUDGET_S = 60         # GPU_CHECK_BUDGET_S at least
 TIMED_OUT = (124, 137)    # a command's status when its limit ended it: after TERM, or after the KILL that followed
 NOT_FOUND = 127           # a command that could not be started (as a shell reports it)
 KNOWN_TEST_TARGETS = ["kernels_gpu_test", "attention_cudnn_test", "quantize_gpu_test", "gpu_comm_test", "gpu_step_test"]
+
 LIBRARIES = ["mpi", "openblas", "gtest", "benchmark", "formats"]  # the carried packages of scripts/gpu-deps.sh
 DEFAULT_STEP_SHAPE = "--model llama-7b --layers 2 --seq 4096 --micro-batch 1 --micro-batches 1 --peak-tflops 989"
 # Variables that bash sets for itself, not taken over from `. scripts/gpu-deps.sh use`.
 SHELL_OWN_VARIABLES = {"_", "SHLVL", "PWD", "OLDPWD"}
+
+
+def gpu_test_executables(testfile_texts: List[str], gpu_tests: Set[str], build: str) -> List[str]:
+    """The executables (file names) that the tests named in gpu_tests run, read from the text of CTestTestfile.cmake
+    files: those under the build folder `build` (a real path). CMake 3 writes a test's name as [=[name]=], CMake 4 as
+    "name" (seen on the H200 machine with CMake 4.4, where reading only the first form found nothing)."""
+    names = set()
+    for text in testfile_texts:
+        for m in re.finditer(r'add_test\((?:\[=\[(.*?)\]=\]|"([^"]*)"|(\S+)) "([^"]+)"', text):
+            exe = os.path.realpath(m.group(4))
+            if (m.group(1) or m.group(2) or m.group(3)) in gpu_tests and exe.startswith(build + os.sep):
+                names.add(os.path.basename(exe))
+    return sorted(names)
 
 
 # --- the stages and their time ----------------------------------------------------------------------------------
@@ -957,13 +971,8 @@ class GpuCheck:
             self.append(self.build_log, "ctest's list of gpu tests could not be read (rc=%d, %s)" % (rc, e))
             gpu = set()
         build = os.path.realpath(self.build_dir)
-        names = set()
-        for f in glob.glob(os.path.join(build, "**", "CTestTestfile.cmake"), recursive=True):
-            for m in re.finditer(r'add_test\((?:\[=\[(.*?)\]=\]|(\S+)) "([^"]+)"', read_text(f)):
-                exe = os.path.realpath(m.group(3))
-                if (m.group(1) or m.group(2)) in gpu and exe.startswith(build + os.sep):
-                    names.add(os.path.basename(exe))
-        return sorted(names)
+        texts = [read_text(f) for f in glob.glob(os.path.join(build, "**", "CTestTestfile.cmake"), recursive=True)]
+        return gpu_test_executables(texts, gpu, build)
 
     def build(self) -> str:
         self.build_ok = 1

@@ -135,5 +135,17 @@ class StageLimit(unittest.TestCase):
             self.assertEqual(gpu_check.later_floors_s(STAGES, i, 300), kept, name)
 
 
+class TestDiscovery(unittest.TestCase):
+    def test_reads_both_cmake_spellings_of_a_test_name(self):
+        build = os.path.realpath("/b")
+        cmake3 = f'add_test([=[gpu_kernels.cast]=] "{build}/tests/k/kernels_gpu_test" "cast")\n'
+        cmake4 = f'add_test("gpu_comm" "{build}/tests/c/gpu_comm_test")\nadd_test("unit_x" "{build}/tests/u/unit_x")\n'
+        outside = 'add_test("gpu_step" "/elsewhere/gpu_step_test")\n'
+        got = gpu_check.gpu_test_executables([cmake3, cmake4, outside], {"gpu_kernels.cast", "gpu_comm", "gpu_step"},
+                                             build)
+        self.assertEqual(got, ["gpu_comm_test", "kernels_gpu_test"])
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
+
