@@ -13,7 +13,7 @@ import sys
 import warnings
 
 from lins_analysis import NoData
-from lins_analysis import comm_model, fig2, fig3, fig11, fig12, fig13, fig16_17, table4, table5, timeline
+from lins_analysis import comm_model, fig2, fig3, fig11, fig12, fig13, fig16_17, scaling, table4, table5, timeline
 from lins_analysis.load import load
 
 # name -> (module, what it shows); the paper's order (docs/method.md, "Figures and tables"), then the figure the
@@ -65,7 +65,14 @@ def main(argv=None):
     parser.add_argument("--out", required=True, help="folder for the figures")
     parser.add_argument("--only", default="", help="comma-separated subset of: " + ", ".join(FIGURES))
     parser.add_argument("--formats", default="png,pdf", help="image formats (default png,pdf)")
+    parser.add_argument("--series", default="all",
+                        help="the series of Fig. 11-13: all (every preset in the data, the default), paper (ZeRO-1, "
+                             "ZeRO-3, ZeRO++, MiCS, Lins), or comma-separated strategy names")
+    parser.add_argument("--titles", choices=["paper", "plain"], default="paper",
+                        help="paper: titles name the paper's figure (Fig. 11: ...); plain: without it")
     args = parser.parse_args(argv)
+    scaling.SERIES = args.series if args.series in ("all", "paper") else [s for s in args.series.split(",") if s]
+    scaling.TITLES = args.titles
     only = [s for s in args.only.split(",") if s]
     unknown = [s for s in only if s not in FIGURES]
     if unknown:

@@ -1,14 +1,36 @@
 """Shared drawing of the scaling figures (Fig. 11 MFU, Fig. 12 TGS, Fig. 13 peak memory): one panel per model,
-x = GPU count, one series per system (ZeRO-1, ZeRO-3, ZeRO++, MiCS, Lins), out-of-memory points marked "oom".
-Rows of the real systems (python/lins_peers: FSDP2, DeepSpeed, DDP) standing for those series are drawn beside
-them, dotted, in their series' colour."""
+x = GPU count, one series per system, out-of-memory points marked "oom". By default every preset in the data is a
+series (each on its own system's engine: a strategy's rows on another engine belong to Fig. 16/17), and the rows of
+the real systems (python/lins_peers: FSDP2, DeepSpeed, DDP) are drawn beside them, dotted, in the colour of the
+preset they stand for. SERIES = "paper" keeps the paper's five (ZeRO-1, ZeRO-3, ZeRO++, MiCS, Lins); a list keeps
+the strategies named (make_figures --series). TITLES = "plain" drops the paper's figure numbers from the titles."""
+
+import lins_schema
 
 from . import NoData
 from . import style
 from .load import pick_model_order, summarise_steps
 
-# The paper's series, each run on its own system's engine (a strategy's rows on another engine belong to Fig. 16/17).
-PAPER_SERIES = {"zero1": "zero", "zero3": "zero", "zeropp": "zeropp", "mics": "mics", "lins": "lins"}
+# The paper's series (its Fig. 11-13).
+PAPER_SERIES = ["zero1", "zero3", "zeropp", "mics", "lins"]
+SERIES = "all"     # "all", "paper", or a list of strategy names
+TITLES = "paper"   # "paper": "Fig. 11: MFU versus GPU count"; "plain": "MFU versus GPU count"
+
+
+def own_engine(strategy):
+    """The engine a preset runs on by itself (the preset table of `lins schema`), "lins" for the planner's choice;
+    None for a 6-tuple or an unknown name."""
+    if strategy == "lins":
+        return "lins"
+    row = lins_schema.PRESETS.get(str(strategy).partition(":")[0])
+    return row["engine"] if row else None
+
+
+def wanted_series():
+    """The strategy names SERIES keeps (None: every preset)."""
+    if SERIES == "all":
+        return None
+    return list(PAPER_SERIES) if SERIES == "paper" else list(SERIES)
 
 
 def scaling_rows(data):
@@ -21,13 +43,19 @@ def scaling_rows(data):
     s = summarise_steps(data.steps)
     if (s["overlap"] == "all").any():
         s = s[s["overlap"].isin(["all", ""])]
-    own_engine = s.apply(lambda r: PAPER_SERIES.get(r["strategy"]) in (r["engine"], None, "")
-                         if r["strategy"] in PAPER_SERIES else False, axis=1)
-    # a real system whose preset is a paper series (HSDP stands in for MiCS where DeepSpeed has none)
-    peer = s["strategy"].map(lambda n: style.peer_preset(n) in set(PAPER_SERIES) | {"hsdp"})
-    s = s[own_engine | (peer & (s["source"] == "measured"))]
+    wanted = wanted_series()
+    # a preset on its own engine (a custom 6-tuple only where named)
+    on_own = s.apply(lambda r: own_engine(r["strategy"]) in (r["engine"], "")
+                     if own_engine(r["strategy"]) else r["engine"] == "lins", axis=1)
+    chosen = s["strategy"].map(lambda n: own_engine(n) is not None if wanted is None else n in wanted)
+    # a real system whose preset is drawn (HSDP stands in for MiCS where DeepSpeed has none)
+    drawn_presets = None if wanted is None else set(wanted) | ({"hsdp"} if "mics" in wanted else set())
+    peer = s["strategy"].map(lambda n: style.peer_preset(n) is not None and
+                             (drawn_presets is None or style.peer_preset(n) in drawn_presets))
+    s = s[(on_own & chosen) | (peer & (s["source"] == "measured"))]
     if s.empty:
-        raise NoData("no rows of the paper's series (zero1, zero3, zeropp, mics, lins on their own engines)")
+        raise NoData("no rows of the chosen series (" + ("every preset" if wanted is None else ", ".join(wanted)) +
+                     ", each on its own engine)")
     s = s.sort_values("tokens", ascending=False)
     s = s.drop_duplicates(["source", "backend", "label", "model", "strategy", "world_size"])
     return s.sort_values(["model", "strategy", "world_size"])
@@ -41,6 +69,8 @@ def draw_metric(data, out_dir, name, value_of, ylabel, title, formats=("png", "p
     # a backend suffix only where one source mixes backends (measured on CPU and on GPU, say)
     mixed_backends = rows.groupby("source")["backend"].nunique().max() > 1
     # which projection the projected rows are (lins simulate's label): in the title when there is one, else per series
+    if TITLES == "plain":
+        title = title.partition(": ")[2] or title
     labels = sorted(set(rows.loc[rows["source"] == "projected", "label"]) - {""})
     if len(labels) == 1:
         title += f" (projection: {labels[0]})"

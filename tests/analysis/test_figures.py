@@ -74,9 +74,31 @@ def test_projected_dashed_hollow_measured_solid_and_oom(fixture_dir, tmp_path, c
     assert len(oom) == 1 and not [t for t in fig.axes[0].texts if t.get_text() == "oom"]
     legend_text = " ".join(t.get_text() for lg in fig.legends for t in lg.get_texts())
     assert "projected" in legend_text and "measured" in legend_text
-    # the paper's five series only: DDP, ZeRO-2 and the 6-tuple run on the Lins engine are not Fig. 11 series
+    # every preset in the data, each on its own engine; the 6-tuple run on the Lins engine is not a series
     labels = {l.get_label().replace(" (proj.)", "") for l in lines}
+    assert {"ZeRO-1", "ZeRO-3", "ZeRO++", "MiCS", "Lins", "DDP", "ZeRO-2"} <= labels
+    assert not [l for l in labels if l.startswith("p=")]
+
+
+def test_series_paper_keeps_the_papers_five_and_plain_titles_drop_the_figure_number(fixture_dir, tmp_path, captured,
+                                                                                       monkeypatch):
+    from lins_analysis import scaling
+    monkeypatch.setattr(scaling, "SERIES", "paper")
+    monkeypatch.setattr(scaling, "TITLES", "plain")
+    make_figures.FIGURES["fig11"][0].draw(load(fixture_dir), str(tmp_path))
+    fig = captured[0]
+    labels = {l.get_label().replace(" (proj.)", "") for ax in fig.axes for l in ax.get_lines()}
+    # DDP, ZeRO-2 and the 6-tuple run on the Lins engine are not among the paper's series
     assert labels == {"ZeRO-1", "ZeRO-3", "ZeRO++", "MiCS", "Lins"}
+    assert fig._suptitle.get_text().startswith("MFU versus GPU count")
+
+
+def test_series_named(fixture_dir, tmp_path, captured, monkeypatch):
+    from lins_analysis import scaling
+    monkeypatch.setattr(scaling, "SERIES", ["zero3", "lins"])
+    make_figures.FIGURES["fig11"][0].draw(load(fixture_dir), str(tmp_path))
+    labels = {l.get_label().replace(" (proj.)", "") for ax in captured[0].axes for l in ax.get_lines()}
+    assert labels == {"ZeRO-3", "Lins"}
 
 
 def test_fig16_17_finds_the_lins_engine_running_the_mics_plan(fixture_dir):

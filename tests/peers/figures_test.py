@@ -16,7 +16,7 @@ except ImportError as e:
 
 # lins_analysis as installed or through PYTHONPATH; fixtures from tests/analysis, which ctest puts on PYTHONPATH
 from fixtures import step_row  # noqa: E402
-from lins_analysis import fig11, fig16_17, style  # noqa: E402
+from lins_analysis import fig11, fig16_17, scaling, style  # noqa: E402
 from lins_analysis import schema  # noqa: E402
 from lins_analysis.load import load  # noqa: E402
 
@@ -75,8 +75,13 @@ class PeerFiguresTest(unittest.TestCase):
         self.assertEqual(style.strategy_label("deepspeed-0.19.8:zero1"), "DeepSpeed 0.19.8 zero1")
 
     def test_fig11_draws_peers_dotted_beside_lins(self):
-        with tempfile.TemporaryDirectory() as d, Capture() as figs:
-            fig11.draw(dataset(), d)
+        # The paper's series (make_figures --series paper); by default every preset in the data is drawn (below).
+        scaling.SERIES = "paper"
+        try:
+            with tempfile.TemporaryDirectory() as d, Capture() as figs:
+                fig11.draw(dataset(), d)
+        finally:
+            scaling.SERIES = "all"
         lines = [line for ax in figs[0].axes for line in ax.get_lines() if line.get_label()]
         labels = {line.get_label() for line in lines}
         self.assertTrue({"ZeRO-1", "ZeRO-3", "ZeRO++", "MiCS", "Lins"} <= labels)
@@ -97,6 +102,13 @@ class PeerFiguresTest(unittest.TestCase):
         self.assertEqual(list(full.get_ydata()), [20.0, 20.0])  # mfu 0.2 drawn in percent
         legend = " ".join(t.get_text() for lg in figs[0].legends for t in lg.get_texts())
         self.assertIn(style.PEER_NOTE, legend)
+
+    def test_fig11_draws_every_preset_by_default(self):
+        with tempfile.TemporaryDirectory() as d, Capture() as figs:
+            fig11.draw(dataset(), d)
+        labels = {line.get_label() for ax in figs[0].axes for line in ax.get_lines() if line.get_label()}
+        self.assertTrue({"ZeRO-1", "ZeRO-3", "ZeRO++", "MiCS", "Lins"} <= labels)
+        self.assertIn("PyTorch DDP 2.15.0 ddp", labels)  # every real system's row too
 
     def test_fig16_17_adds_the_real_mics_plan_systems(self):
         rows = fig16_17.series_rows(dataset())
