@@ -249,7 +249,7 @@ TextTable sweep_table() {
                     {.header = "exposed_s", .align = Align::right, .width = 10, .format = "%.3f"},
                     {.header = "tgs", .align = Align::right, .width = 8, .format = "%.0f"},
                     {.header = "mfu", .align = Align::right, .width = 7, .format = "%.1f%%"},
-                    {.header = "mem", .align = Align::right, .width = 10}});
+                    {.header = "need", .align = Align::right, .width = 10}});
 }
 
 // One projected row: the step of `plan` under overlap mode `ov` (project_plan, as the planner projects it), written
@@ -306,8 +306,14 @@ Status project_row(const SimulateOptions& o, const Workload& workload, const Top
                                  ? "lins " + plan.tuple_string()
                                  : "lins: " + std::string(engine_name(plan.engine)) + " " + plan.tuple_string();
   printed.add(strategy == "lins" ? chosen.substr(0, 34) : strategy).add(overlap_name(ov));
-  printed.add(proj.step_s).add(proj.exposed_comm_s).add(tgs).add(100 * mfu).add(format_bytes(mem.total_bytes));
-  if (!feasible) printed.note(" oom");
+  // The memory a GPU needs, reserve included: what the oom verdict compares with --gpu-mem (the CSV's
+  // model_mem_bytes is the tensors alone).
+  printed.add(proj.step_s).add(proj.exposed_comm_s).add(tgs).add(100 * mfu).add(format_bytes(mem.required_bytes()));
+  if (!feasible) {
+    printed.note(" oom");
+  } else if (mem.required_bytes() > 0.95 * double(o.gpu_mem)) {
+    printed.note(" fits within 5% of --gpu-mem: depends on the reserve's assumptions (docs/cost-model.md)");
+  }
   printed.print_row(std::cout, printed.row_count() - 1);
   return Status::ok_status();
 }

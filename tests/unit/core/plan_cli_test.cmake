@@ -92,3 +92,14 @@ if(NOT n EQUAL 2)
   message(FATAL_ERROR "one.csv has ${n} lines, expected 2")
 endif()
 file(REMOVE_RECURSE ${WORK})
+
+# lins simulate's table: the memory a GPU needs is shown with the reserve (what the oom verdict compares), and a
+# verdict within 5% of --gpu-mem says it depends on the reserve's assumptions.
+run(0 simulate --model llama-13b --gpus 64 --strategies zero1,zero3 --out ${WORK}/sim-need.csv)
+expect_in("${OUT}" "need" "simulate: the need column")
+string(REGEX MATCH "zero1 +all +[0-9.]+ +[0-9.]+ +[0-9]+ +[0-9.]+% +([0-9.]+) GiB oom" zero1_row "${OUT}")
+if(NOT zero1_row OR CMAKE_MATCH_1 LESS_EQUAL 80)
+  message(FATAL_ERROR "simulate: zero1 at 64 GPUs should need more than 80 GiB, reserve included, and be oom:\n${OUT}")
+endif()
+run(0 simulate --model llama-13b --gpus 64 --strategies zero3 --gpu-mem 41GiB --out ${WORK}/sim-near.csv)
+expect_in("${OUT}" "fits within 5% of --gpu-mem: depends on the reserve's assumptions" "simulate: near the limit")
