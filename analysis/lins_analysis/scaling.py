@@ -44,9 +44,8 @@ def scaling_rows(data):
     if (s["overlap"] == "all").any():
         s = s[s["overlap"].isin(["all", ""])]
     wanted = wanted_series()
-    # a preset on its own engine (a custom 6-tuple only where named)
-    on_own = s.apply(lambda r: own_engine(r["strategy"]) in (r["engine"], "")
-                     if own_engine(r["strategy"]) else r["engine"] == "lins", axis=1)
+    # a preset on its own engine, a 6-tuple on the Lins engine (drawn only where named)
+    on_own = s.apply(lambda r: r["engine"] == (own_engine(r["strategy"]) or "lins"), axis=1)
     chosen = s["strategy"].map(lambda n: own_engine(n) is not None if wanted is None else n in wanted)
     # a real system whose preset is drawn (HSDP stands in for MiCS where DeepSpeed has none)
     drawn_presets = None if wanted is None else set(wanted) | ({"hsdp"} if "mics" in wanted else set())

@@ -197,10 +197,11 @@ HostProgram host_program(const Schedule& s, const ModelSpec& model, const std::v
   hp.wait_op.assign(program.size(), -1);
   int last_gather_waited = -1;
   const HostCosts& c = host.costs;
-  const bool ds = is_deepspeed(s.plan.engine);
+  const HostFamily family = engine_row(s.plan.engine).host;
+  const bool ds = family == HostFamily::deepspeed;
   const bool stage3 = ds && zero_stage(s.plan) == 3;
   const std::vector<int> hooked = stage3 ? ds_hooked_modules(model) : std::vector<int>();
-  const double issue_s = engine_row(s.plan.engine).host == HostFamily::lins ? c.lins_issue_s : c.collective_issue_s;
+  const double issue_s = family == HostFamily::lins ? c.lins_issue_s : c.collective_issue_s;
   for (std::size_t pos = 0; pos < program.size(); ++pos) {
     const Action& a = program[pos];
     if (host.device_in_host_thread) hp.sync[pos] = 1;  // nothing runs ahead of the host's own thread
@@ -211,7 +212,7 @@ HostProgram host_program(const Schedule& s, const ModelSpec& model, const std::v
           static_cast<std::size_t>(t.module) < hooked.size())
         hp.ahead_s[pos] += c.ds_module_hooks_s * hooked[static_cast<std::size_t>(t.module)];
       // FSDP2's hooks of the module's parameter group run around its forward and its backward.
-      if (engine_row(s.plan.engine).host == HostFamily::fsdp && t.kind != TaskKind::optimizer && t.module >= 0)
+      if (family == HostFamily::fsdp && t.kind != TaskKind::optimizer && t.module >= 0)
         hp.ahead_s[pos] += c.fsdp2_hooks_s;
       // engine.backward() of the paper's DeepSpeed starts with loss.mean().item(): the host waits for the loss,
       // which the last forward task produced, before it launches anything of the backward.
@@ -225,7 +226,7 @@ HostProgram host_program(const Schedule& s, const ModelSpec& model, const std::v
     if (a.kind == Action::Kind::issue) {
       const int calls = ds_gather_calls(s, model, op, &host);  // 1 but for DeepSpeed's per-submodule gathers
       double w = issue_s * calls;
-      if (engine_row(s.plan.engine).host == HostFamily::ddp && op.kind == CollKind::all_reduce) w += c.ddp_bucket_s;
+      if (family == HostFamily::ddp && op.kind == CollKind::all_reduce) w += c.ddp_bucket_s;
       if (stage3 && op.kind == CollKind::all_gather) w += c.ds_gather_issue.at(group) * calls;
       if (stage3 && op.kind == CollKind::reduce_scatter) w += c.ds_reduce_scatter.at(group) * tensors_of(s, model, op);
       hp.ahead_s[pos] = w;
