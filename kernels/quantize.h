@@ -29,14 +29,15 @@
 // Layout preconditions (checked: the CPU functions throw std::invalid_argument, the CUDA ones return
 // cudaErrorInvalidValue): groups > 0, n > 0, n % groups == 0, and for int4 an even group size. DeepSpeed's kernels need
 // more (group sizes a multiple of 8, below 16384 for quantize and 40960 for the swizzled quantize, or they silently
-// skip elements); the qwZ and qgZ planning functions below only choose layouts DeepSpeed's kernels handle.
+// skip elements); the qwZ and qgZ rules (core/model/quantization.h) only choose layouts DeepSpeed's kernels handle.
 #pragma once
 
 #include <cstdint>
 #include <span>
 #include <string>
 
-#include "kernels/quantize_layout.h"  // block_layout_error, swizzle_layout_error, reduction_layout_error
+#include "core/model/quantization.h"  // the block-count and shape rules, the bytes
+#include "kernels/quantize_layout.h"   // block_layout_error, swizzle_layout_error, reduction_layout_error
 
 namespace lins::kernels::quant {
 
@@ -46,15 +47,19 @@ uint16_t fp16_bits(float x);
 float fp16_value(uint16_t bits);  // exact
 float round_fp16(float x);        // fp16_value(fp16_bits(x))
 
-// --- qwZ: int8 weights for the quantized all-gather -----------------------------------------------------------------
-// DeepSpeed's CUDAQuantizer picks the block count for the S elements each rank quantizes (its partition of the
-// parameter, or the concatenated partitions of a coalesced bucket): g = ceil(S / 8000), then g += 1 until S % (8g)
-// == 0 (stopping at g = S), then g doubles while S % (16g) == 0 and S / g > 8000, which never happens after the first
-// loop (S / g <= 8000 already). It asserts S % (8g) == 0, S / g < 16000 and S > g. So a size is refused exactly when
-// S % 8 != 0 (or S <= 0).
-constexpr int64_t kQwzTargetGroupSize = 8000;
-int64_t qwz_group_count(int64_t elems);  // 0 when DeepSpeed's asserts refuse the size
-std::string qwz_refusal(int64_t elems);  // "" when accepted, else which assertion fails and why
+// --- The rules: block counts, which tensors take the quantized path, bytes (core/model/quantization.h) ----------------
+using lins::flat_group_count;
+using lins::kQgzMaxGroupSize;
+using lins::kQwzTargetGroupSize;
+using lins::qgz_deepspeed_quantizes;
+using lins::qgz_group_count;
+using lins::qgz_inter_all_to_all_bytes;
+using lins::qgz_intra_all_to_all_bytes;
+using lins::qgz_refusal;
+using lins::QuantizedBytes;
+using lins::qwz_all_gather_bytes;
+using lins::qwz_group_count;
+using lins::qwz_refusal;
 
 // --- Block quantization (both) --------------------------------------------------------------------------------------
 // x[n] in `groups` consecutive blocks of n / groups elements; inv_scales[groups]. int8: q[n]. int4: packed[n / 2].
@@ -67,18 +72,6 @@ void dequantize_int4(const uint8_t* packed, const float* inv_scales, int64_t n, 
 // W = nodes * gpus_per_node ranks, rank = node * gpus_per_node + local. A gradient of shape [d0, d1, ...] with M
 // elements is quantized in G = max(d0, d1, W) blocks of E = M / G elements; after the exchange rank p holds elements
 // [p * M / W, (p + 1) * M / W) of the reduced gradient.
-int64_t qgz_group_count(int64_t d0, int64_t d1, int world);
-
-// Whether DeepSpeed takes the quantized path for a tensor of this shape: it reduce-scatters 1-D tensors and tensors
-// with M % (2W) != 0 unquantized (averaged over W), and all tensors when there is one node.
-bool qgz_deepspeed_quantizes(std::span<const int64_t> shape, int nodes, int gpus_per_node);
-// "" when lins takes the quantized path, else why it reduce-scatters unquantized instead. lins quantizes exactly the
-// shapes DeepSpeed quantizes that its kernels handle: beyond DeepSpeed's checks it requires G % W == 0 (every block
-// inside one rank's slice; DeepSpeed's swizzle leaves the remainder unquantized), E % 8 == 0 (DeepSpeed's kernels move
-// 8 values at a time and would mix blocks) and E <= 40960 (its swizzled quantize launches nothing above). On the
-// other shapes DeepSpeed's result is undefined, so lins falls back as DeepSpeed does for its own refusals.
-std::string qgz_refusal(std::span<const int64_t> shape, int nodes, int gpus_per_node);
-constexpr int64_t kQgzMaxGroupSize = 40960;
 
 // Step 1, each rank: quantize x[n] (the whole gradient) to int4 in `groups` blocks and write the blocks in swizzled
 // order, so that the intra-node all-to-all's chunk k is what local rank k needs. The W slices of n / W elements (slice
@@ -103,19 +96,5 @@ void quantized_reduction_int4(const uint8_t* in, const float* in_scales, int64_t
 // R times the mean (its unquantized fallback leaves the mean); divisor = W gives the mean. out[elems_per_peer].
 void dequantize_reduce_int4(const uint8_t* in, const float* in_scales, int64_t elems_per_peer, int64_t groups_per_peer,
                             int peers, float divisor, float* out);
-
-// --- Bytes per rank -------------------------------------------------------------------------------------------------
-// What one rank puts into each quantized collective: its payload buffer and its fp32 scales buffer (two collectives
-// each in DeepSpeed). qwZ all-gather: S int8 values and g scales (a rank receives W times both). qgZ intra-node
-// all-to-all: M / 2 bytes and G scales, of which (R-1)/R leave the GPU; inter-node all-to-all: M / (2R) bytes and G / R
-// scales, of which (N-1)/N leave the node.
-struct QuantizedBytes {
-  int64_t payload = 0;
-  int64_t scales = 0;
-  int64_t total() const { return payload + scales; }
-};
-QuantizedBytes qwz_all_gather_bytes(int64_t partition_elems);  // zero when qwz_group_count refuses the size
-QuantizedBytes qgz_intra_all_to_all_bytes(int64_t elems, int64_t groups);
-QuantizedBytes qgz_inter_all_to_all_bytes(int64_t elems, int64_t groups, int gpus_per_node);
 
 }  // namespace lins::kernels::quant

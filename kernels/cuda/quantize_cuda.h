@@ -4,7 +4,7 @@
 // else the launch's status (nothing is synchronised). The results equal the CPU functions' bit for bit: IEEE fp32
 // operations with explicit rounding (no fast math, no contraction), fp16 sums with the GPU's fp16 add, and block
 // maxima that do not depend on the order of the reduction. The planning functions (qwz_group_count, qgz_refusal, the
-// byte counts) are host code and live in kernels/quantize.h only.
+// byte counts) are host code and live in core/model/quantization.h.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -454,7 +454,7 @@ void print_plan_header(const PlanOptions& o) {
 
 // --plan: that plan alone, with its details.
 Result<PlanSearch> evaluate_given_plan(const PlanOptions& o) {
-  auto plan = parse_plan(o.plan, o.topo);
+  auto plan = parse_run_plan(o.plan, o.topo, o.planner.engine);
   if (!plan) return make_error("--plan: " + plan.error());
   LINS_ASSIGN_OR_RETURN(auto e, evaluate_plan(o.work, o.topo, *plan, *o.cost, o.planner));
   PlanSearch search = rank_plans({e}, o.view.rank_by, o.view.objective);

@@ -217,7 +217,7 @@ Result<std::optional<Plan>> resolve_strategy(const SimulateOptions& o, const std
                                              const Workload& workload, const Topology& topo,
                                              const PlannerOptions& popt) {
   if (strategy != "lins") {
-    auto p = parse_plan(strategy, topo);
+    auto p = parse_run_plan(strategy, topo, o.engine);
     if (!p) return make_error("strategy '" + strategy + "' on " + std::to_string(topo.world()) + " GPUs: " + p.error());
     return std::optional<Plan>(*p);
   }

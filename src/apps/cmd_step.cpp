@@ -380,7 +380,7 @@ Result<Plan> planner_choice(const StepOptions& o, const ParsedArgs& a, const Pea
 Status check_strategies(const StepOptions& o, const ParsedArgs& a) {
   for (const auto& s : o.strategies)
     if (s != "lins")
-      if (auto p = parse_plan(s, o.topo); !p) return make_error("strategy '" + s + "': " + p.error());
+      if (auto p = parse_run_plan(s, o.topo, o.engine); !p) return make_error("strategy '" + s + "': " + p.error());
   LINS_TRY(parse_compute_model(a, 1.0));
   return Status::ok_status();
 }
@@ -395,7 +395,7 @@ NamedPlans fixed_strategies(const StepOptions& o) {
   NamedPlans f;
   for (const auto& s : o.strategies)
     if (s != "lins")
-      if (auto p = parse_plan(s, o.topo)) f.plans.push_back(*p), f.names.push_back(s);
+      if (auto p = parse_run_plan(s, o.topo, o.engine)) f.plans.push_back(*p), f.names.push_back(s);
   return f;
 }
 // Those the planner chose: each 'lins' of the resolved strategies.
@@ -410,7 +410,7 @@ NamedPlans planned_strategies(const StepOptions& o, const std::vector<Plan>& res
 Result<std::vector<Plan>> resolve_strategies(const StepOptions& o, const ParsedArgs& a, const Peak& peak, int rank) {
   std::vector<Plan> plans;
   for (const auto& s : o.strategies) {
-    auto p = s == "lins" ? planner_choice(o, a, peak, rank) : parse_plan(s, o.topo);
+    auto p = s == "lins" ? planner_choice(o, a, peak, rank) : parse_run_plan(s, o.topo, o.engine);
     if (!p) return make_error(s == "lins" ? p.error() : "strategy '" + s + "': " + p.error());
     plans.push_back(*p);
   }

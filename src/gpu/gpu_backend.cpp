@@ -35,6 +35,7 @@
 #include "kernels/cuda/attention_cudnn.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/ops_cuda.h"
+#include "kernels/cuda/quantize_cuda.h"
 
 namespace lins {
 
@@ -315,6 +316,30 @@ class GpuBackend final : public ComputeBackend {
                   bool accumulate) override {
     on_stream(stream, [&] { convert(src, src_dtype, dst, dst_dtype, n, accumulate); });
   }
+  // ZeRO++'s quantizers on the communication stream (kernels/cuda/quantize_cuda.h).
+  void quantize_int8_on(void* stream, const float* x, int64_t n, int64_t groups, int8_t* q, float* scales) override {
+    CUDA_CHECK(kc::quantize_int8(x, n, groups, q, scales, on(stream)));
+  }
+  void dequantize_int8_on(void* stream, const int8_t* q, const float* scales, int64_t n, int64_t groups,
+                          float* out) override {
+    CUDA_CHECK(kc::dequantize_int8(q, scales, n, groups, out, on(stream)));
+  }
+  void swizzle_quantize_int4_on(void* stream, const float* x, int64_t n, int64_t groups, int nodes, int gpus_per_node,
+                                uint8_t* packed, float* scales) override {
+    CUDA_CHECK(kc::swizzle_quantize_int4(x, n, groups, nodes, gpus_per_node, packed, scales, on(stream)));
+  }
+  void quantized_reduction_int4_on(void* stream, const uint8_t* in, const float* in_scales, int64_t elems_per_peer,
+                                   int64_t groups_per_peer, int peers, uint8_t* out, float* out_scales) override {
+    CUDA_CHECK(kc::quantized_reduction_int4(in, in_scales, elems_per_peer, groups_per_peer, peers, out, out_scales,
+                                             on(stream)));
+  }
+  void dequantize_reduce_int4_on(void* stream, const uint8_t* in, const float* in_scales, int64_t elems_per_peer,
+                                 int64_t groups_per_peer, int peers, float divisor, float* out) override {
+    CUDA_CHECK(kc::dequantize_reduce_int4(in, in_scales, elems_per_peer, groups_per_peer, peers, divisor, out,
+                                           on(stream)));
+  }
+  // A communication stream, or the compute stream when none is given.
+  cudaStream_t on(void* stream) const { return stream ? static_cast<cudaStream_t>(stream) : stream_; }
   // Runs `f`, whose kernels go to `stream` instead of the compute stream (the host thread issuing both is the same).
   template <class F>
   void on_stream(void* stream, F&& f) {

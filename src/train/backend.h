@@ -15,6 +15,7 @@
 #include "core/model/vocabulary.h"  // DType
 #include "core/util/result.h"
 #include "kernels/ops.h"
+#include "kernels/quantize.h"
 
 namespace lins {
 
@@ -146,6 +147,35 @@ class ComputeBackend {
                           bool accumulate) {
     (void)stream;
     convert(src, src_dtype, dst, dst_dtype, n, accumulate);
+  }
+  // ZeRO++'s quantizers (kernels/quantize.h: the arguments, layouts and arithmetic), done by a communication stream on
+  // device pointers as copy_on is: these defaults run the CPU kernels at once (host memory); the GPU backend enqueues
+  // kernels/cuda/quantize_cuda.h's on `stream`.
+  virtual void quantize_int8_on(void* stream, const float* x, int64_t n, int64_t groups, int8_t* q, float* scales) {
+    (void)stream;
+    kernels::quant::quantize_int8(x, n, groups, q, scales);
+  }
+  virtual void dequantize_int8_on(void* stream, const int8_t* q, const float* scales, int64_t n, int64_t groups,
+                                  float* out) {
+    (void)stream;
+    kernels::quant::dequantize_int8(q, scales, n, groups, out);
+  }
+  virtual void swizzle_quantize_int4_on(void* stream, const float* x, int64_t n, int64_t groups, int nodes,
+                                        int gpus_per_node, uint8_t* packed, float* scales) {
+    (void)stream;
+    kernels::quant::swizzle_quantize_int4(x, n, groups, nodes, gpus_per_node, packed, scales);
+  }
+  virtual void quantized_reduction_int4_on(void* stream, const uint8_t* in, const float* in_scales,
+                                           int64_t elems_per_peer, int64_t groups_per_peer, int peers, uint8_t* out,
+                                           float* out_scales) {
+    (void)stream;
+    kernels::quant::quantized_reduction_int4(in, in_scales, elems_per_peer, groups_per_peer, peers, out, out_scales);
+  }
+  virtual void dequantize_reduce_int4_on(void* stream, const uint8_t* in, const float* in_scales,
+                                         int64_t elems_per_peer, int64_t groups_per_peer, int peers, float divisor,
+                                         float* out) {
+    (void)stream;
+    kernels::quant::dequantize_reduce_int4(in, in_scales, elems_per_peer, groups_per_peer, peers, divisor, out);
   }
 
  protected:

@@ -84,6 +84,7 @@ struct Executor::Impl {
     bool issued = false, waited = false;
     double issue_s = 0;  // host seconds, from the step's origin
     DeviceBuffer buf;    // the gathered parameters, a packed send buffer or a broadcast payload
+    DeviceBuffer quant;  // ZeRO++'s quantized values and scales (quantization_buffer_bytes), freed at the wait
   };
   std::vector<Flight> flights;  // this step's, per op
   std::vector<Flight> carried;  // the previous step's ops waited for in this one (next-step waits)
@@ -180,6 +181,10 @@ struct Executor::Impl {
   Status issue_transient_all_reduce(int i, Flight& f);
   Status issue_update_gather(int i, Flight& f);
   Status issue_broadcast(int i, Flight& f);
+  // ZeRO++: a qwZ gather (issue_gather's, with the input `send` of `part` elements), qgZ's two exchanges.
+  Status issue_quantized_gather(int i, Flight& f, const void* send, int64_t part);
+  Status issue_qgz_node_exchange(int i, Flight& f);
+  Status issue_qgz_peer_exchange(int i, Flight& f);
   int64_t pack_owner(int owner, const ModuleShard& msh, void* payload, bool to_payload, void* stream);
   // dst += src (or dst = src) over n storage-dtype elements, on `stream` (the communication stream doing it).
   void accumulate_on(void* stream, void* dst, const void* src, int64_t n);

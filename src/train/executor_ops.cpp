@@ -50,6 +50,12 @@ Status Executor::Impl::issue(int i) {
     case AtIssue::broadcast_update:
       s = issue_broadcast(i, f);
       break;
+    case AtIssue::exchange_quantized_grads:
+      s = issue_qgz_node_exchange(i, f);
+      break;
+    case AtIssue::exchange_reduced_slices:
+      s = issue_qgz_peer_exchange(i, f);
+      break;
   }
   if (!s) return s;
   if (!f.done.impl()) std::swap(f.done, f.collective);  // no work after the collective: waiting for it is enough
@@ -127,7 +133,129 @@ Status Executor::Impl::issue_gather(int i, Flight& f) {
   }
   if (auto s = allocate_held(i, f); !s) return s;
   if (f.buf.empty()) return make_error("executor: gather of " + op.label + " holds no buffer");
+  if (op.quant == Quant::int8_blocks) return issue_quantized_gather(i, f, send, count);
   f.collective = c->all_gather(send, f.buf.data(), count, sd);
+  return {};
+}
+
+// ---- ZeRO++ qwZ: the gather in int8 blocks ------------------------------------------------------------------------
+// As DeepSpeed's quantized all-gather (partition_parameters.py 1457-1494, 717-720): this rank's part quantized to int8
+// in g blocks on the stream, the values and the fp32 scales all-gathered by two collectives, every rank's part
+// dequantized into the gathered buffer. The int8 values travel as 16-bit words (the collective only moves them).
+Status Executor::Impl::issue_quantized_gather(int i, Flight& f, const void* send, int64_t part) {
+  const CommOp& op = sched->ops[static_cast<std::size_t>(i)];
+  Communicator* c = op_comm[static_cast<std::size_t>(i)];
+  const int n = c->size();
+  const int64_t blocks = op.quant_blocks / n;
+  if (blocks <= 0 || part % 8 != 0 || blocks * n != op.quant_blocks)
+    return make_error("executor: quantized gather of " + op.label + " has no block layout");
+  LINS_ASSIGN_OR_RETURN(f.quant, be->allocate(quantization_buffer_bytes(op, sd), MemCategory::buffer, false));
+  // fp32 first (4-byte aligned), then the int8 values: [in S][out nS] (storage other than fp32) [scales g][all ng]
+  // [values S][all nS].
+  char* base = static_cast<char*>(f.quant.data());
+  float* in = mixed() ? reinterpret_cast<float*>(base) : nullptr;
+  float* out = mixed() ? in + part : nullptr;
+  float* scales = reinterpret_cast<float*>(base + (mixed() ? 4 * (part + n * part) : 0));
+  float* all_scales = scales + blocks;
+  int8_t* values = reinterpret_cast<int8_t*>(all_scales + n * blocks);
+  int8_t* all_values = values + part;
+  void* gathered = f.buf.data();
+  const DType storage = sd;
+  f.first = c->then([this, send, in, part, blocks, values, scales, storage](void* stream) {
+    const float* x = static_cast<const float*>(send);
+    if (in) be->convert_on(stream, send, storage, in, DType::fp32, part, false), x = in;
+    be->quantize_int8_on(stream, x, part, blocks, values, scales);
+  });
+  c->all_gather(values, all_values, part / 2, DType::bf16);
+  f.collective = c->all_gather(scales, all_scales, blocks, DType::fp32);
+  f.done = c->then([this, n, part, blocks, all_values, all_scales, out, gathered, storage](void* stream) {
+    float* dst = out ? out : static_cast<float*>(gathered);
+    for (int k = 0; k < n; ++k)  // each rank's part with its own blocks
+      be->dequantize_int8_on(stream, all_values + k * part, all_scales + k * blocks, part, blocks, dst + k * part);
+    if (out) be->convert_on(stream, out, DType::fp32, gathered, storage, n * part, false);
+  });
+  return {};
+}
+
+// ---- ZeRO++ qgZ: the gradient in int4 blocks, exchanged inside the node, then across nodes --------------------------
+// DeepSpeed's all_to_all_quant_reduce (coalesced_collectives.py 31-76) on the module's whole gradient: quantized to
+// int4 in G blocks with each rank's slice where the exchange inside the node sends it (swizzle_quantize_int4), values
+// and scales all-to-all'ed inside the node, the R peers' blocks reduced into the node's int4 sums (written into the
+// buffer of the op after it, the exchange across nodes), which all-to-alls them among the N ranks of this rank's place
+// and reduces them into this rank's slice, added into G. The int4 values travel as 16-bit words.
+Status Executor::Impl::issue_qgz_node_exchange(int i, Flight& f) {
+  const CommOp& op = sched->ops[static_cast<std::size_t>(i)];
+  Communicator* c = op_comm[static_cast<std::size_t>(i)];
+  const std::size_t j = static_cast<std::size_t>(i) + 1;
+  if (j >= sched->ops.size() || sched->ops[j].purpose != Purpose::qgz_peer_exchange || sched->ops[j].module != op.module)
+    return make_error("executor: qgZ exchange of " + op.label + " is not followed by its exchange across nodes");
+  const CommOp& next = sched->ops[j];
+  const int m = op.module, R = c->size(), N = op_comm[j]->size();
+  const int64_t M = op.elems, G = op.quant_blocks, W = int64_t(R) * N;
+  const ModuleShard& msh = shard_of(m);
+  if (M != msh.padded_elems || M % (8 * W) != 0 || G % W != 0 || msh.shard_elems * W != M)
+    return make_error("executor: qgZ exchange of " + op.label + " does not match the layout");
+  if (grad_full[static_cast<std::size_t>(m)].empty())
+    return make_error("executor: qgZ exchange of " + op.label + " before the backward of " +
+                      spec->modules[static_cast<std::size_t>(m)].name);
+  // This op's buffer: [the gradient in fp32, M (storage other than fp32)][scales G][received G][values M/2][received
+  // M/2]. The next op's: [its slice in fp32, S][sums' scales G/R][received G/R][sums M/2R][received M/2R].
+  LINS_ASSIGN_OR_RETURN(f.quant, be->allocate(quantization_buffer_bytes(op, sd), MemCategory::buffer, false));
+  Flight& g = flights[j];
+  LINS_ASSIGN_OR_RETURN(g.quant, be->allocate(quantization_buffer_bytes(next, sd), MemCategory::buffer, false));
+  char* base = static_cast<char*>(f.quant.data());
+  float* in = mixed() ? reinterpret_cast<float*>(base) : nullptr;
+  float* scales = reinterpret_cast<float*>(base + (mixed() ? 4 * M : 0));
+  float* got_scales = scales + G;
+  uint8_t* values = reinterpret_cast<uint8_t*>(got_scales + G);
+  uint8_t* got_values = values + M / 2;
+  const int64_t S = M / W;
+  float* sum_scales = static_cast<float*>(g.quant.data()) + S;
+  uint8_t* sums = reinterpret_cast<uint8_t*>(sum_scales + 2 * (G / R));
+  const void* grad = grad_full[static_cast<std::size_t>(m)].data();
+  const DType storage = sd;
+  f.first = c->then([this, grad, in, M, G, N, R, values, scales, storage](void* stream) {
+    const float* x = static_cast<const float*>(grad);
+    if (in) be->convert_on(stream, grad, storage, in, DType::fp32, M, false), x = in;
+    be->swizzle_quantize_int4_on(stream, x, M, G, N, R, values, scales);
+  });
+  c->all_to_all(values, got_values, M / (4 * R), DType::bf16);  // M/2R bytes to each peer
+  f.collective = c->all_to_all(scales, got_scales, G / R, DType::fp32);
+  f.done = c->then([this, got_values, got_scales, M, G, R, sums, sum_scales](void* stream) {
+    be->quantized_reduction_int4_on(stream, got_values, got_scales, M / R, G / R, R, sums, sum_scales);
+  });
+  return {};
+}
+
+Status Executor::Impl::issue_qgz_peer_exchange(int i, Flight& f) {
+  const CommOp& op = sched->ops[static_cast<std::size_t>(i)];
+  Communicator* c = op_comm[static_cast<std::size_t>(i)];
+  if (f.quant.empty())
+    return make_error("executor: qgZ exchange across nodes of " + op.label + " was issued before the one inside");
+  const int N = c->size();
+  const int64_t elems = op.elems, blocks = op.quant_blocks;  // the node's sums: M/R values in G/R blocks
+  const int64_t S = elems / N, g = blocks / N;
+  const ElemRange r = local_range(i);
+  if (r.elems != S) return make_error("executor: qgZ exchange across nodes of " + op.label + " is not this rank's shard");
+  float* out = static_cast<float*>(f.quant.data());
+  float* sum_scales = out + S;
+  float* got_scales = sum_scales + blocks;
+  uint8_t* sums = reinterpret_cast<uint8_t*>(got_scales + blocks);
+  uint8_t* got = sums + elems / 2;
+  c->all_to_all(sums, got, S / 4, DType::bf16);  // S/2 bytes to each node
+  f.collective = c->all_to_all(sum_scales, got_scales, g, DType::fp32);
+  // The divisor: lins's gradients are already divided by the global token count, so the plain sum is the mean that
+  // DeepSpeed's averaged reduce-scatter leaves (divisor 1); DeepSpeed's qgZ divides its sum of the W ranks' means by
+  // N instead of W, leaving R times the mean: divisor 1/R (exact for R a power of two), --ds-qgz-average deepspeed.
+  const int R = op_comm[static_cast<std::size_t>(i) - 1]->size();
+  const float divisor = sched->options.engine.ds_qgz_divide_by_nodes ? 1.0f / float(R) : 1.0f;
+  const bool into_g = op_rules[static_cast<std::size_t>(i)].at_completion == AtCompletion::slice_into_g;
+  void* dst = into_g ? at(g_acc, r.offset) : at(g_mb, r.offset);
+  const DType storage = sd;
+  f.done = c->then([this, got, got_scales, S, g, N, divisor, out, dst, into_g, storage](void* stream) {
+    be->dequantize_reduce_int4_on(stream, got, got_scales, S, g, N, divisor, out);
+    be->convert_on(stream, out, DType::fp32, dst, storage, S, /*accumulate=*/into_g);
+  });
   return {};
 }
 
@@ -317,6 +445,7 @@ Status Executor::Impl::issue_broadcast(int i, Flight& f) {
 // stay until their tasks release them), and the whole-module gradients no later op of the micro-batch reads.
 Status Executor::Impl::complete(int i, Flight& f) {
   if (!op_holds[static_cast<std::size_t>(i)].until_task) f.buf.reset();
+  f.quant.reset();
   for (int m : op_grad_modules[static_cast<std::size_t>(i)])
     if (--grad_full_left[static_cast<std::size_t>(m)] == 0) grad_full[static_cast<std::size_t>(m)].reset();
   return {};

@@ -268,14 +268,20 @@ double CostModel::time_s(CollKind op, double bytes, Mesh mesh, const Topology& t
 }
 
 double CostModel::op_time_s(const CommOp& op, const Topology& topo, Pricing pricing, bool* fell_back) const {
-  return time_s(op.kind, double(op.bytes()), op.mesh, topo, pricing, fell_back);
+  if (op.quant == Quant::none) return time_s(op.kind, double(op.bytes()), op.mesh, topo, pricing, fell_back);
+  // ZeRO++'s quantized ops are two collectives, one after the other: the values, then the fp32 scales.
+  bool values_fell_back = false, scales_fell_back = false;
+  const double t = time_s(op.kind, double(op.payload_bytes()), op.mesh, topo, pricing, &values_fell_back) +
+                   time_s(op.kind, double(op.scale_bytes()), op.mesh, topo, pricing, &scales_fell_back);
+  if (fell_back) *fell_back = values_fell_back || scales_fell_back;
+  return t;
 }
 
 void CostModel::price_both(const Schedule& s, CommTimeBreakdown* isolated, CommTimeBreakdown* shared) const {
   // Schedules repeat a few shapes (every layer's modules, equal buckets): remember the last few prices.
   struct Memo {
     CollKind kind;
-    int64_t bytes;
+    int64_t bytes, scale_bytes;
     Mesh mesh;
     double t[2];
     bool fell_back;
@@ -285,10 +291,11 @@ void CostModel::price_both(const Schedule& s, CommTimeBreakdown* isolated, CommT
   int memo_size = 0, memo_next = 0;
   CommTimeBreakdown* out[2] = {isolated, shared};
   for (const auto& op : s.ops) {
-    const int64_t bytes = op.bytes();
+    const int64_t bytes = op.bytes(), scale_bytes = op.scale_bytes();
     const Memo* hit = nullptr;
     for (int i = 0; i < memo_size; ++i)
-      if (memo[i].bytes == bytes && memo[i].kind == op.kind && memo[i].mesh == op.mesh) {
+      if (memo[i].bytes == bytes && memo[i].scale_bytes == scale_bytes && memo[i].kind == op.kind &&
+          memo[i].mesh == op.mesh) {
         hit = &memo[i];
         break;
       }
@@ -296,9 +303,10 @@ void CostModel::price_both(const Schedule& s, CommTimeBreakdown* isolated, CommT
       Memo& m = memo[memo_next];
       m.kind = op.kind;
       m.bytes = bytes;
+      m.scale_bytes = scale_bytes;
       m.mesh = op.mesh;
-      m.t[0] = out[0] ? time_s(op.kind, double(bytes), op.mesh, s.topo, Pricing::paper_isolated, &m.fell_back) : 0;
-      m.t[1] = out[1] ? time_s(op.kind, double(bytes), op.mesh, s.topo, Pricing::shared_links, &m.fell_back) : 0;
+      m.t[0] = out[0] ? op_time_s(op, s.topo, Pricing::paper_isolated, &m.fell_back) : 0;
+      m.t[1] = out[1] ? op_time_s(op, s.topo, Pricing::shared_links, &m.fell_back) : 0;
       hit = &m;
       memo_next = (memo_next + 1) % kMemo;
       memo_size = std::min(memo_size + 1, kMemo);

@@ -25,6 +25,10 @@ GroupSpec group_spec(GroupRole role, const Plan& plan, const Topology& topo) {
       return {plan.os.total(), sp};
     case GroupRole::hpz:
       return {plan.hpz_intra > 0 ? plan.hpz_intra : 1, 1};
+    case GroupRole::p_shard_node:  // the P shard group fills the node first (validate_plan)
+      return {std::min(sp, topo.gpus_per_node), 1};
+    case GroupRole::p_shard_peers:
+      return sp > topo.gpus_per_node ? GroupSpec{sp, topo.gpus_per_node} : GroupSpec{1, 1};
   }
   return {1, 1};
 }

@@ -36,8 +36,12 @@ enum class GroupRole {
   g_replica,   // ranks holding the same P shard inside one G block (T_g AllReduce)
   os_replica,  // ranks holding the same P shard inside one OS block (parameter Broadcast)
   hpz,         // ZeRO++ secondary partition inside the node
+  // ZeRO++ qgZ's two all-to-alls: the ranks of the P shard group on this node, and the ranks of the P shard group
+  // with this rank's index on their node (one per node).
+  p_shard_node,
+  p_shard_peers,
 };
-constexpr int kGroupRoleCount = 7;
+constexpr int kGroupRoleCount = 9;
 inline constexpr NameTable<GroupRole, kGroupRoleCount> kGroupRoleNames{
     "group role",
     {{
@@ -48,8 +52,11 @@ inline constexpr NameTable<GroupRole, kGroupRoleCount> kGroupRoleNames{
         {GroupRole::g_replica, "g_replica", "", "the ranks holding the same P shard inside one G block"},
         {GroupRole::os_replica, "os_replica", "", "the ranks holding the same P shard inside one OS block"},
         {GroupRole::hpz, "hpz", "", "ZeRO++'s secondary partition inside the node"},
+        {GroupRole::p_shard_node, "p_shard_node", "", "the P shard group's ranks on this node (ZeRO++ qgZ)"},
+        {GroupRole::p_shard_peers, "p_shard_peers", "",
+         "the P shard group's ranks with this rank's place on their node (ZeRO++ qgZ)"},
     }}};
-static_assert(kGroupRoleNames.complete(GroupRole::hpz));
+static_assert(kGroupRoleNames.complete(GroupRole::p_shard_peers));
 
 const char* group_role_name(GroupRole role);
 GroupSpec group_spec(GroupRole role, const Plan& plan, const Topology& topo);

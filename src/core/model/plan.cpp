@@ -114,8 +114,43 @@ std::vector<std::pair<std::string, std::string>> plan_presets() {
   return out;
 }
 
+bool accepts_quantization(const Plan& plan) {
+  return plan.engine == Engine::zeropp || (plan.engine == Engine::zero && zero_stage(plan) == 3);
+}
+
+Status set_quantization(Plan& plan, bool weights, bool gradients) {
+  if (!weights && !gradients) return {};
+  if (!accepts_quantization(plan))
+    return make_error("plan " + plan.name + ": quantized communication (" +
+                      std::string(weights ? "+qwz / --ds-quantized-weights" : "+qgz / --ds-quantized-gradients") +
+                      ") is ZeRO-3's (DeepSpeed zero_quantized_weights and zero_quantized_gradients): use it with "
+                      "zero3 or zeropp");
+  if (weights && !plan.quantized_weights) plan.name += "+qwz";
+  if (gradients && !plan.quantized_gradients) plan.name += "+qgz";
+  plan.quantized_weights = plan.quantized_weights || weights;
+  plan.quantized_gradients = plan.quantized_gradients || gradients;
+  return {};
+}
+
 Result<Plan> parse_plan(std::string_view text_in, const Topology& topo) {
-  const std::string text = trim(text_in);
+  // "+qwz" and "+qgz" after a preset: ZeRO++'s quantized communication.
+  std::string spelled = trim(text_in);
+  bool qwz = false, qgz = false;
+  while (true) {
+    const auto plus = spelled.rfind('+');
+    if (plus == std::string::npos) break;
+    const std::string suffix = spelled.substr(plus + 1);
+    if (suffix == "qwz" && !qwz)
+      qwz = true;
+    else if (suffix == "qgz" && !qgz)
+      qgz = true;
+    else
+      return make_error("plan '" + trim(text_in) + "': '+" + suffix +
+                        "' is not a quantization; valid: +qwz (int8 weights) and +qgz (int4 gradients), each once, "
+                        "after zero3 or zeropp");
+    spelled = spelled.substr(0, plus);
+  }
+  const std::string text = spelled;
   const int R = topo.gpus_per_node, N = topo.nodes;
   std::string base = text, arg;
   if (auto colon = text.find(':'); colon != std::string::npos) {
@@ -208,6 +243,7 @@ Result<Plan> parse_plan(std::string_view text_in, const Topology& topo) {
     return make_error("unknown plan '" + text + "'; valid plans: " + names);
   }
   LINS_TRY(validate_plan(plan, topo));
+  LINS_TRY(set_quantization(plan, qwz, qgz));
   return plan;
 }
 

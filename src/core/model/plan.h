@@ -69,6 +69,12 @@ struct Plan {
   // a 1/k copy of P from forward to backward. 0 = none.
   int hpz_intra = 0;
   bool keep_after_forward = false;  // FSDP2 reshard_after_forward=False: gathered P kept from forward to backward
+  // DeepSpeed ZeRO++'s quantized communication (zero3 and zeropp; core/model/quantization.h): qwZ, int8 parameter
+  // gathers (zero_quantized_weights), and qgZ, int4 gradients by all-to-all (zero_quantized_gradients). Spelled
+  // "+qwz" and "+qgz" after the preset ("zeropp+qwz+qgz"), or set for every such plan by --ds-quantized-weights and
+  // --ds-quantized-gradients.
+  bool quantized_weights = false;
+  bool quantized_gradients = false;
 
   // "p=4x1,g=4x1,os=8x1" (plus ",hpz=8" for ZeRO++); parse_plan reads it back on the Lins engine.
   std::string to_string() const;
@@ -153,9 +159,17 @@ const char* preset_arg_name(PresetArg a);        // "none", "group_size", "secon
 // planner's "lins" and the 6-tuple.
 std::vector<std::pair<std::string, std::string>> plan_presets();
 
+// Whether a plan's engine runs ZeRO-3's gathers and reduce-scatters, where DeepSpeed accepts qwZ and qgZ (zero3,
+// zeropp).
+bool accepts_quantization(const Plan& plan);
+// Turns qwZ / qgZ on for `plan` (when `weights` / `gradients`), appending "+qwz" / "+qgz" to its name; an error naming
+// the presets that accept them when the plan's engine does not.
+Status set_quantization(Plan& plan, bool weights, bool gradients);
+
 // Parses a preset ("ddp", "zero1", "zero2", "zero3", "mics", "mics:16", "hsdp", "zeropp", "zeropp:4") or a 6-tuple
 // ("p=4x1,g=4x1,os=8x1"; "p=4,g=4,os=8" means intra-node factors; ",layout=intra" selects the even split), then
-// validates it on `topo`. "lins" is not parsed here: the planner chooses it.
+// validates it on `topo`. A zero3 or zeropp preset may end in "+qwz", "+qgz" or both (ZeRO++'s quantized
+// communication). "lins" is not parsed here: the planner chooses it.
 Result<Plan> parse_plan(std::string_view text, const Topology& topo);
 
 // Splits a comma-separated list of plans ("ddp,p=4x1,g=4x1,os=8x1,mics:16") into plans: the commas inside a

@@ -91,6 +91,12 @@ double closed_form_buffer_bytes(const Schedule& s, const ModelSpec& model, const
     const PurposeRule r = purpose_rule(op.purpose, ctx);
     if (r.held == HeldBuffer::payload) out += double(op_hold(op, r, 0).elems) * dtype_bytes(op.dtype);
   }
+  // ZeRO++'s quantization buffers: those of the largest quantized op, for each of the two units gathered at once and
+  // for a module's two exchanges of qgZ.
+  const DType storage = b.p >= 4 ? DType::fp32 : DType::bf16;
+  int64_t quantized = 0;
+  for (const auto& op : s.ops) quantized = std::max(quantized, quantization_buffer_bytes(op, storage));
+  out += 2.0 * double(quantized);
   return out;
 }
 
@@ -108,10 +114,13 @@ double walk_buffer_bytes(const Schedule& s, const ModelSpec& model, const StateB
   const PurposeContext ctx = purpose_context(s);
   const GradientReaders reads = gradient_readers(s, ctx);
   std::vector<double> held(s.ops.size(), 0.0);  // what each op holds from its issue, in bytes
+  std::vector<double> quantized(s.ops.size(), 0.0);  // ZeRO++'s quantization buffers, from its issue to its wait
   std::vector<bool> until_task(s.ops.size(), false);
+  const DType storage = b.p >= 4 ? DType::fp32 : DType::bf16;
   for (std::size_t i = 0; i < s.ops.size(); ++i) {
     const OpHold h = op_hold(s.ops[i], purpose_rule(s.ops[i].purpose, ctx), reads.op_modules[i].size());
     held[i] = double(h.elems) * (h.state == HeldState::p ? b.p : b.g);
+    quantized[i] = double(quantization_buffer_bytes(s.ops[i], storage));
     until_task[i] = h.until_task;
   }
   double live = 0, peak = 0;
@@ -167,6 +176,8 @@ double walk_buffer_bytes(const Schedule& s, const ModelSpec& model, const StateB
           op_live[i] = held[i];
           live += held[i];
         }
+        op_live[i] += quantized[i];
+        live += quantized[i];
         peak = std::max(peak, live);
         break;
       }

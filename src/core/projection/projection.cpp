@@ -6,15 +6,16 @@
 #include <tuple>
 
 #include "core/cost/host_model.h"
+#include "core/schedule/purposes.h"
 
 namespace lins {
 
 std::vector<double> price_ops(const Schedule& s, const CostModel& cost, Pricing pricing, const ModelSpec* model,
                               const HostModel* host, std::vector<double>* latency_s) {
   // A step repeats a few shapes (every layer's modules, equal buckets, every micro-batch's copy): price each once.
-  std::map<std::tuple<int, int64_t, int, int>, double> priced;
+  std::map<std::tuple<int, int64_t, int64_t, int, int>, double> priced;
   auto price = [&](const CommOp& op) {
-    const auto key = std::make_tuple(int(op.kind), op.bytes(), op.mesh.intra, op.mesh.inter);
+    const auto key = std::make_tuple(int(op.kind), op.bytes(), op.scale_bytes(), op.mesh.intra, op.mesh.inter);
     auto it = priced.find(key);
     if (it == priced.end()) it = priced.emplace(key, cost.op_time_s(op, s.topo, pricing)).first;
     return it->second;
@@ -34,7 +35,7 @@ std::vector<double> price_ops(const Schedule& s, const CostModel& cost, Pricing 
   for (std::size_t i = 0; i < s.ops.size(); ++i) {
     const CommOp& op = s.ops[i];
     std::size_t call_count = 1;
-    if (model && host) {
+    if (model && host && op.quant == Quant::none) {  // DeepSpeed's quantized gather is one coalesced call
       const std::vector<int64_t> calls = ds_gather_call_elems(s, *model, op, host);
       if (calls.size() > 1) {  // the real system's collectives for this op, one after another on its stream
         CommOp one = op;
@@ -61,8 +62,14 @@ Result<PlanProjection> project_plan(const ProjectionSetup& setup, const Workload
   add_memory_reserve(out.memory, sched, setup.reserve);
   const Contention& contention = setup.cost->contention();
   std::vector<double> latency_s;
-  const std::vector<double> op_s =
+  std::vector<double> op_s =
       price_ops(sched, *setup.cost, setup.pricing, &w.model, setup.host, contention.any() ? &latency_s : nullptr);
+  // ZeRO++'s quantize and dequantize passes run on the op's stream before and after its collectives: memory-bound
+  // kernels, priced at the memory rate.
+  const double memory_rate = setup.compute.rates_for(plan.engine).optimizer_bytes_per_s;
+  const DType storage = setup.state_bytes.p >= 4 ? DType::fp32 : DType::bf16;
+  for (std::size_t i = 0; i < sched.ops.size(); ++i)
+    if (memory_rate > 0) op_s[i] += double(quantization_pass_bytes(sched.ops[i], storage)) / memory_rate;
   out.step = project_step(sched, w.model, w.seq, w.micro_batch_size, w.recompute, setup.compute.rates_for(plan.engine),
                           op_s, trace, setup.host, &contention, &latency_s);
   out.schedule = std::move(sched);

@@ -53,6 +53,7 @@ class EngineBuilder {
   // middle ones, and the last (as many as are distinct).
   std::vector<MicroBatchCopy> copies() const;
   int group_size(GroupRole role) const { return role_group_[static_cast<int>(role)].size(); }
+  Mesh mesh(GroupRole role) const { return role_mesh_[static_cast<int>(role)]; }
 
   // Names the streams; an op's stream is its index here.
   void set_streams(std::vector<std::string> names) { s_.streams = std::move(names); }
@@ -71,6 +72,8 @@ class EngineBuilder {
     Point issue, wait;
     int after = -1;
     bool host_wait = false;  // CommOp::host_wait
+    Quant quant = Quant::none;  // CommOp::quant, quant_blocks
+    int64_t quant_blocks = 0;
     std::string_view label;  // default: the module's name
     int label_number = -1;   // appended to the label when not negative ("bucket 5")
   };

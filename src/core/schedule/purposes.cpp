@@ -117,8 +117,49 @@ PurposeRule purpose_rule(Purpose p, const PurposeContext& c) {
           "broadcasts the root owner's updated slices of the module's shard of P (packed into a payload "
           "unless in place)";
       break;
+    case Purpose::qgz_node_exchange:
+      r.kind = CollKind::all_to_all;
+      r.bucket_range = BucketRange::none;
+      r.reads_module_grads = true;
+      r.at_issue = AtIssue::exchange_quantized_grads;
+      r.at_completion = AtCompletion::nothing;
+      r.summary =
+          "quantizes the module's whole gradient to int4 blocks, all-to-alls them inside the node and reduces them "
+          "into the node's int4 sums";
+      break;
+    case Purpose::qgz_peer_exchange:
+      r.kind = CollKind::all_to_all;
+      r.bucket_range = BucketRange::none;
+      r.at_issue = AtIssue::exchange_reduced_slices;
+      r.held_state = HeldState::g;
+      if (c.transient_grads) {
+        r.at_completion = AtCompletion::slice_into_transient;
+        r.summary =
+            "all-to-alls the node's int4 sums across nodes and reduces them into this rank's shard of the transient "
+            "gradient";
+      } else {
+        r.at_completion = AtCompletion::slice_into_g;
+        r.summary = "all-to-alls the node's int4 sums across nodes and reduces them into this rank's shard, added into G";
+      }
+      break;
   }
   return r;
+}
+
+int64_t quantization_buffer_bytes(const CommOp& op, DType storage) {
+  const int n = op.group.size();
+  if (op.quant == Quant::none || n <= 0) return 0;
+  const bool copies = storage != DType::fp32;
+  switch (op.purpose) {
+    case Purpose::qgz_node_exchange:
+      return 2 * op.bytes() + (copies ? 4 * op.elems : 0);
+    case Purpose::qgz_peer_exchange:
+      return 2 * op.bytes() + 4 * (op.elems / n);
+    default: {  // a qwZ gather
+      const int64_t part = op.elems / n, part_blocks = op.quant_blocks / n;
+      return (part + 4 * part_blocks) + op.bytes() + (copies ? 4 * part + 4 * op.elems : 0);
+    }
+  }
 }
 
 LocalRange op_local_range(const CommOp& op, const ShardLayout& L, const PurposeRule& r) {
@@ -181,6 +222,24 @@ GradientReaders gradient_readers(const Schedule& s, const PurposeContext& c) {
     }
   }
   return g;
+}
+
+int64_t quantization_pass_bytes(const CommOp& op, DType storage) {
+  const int n = op.group.size();
+  if (op.quant == Quant::none || n <= 0) return 0;
+  const int64_t sb = dtype_bytes(storage);
+  switch (op.purpose) {
+    case Purpose::qgz_node_exchange: {
+      const int64_t sums = op.bytes() / n;  // what the reduction writes: 1/R of the values and scales
+      return op.elems * sb + 2 * op.bytes() + sums;
+    }
+    case Purpose::qgz_peer_exchange:
+      return op.bytes() + 2 * (op.elems / n) * sb;
+    default: {  // a qwZ gather
+      const int64_t part = op.elems / n, part_blocks = op.quant_blocks / n;
+      return part * sb + (part + 4 * part_blocks) + op.bytes() + op.elems * sb;
+    }
+  }
 }
 
 }  // namespace lins

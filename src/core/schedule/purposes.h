@@ -55,6 +55,11 @@ enum class AtIssue {
   all_reduce_transient_with_g,  // adds G's owned part into its range of the transient gradient, then all-reduces it
   gather_update,                // all-gathers the updated partitions in place into P (a persistent module: its buffer)
   broadcast_update,             // the root owner broadcasts its updated slices of the module's shard of P
+  exchange_quantized_grads,     // qgZ: quantizes the module's whole gradient to int4 blocks in swizzled order,
+                                // all-to-alls values and scales inside the node, and reduces what arrived into the
+                                // node's int4 sums (held by the op after it, the exchange across nodes)
+  exchange_reduced_slices,      // qgZ: all-to-alls the node's int4 sums across nodes and reduces them to this rank's
+                                // slice of the module's gradient
 };
 
 // What the op's stream does once the collective is in, before compute's wait for it returns.
@@ -84,6 +89,22 @@ struct PurposeRule {
 
 // The rules of purpose `p` under context `c` (an exhaustive switch: purposes.cpp).
 PurposeRule purpose_rule(Purpose p, const PurposeContext& c);
+
+// The bytes a quantized op (CommOp::quant) holds from its issue to its wait beyond its rule's buffer, with P and G
+// stored in `storage` (0 for an op that is not quantized): its values and scales to send and received, and the fp32
+// copies the quantizers read and write (kernels/quantize.h works on fp32 holding fp16 values).
+//   qwZ gather of S values a rank over n ranks, g blocks a rank: (S + 4g) sent, n (S + 4g) received; with storage
+//     other than fp32, 4S read and 4nS written.
+//   qgZ exchange inside the node (M values, G blocks): M/2 + 4G sent and received; with storage other than fp32,
+//     4M read. The exchange across nodes (M/R values, G/R blocks) holds its own M/2R + 4G/R twice (the node's sums,
+//     which the exchange inside the node writes, and what arrives) and the 4M/W of the rank's slice it writes.
+int64_t quantization_buffer_bytes(const CommOp& op, DType storage);
+// The bytes a quantized op's quantize and dequantize passes read and write (0 for an op that is not quantized), for
+// pricing them as memory-bound kernels:
+//   qwZ gather: quantize reads S values in `storage` and writes S + 4g; dequantize reads n (S + 4g), writes nS.
+//   qgZ inside the node: the swizzled quantize reads M and writes M/2 + 4G; the reduction reads that and writes
+//     M/2R + 4G/R. Across nodes: the reduction reads M/2R + 4G/R and adds the rank's M/W values into G.
+int64_t quantization_pass_bytes(const CommOp& op, DType storage);
 
 // A range of the local buffer, in elements.
 struct LocalRange {

@@ -160,6 +160,8 @@ int EngineBuilder::add(const MicroBatchCopy& c, Phase phase, const OpSpec& spec)
   op.wait = spec.wait;
   op.after = spec.after;
   op.host_wait = spec.host_wait;
+  op.quant = spec.quant;
+  op.quant_blocks = spec.quant_blocks;
   return static_cast<int>(s_.ops.size()) - 1;
 }
 

@@ -65,8 +65,10 @@ enum class Purpose {
   replica_all_reduce,      // MiCS/HSDP: all-reduce of a gradient shard across the replica groups
   update_gather,           // ZeRO-1/2: all-gather of the updated parameters after the optimizer
   update_broadcast,        // Lins: an owner broadcasts its updated slices of one module to the ranks that hold it
+  qgz_node_exchange,       // ZeRO++ qgZ: a module's int4 gradient all-to-all inside the node, then reduced
+  qgz_peer_exchange,       // ZeRO++ qgZ: the reduced int4 slices all-to-all across nodes, then reduced into G
 };
-constexpr int kPurposeCount = 10;
+constexpr int kPurposeCount = 12;
 // The action logs' purpose column.
 inline constexpr NameTable<Purpose, kPurposeCount> kPurposeNames{
     "purpose",
@@ -83,8 +85,12 @@ inline constexpr NameTable<Purpose, kPurposeCount> kPurposeNames{
         {Purpose::replica_all_reduce, "replica_all_reduce", "", "all-reduce of a gradient shard across replica groups"},
         {Purpose::update_gather, "update_gather", "", "ZeRO-1/2 all-gather of the updated parameters"},
         {Purpose::update_broadcast, "update_broadcast", "", "Lins broadcast of an owner's updated slices"},
+        {Purpose::qgz_node_exchange, "qgz_node_exchange", "",
+         "ZeRO++ qgZ all-to-all of a module's int4 gradient inside the node"},
+        {Purpose::qgz_peer_exchange, "qgz_peer_exchange", "",
+         "ZeRO++ qgZ all-to-all of the node's reduced int4 slices across nodes"},
     }}};
-static_assert(kPurposeNames.complete(Purpose::update_broadcast));
+static_assert(kPurposeNames.complete(Purpose::qgz_peer_exchange));
 
 // Each value's name in the tables above.
 const char* phase_name(Phase p);
@@ -143,6 +149,21 @@ struct StepShape {
   std::string describe(Point p) const;  // "before backward of module 3 (micro-batch 0)"
 };
 
+// What an op's payload is on the wire: its dtype (CommOp::dtype), or ZeRO++'s quantized blocks (core/model/
+// quantization.h), each block's values and one fp32 scale, moved by two collectives as DeepSpeed issues them.
+enum class Quant {
+  none,
+  int8_blocks,  // qwZ: one int8 a value
+  int4_blocks,  // qgZ: two values a byte
+};
+inline constexpr NameTable<Quant, 3> kQuantNames{"quantization",
+                                                 {{
+                                                     {Quant::none, "none"},
+                                                     {Quant::int8_blocks, "int8"},
+                                                     {Quant::int4_blocks, "int4"},
+                                                 }}};
+static_assert(kQuantNames.complete(Quant::int4_blocks));
+
 struct CommOp {
   Phase phase = Phase::forward;
   int micro_batch = 0;  // index (compressed schedules: of the first micro-batch this copy stands for)
@@ -167,6 +188,10 @@ struct CommOp {
   // broadcast where it lies in P (no payload to pack or unpack).
   bool in_place = false;
   DType dtype = DType::bf16;
+  // Quantized ops: `elems` values in `quant_blocks` blocks (the whole message: a qwZ gather's every rank's part; a
+  // qgZ exchange's every peer's part), each value int8 or int4 and each block one fp32 scale.
+  Quant quant = Quant::none;
+  int64_t quant_blocks = 0;
 
   // When and where (expanded schedules only). The op runs on communication stream `stream` (Schedule::streams), one
   // op at a time in issue order; it is issued at `issue` and compute waits for it at `wait`. `after`: the index of an
@@ -179,7 +204,12 @@ struct CommOp {
   // timeline (core/host_model.h); on the CPU backend host and compute are one.
   bool host_wait = false;
 
-  int64_t bytes() const { return elems * dtype_bytes(dtype); }                   // message bytes v
+  // Message bytes v: for a quantized op, its values' and its scales' (two collectives) together.
+  int64_t bytes() const { return quant == Quant::none ? elems * dtype_bytes(dtype) : payload_bytes() + scale_bytes(); }
+  int64_t payload_bytes() const {
+    return quant == Quant::int8_blocks ? elems : quant == Quant::int4_blocks ? elems / 2 : elems * dtype_bytes(dtype);
+  }
+  int64_t scale_bytes() const { return quant == Quant::none ? 0 : 4 * quant_blocks; }
   double bus_bytes() const { return bytes() * bus_factor(kind, group.size()); }  // nccl-tests bus bytes per rank
   Axis axis() const { return mesh.inter > 1 ? Axis::inter : Axis::intra; }
 };
@@ -211,6 +241,14 @@ struct EngineOptions {
   // validator turns it on when the stage is 3). Off, the reductions run on the compute stream, waited where issued.
   std::optional<bool> ds_overlap_comm;
   bool ds_overlap_comm_at(int stage) const { return ds_overlap_comm.value_or(stage == 3); }
+  // zero_quantized_weights and zero_quantized_gradients for every zero3 and zeropp plan of a run (a plan spelled with
+  // "+qwz" / "+qgz" has them whatever these say; Plan::quantized_weights).
+  bool ds_quantized_weights = false;
+  bool ds_quantized_gradients = false;
+  // What qgZ leaves each rank. false: the mean over the W ranks, as the unquantized reduce-scatter (lins's default).
+  // true: DeepSpeed's, the sum divided by the node count N, R times the mean (coalesced_collectives.py divides by
+  // num_nodes; docs/engines.md).
+  bool ds_qgz_divide_by_nodes = false;
   // PyTorch FSDP2 prefetches one unit ahead in both directions, as its defaults do (engine_fsdp.cpp); it has no
   // setting here.
 };

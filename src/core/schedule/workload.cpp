@@ -55,6 +55,15 @@ std::vector<OptionSpec> engine_options() {
       {"ds-overlap-comm", 0, "on|off", "",
        "zero1/2/3, mics, zeropp: reduce gradients on a communication stream (on) or on the compute stream, waited "
        "where issued (off); DeepSpeed overlap_comm, whose default is off for zero1/2 and on for stage 3"},
+      {"ds-quantized-weights", 0, "on|off", "off",
+       "zero3, zeropp: int8 parameter gathers, two all-gathers of values and block scales (ZeRO++ qwZ, DeepSpeed "
+       "zero_quantized_weights); a plan spelled zeropp+qwz has it whatever this says"},
+      {"ds-quantized-gradients", 0, "on|off", "off",
+       "zero3, zeropp: int4 gradients by all-to-all inside the node, then across nodes, instead of the "
+       "reduce-scatter (ZeRO++ qgZ, zero_quantized_gradients; one node reduce-scatters); also spelled zeropp+qgz"},
+      {"ds-qgz-average", 0, "mean|deepspeed", "mean",
+       "what qgZ leaves each rank: mean, the average over all ranks as the reduce-scatter leaves it; deepspeed, "
+       "DeepSpeed's sum divided by the node count (GPUs-per-node times the mean)"},
   };
 }
 
@@ -83,7 +92,32 @@ Result<EngineOptions> parse_engine_options(const ParsedArgs& args) {
                         "for zero1/2 and on for zero3, mics and zeropp)");
     e.ds_overlap_comm = v == "on";
   }
+  for (auto [name, field] : {std::pair{"ds-quantized-weights", &e.ds_quantized_weights},
+                             std::pair{"ds-quantized-gradients", &e.ds_quantized_gradients}}) {
+    const std::string v = args.get(name);
+    if (v.empty()) continue;
+    if (v != "on" && v != "off") return make_error(std::string("--") + name + " " + v + ": valid values are on and off");
+    *field = v == "on";
+  }
+  if (const std::string v = args.get("ds-qgz-average"); !v.empty()) {
+    if (v != "mean" && v != "deepspeed")
+      return make_error("--ds-qgz-average " + v +
+                        ": valid values are mean (the average over all ranks) and deepspeed (DeepSpeed's sum "
+                        "divided by the node count)");
+    e.ds_qgz_divide_by_nodes = v == "deepspeed";
+  }
   return e;
+}
+
+Status apply_engine_quantization(Plan& plan, const EngineOptions& engine) {
+  if (!accepts_quantization(plan)) return {};
+  return set_quantization(plan, engine.ds_quantized_weights, engine.ds_quantized_gradients);
+}
+
+Result<Plan> parse_run_plan(std::string_view text, const Topology& topo, const EngineOptions& engine) {
+  LINS_ASSIGN_OR_RETURN(Plan plan, parse_plan(text, topo));
+  LINS_TRY(apply_engine_quantization(plan, engine));
+  return plan;
 }
 
 std::vector<OptionSpec> concat_options(std::vector<OptionSpec> base, const std::vector<OptionSpec>& extra) {

@@ -52,6 +52,11 @@ Result<Workload> parse_workload(const ParsedArgs& args, const ModelSpec& model, 
 // (--bucket, the Lins and DDP bucket, belongs to each command's own table.)
 std::vector<OptionSpec> engine_options();
 Result<EngineOptions> parse_engine_options(const ParsedArgs& args);
+// --ds-quantized-weights / --ds-quantized-gradients on `plan` when its engine takes them (zero3, zeropp); other plans
+// are left as they are, as the other DeepSpeed options leave them.
+Status apply_engine_quantization(Plan& plan, const EngineOptions& engine);
+// parse_plan, then apply_engine_quantization: a plan as a command runs it.
+Result<Plan> parse_run_plan(std::string_view text, const Topology& topo, const EngineOptions& engine);
 
 // Appends `extra` to `base` (to build one command's table from the shared pieces).
 std::vector<OptionSpec> concat_options(std::vector<OptionSpec> base, const std::vector<OptionSpec>& extra);

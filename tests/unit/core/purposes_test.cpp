@@ -33,6 +33,9 @@ CollKind issue_kind(AtIssue a) {
       return CollKind::all_reduce;
     case AtIssue::broadcast_update:
       return CollKind::broadcast;
+    case AtIssue::exchange_quantized_grads:
+    case AtIssue::exchange_reduced_slices:
+      return CollKind::all_to_all;
   }
   return CollKind::all_gather;
 }
@@ -59,6 +62,9 @@ TEST(Purposes, EveryPurposeHasCompleteAndConsistentRules) {
           r.at_issue == AtIssue::reduce_scatter_grads || r.at_issue == AtIssue::all_reduce_packed_grads;
       const bool in_place = r.at_issue == AtIssue::all_reduce_g || r.at_issue == AtIssue::all_reduce_transient ||
                             r.at_issue == AtIssue::all_reduce_transient_with_g || r.at_issue == AtIssue::gather_update;
+      // ZeRO++ qgZ's exchanges hold only their quantization buffers (quantization_buffer_bytes).
+      const bool exchanges =
+          r.at_issue == AtIssue::exchange_quantized_grads || r.at_issue == AtIssue::exchange_reduced_slices;
       const bool transient_issue =
           r.at_issue == AtIssue::all_reduce_transient || r.at_issue == AtIssue::all_reduce_transient_with_g;
 
@@ -73,14 +79,14 @@ TEST(Purposes, EveryPurposeHasCompleteAndConsistentRules) {
       }
       // An op reading whole-module gradients packs them into a send buffer of G (a reduce-scatter of one module reads
       // that module's buffer as it is).
-      EXPECT_EQ(r.reads_module_grads, packs_grads) << what;
+      EXPECT_EQ(r.reads_module_grads, packs_grads || r.at_issue == AtIssue::exchange_quantized_grads) << what;
       EXPECT_EQ(r.held == HeldBuffer::send_buffer || r.held == HeldBuffer::bucket_send_buffer, packs_grads) << what;
       if (packs_grads) {
         EXPECT_EQ(r.held_state, HeldState::g) << what;
       }
       EXPECT_EQ(r.held == HeldBuffer::bucket_send_buffer, r.at_issue == AtIssue::reduce_scatter_grads) << what;
       // An op in place holds nothing extra.
-      EXPECT_EQ(r.held == HeldBuffer::none, in_place) << what;
+      EXPECT_EQ(r.held == HeldBuffer::none, in_place || exchanges) << what;
       // A broadcast holds its payload of P, which the ranks other than the root unpack.
       EXPECT_EQ(r.held == HeldBuffer::payload, r.at_issue == AtIssue::broadcast_update) << what;
       EXPECT_EQ(r.at_completion == AtCompletion::unpack_payload, r.at_issue == AtIssue::broadcast_update) << what;
@@ -112,6 +118,14 @@ TEST(Purposes, EveryPurposeHasCompleteAndConsistentRules) {
         case AtIssue::broadcast_update:
           EXPECT_EQ(r.bucket_range, BucketRange::none) << what;  // one module's slices
           break;
+        case AtIssue::exchange_quantized_grads:  // the node's sums land in the next exchange's buffer
+          EXPECT_EQ(r.at_completion, AtCompletion::nothing) << what;
+          break;
+        case AtIssue::exchange_reduced_slices:  // this rank's slice, as a reduce-scatter's
+          EXPECT_EQ(r.at_completion,
+                    c.transient_grads ? AtCompletion::slice_into_transient : AtCompletion::slice_into_g)
+              << what;
+          break;
       }
       // The transient gradient exists only where the schedule has it; an owned-only G is never all-reduced in place
       // by ZeRO's reductions, whose buckets then come from the module gradients.
@@ -141,6 +155,8 @@ std::vector<EngineCase> engine_cases() {
           {"mics"},
           {"mics:2"},
           {"zeropp", true},
+          {"zeropp+qwz+qgz", true},
+          {"zero3+qwz+qgz"},
           {"fsdp"},
           {"fsdp:noreshard"},
           {"fsdp:2", true},
@@ -271,6 +287,9 @@ double holdings_peak(const Schedule& s, const StateBytes& b) {
   for (std::size_t i = 0; i < s.ops.size(); ++i)
     holds.push_back(op_hold(s.ops[i], purpose_rule(s.ops[i].purpose, ctx), reads.op_modules[i].size()));
   auto bytes = [&](std::size_t i) { return double(holds[i].elems) * (holds[i].state == HeldState::p ? b.p : b.g); };
+  // ZeRO++'s quantization buffers, from the op's issue to its wait.
+  const DType storage = b.p >= 4 ? DType::fp32 : DType::bf16;
+  auto quantized = [&](std::size_t i) { return double(quantization_buffer_bytes(s.ops[i], storage)); };
   double always = 0;
   for (int m : s.persistent_modules) always += padded(m) * b.p;
   if (s.transient_grads) always += double(L.local_elems) * b.g;
@@ -296,11 +315,13 @@ double holdings_peak(const Schedule& s, const StateBytes& b) {
       }
     } else if (a.kind == Action::Kind::issue) {
       if (holds[i].until_task || !s.ops[i].wait.next_step) live += bytes(i);
+      live += quantized(i);
       peak = std::max(peak, live);
     } else if (a.carried) {
       live -= bytes(i);
     } else {
       if (!holds[i].until_task) live -= bytes(i);
+      live -= quantized(i);
       for (int m : reads.op_modules[i])
         if (--left[static_cast<std::size_t>(m)] == 0) live -= padded(m) * b.g;
     }

@@ -18,8 +18,17 @@
 // all-reduced across the replica group right after its reduce-scatter, ordered on the same reduce stream.
 // ZeRO++ hpZ: after the first gather of a module its rank's part of a secondary copy inside the node is kept until the
 // optimizer step; every later gather of the step (backward, and the forwards of later micro-batches) reads it.
+// ZeRO++ qwZ (zero_quantized_weights, zero3 and zeropp): every parameter gather, from the shards or from the secondary
+// copy, sends int8 blocks and their scales (partitioned_param_coordinator.py __all_gather_params passes quantize to
+// all_gather_coalesced, whose quantized path all-gathers the values and the scales: partition_parameters.py
+// 1457-1494); the update gathers of persistent modules stay unquantized (quantize=False for trainable parameters,
+// 1729). qgZ (zero_quantized_gradients): with more than one node, each gradient the reduce-scatter would carry goes
+// through all_to_all_quant_reduce (stage3.py 1804-1813; coalesced_collectives.py 31-76), one tensor after another:
+// here one module after another, each an all-to-all inside the node and one across nodes, or the plain
+// reduce-scatter of that module where DeepSpeed sends its tensors the plain way (core/model/quantization.h).
 #include <algorithm>
 
+#include "core/model/quantization.h"
 #include "core/schedule/engines.h"
 
 namespace lins {
@@ -113,6 +122,10 @@ Status build_deepspeed_zero3_ops(EngineBuilder& b) {
   // stream, so compute waits for each where it is issued (stage3.py: `Stream() if overlap_comm else
   // default_stream()`).
   const bool overlap_comm = e.ds_overlap_comm_at(3);
+  const bool qwz = plan.quantized_weights && !mics;
+  // qgZ needs the P shard group to span nodes (DeepSpeed: num_nodes > 1).
+  const Mesh shard_mesh = b.mesh(GroupRole::p_shard);
+  const bool qgz = plan.quantized_gradients && !mics && shard_mesh.inter > 1;
 
   std::vector<int64_t> numel(static_cast<std::size_t>(n));  // full (gathered) elements of each module
   std::vector<bool> persistent(static_cast<std::size_t>(n));
@@ -176,6 +189,11 @@ Status build_deepspeed_zero3_ops(EngineBuilder& b) {
       op.stream = secondary ? kSecond : kDp;
       op.issue = issue;
       op.wait = point_of(u);
+      if (qwz) {  // each rank's part quantized in blocks by DeepSpeed's rule; a size it refuses goes the plain way
+        const int members = b.group_size(op.role);
+        const int64_t blocks = qwz_group_count(op.elems / std::max(1, members));
+        if (blocks > 0) op.quant = Quant::int8_blocks, op.quant_blocks = blocks * members;
+      }
       inflight[static_cast<std::size_t>(m)] = b.add(c, u.forward ? Phase::forward : Phase::backward, op);
     };
     for (std::size_t pos = 0; pos < trace.size() && sharded; ++pos) {
@@ -219,7 +237,7 @@ Status build_deepspeed_zero3_ops(EngineBuilder& b) {
     // Gradients: buckets of whole modules, cut from the end, each reduce-scattered when the next module's gradient
     // does not fit (or at the end of backward); in the last micro-batch MiCS all-reduces it across the replicas.
     struct BucketOps {
-      int reduce_scatter = -1, all_reduce = -1;
+      std::vector<int> ops;  // the bucket's reductions (one, or qgZ's per module), MiCS's all-reduce last
     };
     std::vector<BucketOps> bucket_ops;
     int previous_replica = -1;
@@ -230,8 +248,7 @@ Status build_deepspeed_zero3_ops(EngineBuilder& b) {
       // The host waits for the bucket three back before issuing this one (more than two reduce events in flight).
       // Without overlap_comm every reduction is waited where it is issued, so none is ever in flight.
       if (overlap_comm && i >= 3)
-        for (int old : {bucket_ops[i - 3].reduce_scatter, bucket_ops[i - 3].all_reduce})
-          if (old >= 0) b.op(old).wait = issue;
+        for (int old : bucket_ops[i - 3].ops) b.op(old).wait = issue;
       EngineBuilder::OpSpec rs;
       rs.purpose = Purpose::grad_reduce_scatter;
       rs.kind = CollKind::reduce_scatter;
@@ -248,7 +265,46 @@ Status build_deepspeed_zero3_ops(EngineBuilder& b) {
       rs.label = "bucket ";
       rs.label_number = static_cast<int>(i);
       BucketOps ops;
-      ops.reduce_scatter = b.add(c, Phase::backward, rs);
+      if (!qgz) {
+        ops.ops.push_back(b.add(c, Phase::backward, rs));
+      } else {
+        // qgZ: the bucket's modules one after another, in the order backward produced their gradients.
+        for (int m = b.module_at(k.offset + k.elems - 1); m >= 0; --m) {
+          const ModuleShard& ms = L.modules[static_cast<std::size_t>(m)];
+          if (ms.local_offset < k.offset) break;
+          const QgzModuleLayout q =
+              qgz_module_layout(b.model(), m, ms.padded_elems, shard_mesh.inter, shard_mesh.intra);
+          if (!q.quantized()) {  // this module the plain way: its own reduce-scatter
+            EngineBuilder::OpSpec plain = rs;
+            plain.elems = ms.padded_elems;
+            plain.local_offset = ms.local_offset;
+            plain.label = b.model().modules[static_cast<std::size_t>(m)].name;
+            plain.label_number = -1;
+            ops.ops.push_back(b.add(c, Phase::backward, plain));
+            continue;
+          }
+          const int64_t blocks = q.groups_per_rank * L.shard_count;  // G over the whole module
+          EngineBuilder::OpSpec node = rs;
+          node.purpose = Purpose::qgz_node_exchange;
+          node.kind = CollKind::all_to_all;
+          node.role = GroupRole::p_shard_node;
+          node.module = m;
+          node.elems = ms.padded_elems;  // every value of the module, int4, in G blocks
+          node.quant = Quant::int4_blocks;
+          node.quant_blocks = blocks;
+          node.label = {};
+          node.label_number = -1;
+          const int node_op = b.add(c, Phase::backward, node);
+          EngineBuilder::OpSpec peers = node;
+          peers.purpose = Purpose::qgz_peer_exchange;
+          peers.role = GroupRole::p_shard_peers;
+          peers.elems = ms.padded_elems / shard_mesh.intra;  // the node's reduced sums: 1/R of the module
+          peers.quant_blocks = blocks / shard_mesh.intra;  // (the same stream runs it after the node's exchange)
+          ops.ops.push_back(node_op);
+          ops.ops.push_back(b.add(c, Phase::backward, peers));
+        }
+      }
+      const int last_reduction = ops.ops.empty() ? -1 : ops.ops.back();
       if (mics && c.last) {
         EngineBuilder::OpSpec ar;
         ar.purpose = Purpose::replica_all_reduce;
@@ -261,12 +317,14 @@ Status build_deepspeed_zero3_ops(EngineBuilder& b) {
         ar.issue = issue;
         ar.wait = overlap_comm ? shape.end_of_backward(mb) : issue;
         ar.host_wait = overlap_comm;
-        ar.after = ops.reduce_scatter;
+        ar.after = last_reduction;
         ar.label = "bucket ";
         ar.label_number = static_cast<int>(i);
-        ops.all_reduce = b.add(c, Phase::backward, ar);
-        if (ops.all_reduce >= 0) previous_replica = ops.all_reduce;
+        const int all_reduce = b.add(c, Phase::backward, ar);
+        ops.ops.push_back(all_reduce);
+        if (all_reduce >= 0) previous_replica = all_reduce;
       }
+      std::erase(ops.ops, -1);
       bucket_ops.push_back(ops);
     }
   }
