@@ -13,7 +13,8 @@ import sys
 import warnings
 
 from lins_analysis import NoData
-from lins_analysis import comm_model, fig2, fig3, fig11, fig12, fig13, fig16_17, scaling, table4, table5, timeline
+from lins_analysis import (comm_model, fig2, fig3, fig11, fig12, fig13, fig16_17, scaling, table4, table5, timeline,
+                           zeropp_quant)
 from lins_analysis.load import load
 
 # name -> (module, what it shows); the paper's order (docs/method.md, "Figures and tables"), then the figure the
@@ -29,6 +30,7 @@ FIGURES = {
     "table4": (table4, "plans per model and system"),
     "table5": (table5, "overlap ablation"),
     "comm_model": (comm_model, "predicted vs measured communication time, with the error"),
+    "zeropp_quant": (zeropp_quant, "ZeRO++'s quantized communication: loss difference and bytes per variant"),
 }
 
 

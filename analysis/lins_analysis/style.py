@@ -22,11 +22,17 @@ STRATEGY_STYLE = {
     "mics": ("tab:red", "D"),
     "hsdp": ("tab:brown", "P"),
     "lins": ("tab:purple", "*"),
+    # ZeRO++ with its quantized communication (zeropp+qwz: int8 weights, +qgz: int4 gradients).
+    "zeropp+qwz": ("yellowgreen", "<"),
+    "zeropp+qgz": ("darkgreen", ">"),
+    "zeropp+qwz+qgz": ("lime", "d"),
 }
 # How figures name each preset: the preset table's labels (`lins schema`), and the planner's choice.
 STRATEGY_LABELS = {**{name: row["label"] for name, row in lins_schema.PRESETS.items()}, "lins": "Lins"}
 # The paper's order of series in Fig. 11-13.
-STRATEGY_ORDER = ["ddp", "zero1", "zero2", "zero3", "zeropp", "mics", "hsdp", "lins"]
+STRATEGY_ORDER = ["ddp", "zero1", "zero2", "zero3", "zeropp", "zeropp+qwz", "zeropp+qgz", "zeropp+qwz+qgz", "mics",
+                  "hsdp", "lins"]
+QUANT_LABELS = {"qwz": "qwZ", "qgz": "qgZ"}
 _EXTRA_COLOURS = ["tab:pink", "tab:olive", "black", "gold", "teal"]
 
 PROJECTED_NOTE = "hollow markers, dashed: projected (lins simulate)"
@@ -68,6 +74,9 @@ def peer_label(name):
 def strategy_label(name):
     if is_peer(name):
         return peer_label(name)
+    base, *quantized = str(name).split("+")  # ZeRO++'s quantized communication: "zeropp+qwz+qgz"
+    if quantized and all(q in QUANT_LABELS for q in quantized):
+        return STRATEGY_LABELS.get(base, base) + " " + "+".join(QUANT_LABELS[q] for q in quantized)
     return STRATEGY_LABELS.get(name, name)
 
 

@@ -73,7 +73,12 @@ ShardLayout make_layout(const ModelSpec& model, const Plan& plan, const Topology
   const GroupSpec shard_group = group_spec(GroupRole::p_shard, plan, topo);
   L.shard_count = shard_group.size();
   L.shard_index = group_index(shard_group, rank);
-  L.modules = split_modules(model, L.shard_count, L.shard_index, L.shard_count, &L.local_elems);
+  // ZeRO++'s quantized communication quantizes each rank's part in blocks of a multiple of 8 values (DeepSpeed's
+  // block rules, core/model/quantization.h): its modules are padded to 8 elements a rank, so that every module's parts
+  // (and its secondary copy's) take the quantized path. DeepSpeed gets there per tensor: its small tensors, whose
+  // parts are not, are persistent and never gathered.
+  const bool quantized = plan.quantized_weights || plan.quantized_gradients;
+  L.modules = split_modules(model, L.shard_count, L.shard_index, (quantized ? 8 : 1) * L.shard_count, &L.local_elems);
 
   if (rule == LayoutRule::owned_shards) {
     const GroupSpec owners = group_spec(GroupRole::os_replica, plan, topo);
