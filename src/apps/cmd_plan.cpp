@@ -56,7 +56,7 @@ CommandSpec plan_spec() {
           {"peak-tflops", 0, "X", "312", "peak bf16 dense TFLOP/s per GPU, for MFU and --compute-efficiency"},
           {"gpu-mem", 0, "SIZE", "80GiB",
            "memory per GPU; plans whose tensors plus reserve need more are marked infeasible"},
-          {"bucket", 0, "SIZE", "25M", "gradient all-reduce bucket U"},
+          bucket_option(),
           {"top", 0, "N", "10", "alternatives shown in the table (the CSV has all)"},
           {"plan", 0, "PLAN", "", "evaluate just this plan: " + presets},
           {"explain", 0, "", "",
@@ -376,8 +376,7 @@ Result<PlanOptions> read_plan_options(const ParsedArgs& args) {
   LINS_ASSIGN_OR_RETURN(o.topo, parse_topology(args, 0));
   LINS_ASSIGN_OR_RETURN(o.work, parse_workload(args, model, o.topo));
   LINS_ASSIGN_OR_RETURN(auto mem, args.get_memory_size("gpu-mem"));
-  LINS_ASSIGN_OR_RETURN(auto bucket, args.get_size("bucket"));
-  if (bucket == 0 || bucket > (uint64_t(1) << 40)) return make_error("--bucket must be between 1 byte and 1T");
+  LINS_ASSIGN_OR_RETURN(auto bucket, parse_bucket(args));
   LINS_ASSIGN_OR_RETURN(o.top, args.get_positive_int("top"));
   LINS_ASSIGN_OR_RETURN(o.view, read_view(args));
   LINS_ASSIGN_OR_RETURN(o.cost, parse_cost_model(args, o.topo.gpus_per_node));
@@ -400,7 +399,7 @@ Result<PlanOptions> read_plan_options(const ParsedArgs& args) {
   o.planner.engine = engine;
   LINS_ASSIGN_OR_RETURN(o.planner.host, parse_host_model(args));
   o.planner.gpu_mem_bytes = double(mem);
-  o.planner.bucket_bytes = static_cast<int64_t>(bucket);
+  o.planner.bucket_bytes = bucket;
   o.planner.rank_by = o.view.rank_by;
   o.planner.include_baselines = !args.flag("no-baselines");
   o.planner.reserve = reserve;

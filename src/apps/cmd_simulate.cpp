@@ -44,7 +44,7 @@ CommandSpec simulate_spec() {
       {"objective", 0, "NAME", "step",
        "how the planner chooses the plan of 'lins': " + kObjectiveNames.described() +
            " (step also weighs the baselines' presets on their own engines)"},
-      {"bucket", 0, "SIZE", "25M", "gradient bucket size U"},
+      bucket_option(),
       {"paper-recompute", 0, "", "",
        "recompute activations for llama-30b only, as the paper does (also with "
        "--recompute: every model)"},
@@ -152,9 +152,8 @@ Status read_machine(const ParsedArgs& args, SimulateOptions& o) {
   LINS_ASSIGN_OR_RETURN(auto gpu_mem, args.get_memory_size("gpu-mem"));
   if (gpu_mem == 0) return make_error("--gpu-mem must be positive (for example 80GiB)");
   o.gpu_mem = gpu_mem;
-  auto bucket = args.get_size("bucket");
-  if (!bucket || *bucket == 0) return make_error(bucket ? "--bucket must be at least 1 byte" : bucket.error());
-  o.bucket = *bucket;
+  LINS_ASSIGN_OR_RETURN(auto bucket, parse_bucket(args));
+  o.bucket = static_cast<uint64_t>(bucket);
   auto peak = args.get_double("peak-tflops");
   if (!peak || *peak <= 0) return make_error(peak ? "--peak-tflops must be positive" : peak.error());
   o.peak_tflops = *peak;

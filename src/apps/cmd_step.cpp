@@ -84,7 +84,7 @@ CommandSpec step_spec() {
            "attention kernels of --backend gpu: " + kAttentionKernelNames.described() +
                " (default: cudnn where the GPU plugin was built with cuDNN 9 and its frontend and --compute is bf16, "
                "else flash)"},
-          {"bucket", 0, "SIZE", "1M", "gradient all-reduce bucket U in bytes (of --precision elements)"},
+          bucket_option(", in bytes of --precision elements"),
           {"trace", 0, "", "",
            "write, per strategy and rank, a Chrome trace and the action log (timeline.*.csv, which `lins replay` "
            "re-times) of the last timed step"},
@@ -241,8 +241,7 @@ Status read_run(const ParsedArgs& a, StepOptions& o) {
   LINS_ASSIGN_OR_RETURN(auto seed, parse_size(a.get("seed"), "--seed"));
   LINS_ASSIGN_OR_RETURN(auto lr, a.get_double("lr"));
   LINS_ASSIGN_OR_RETURN(auto overlap, a.get_enum("overlap", kOverlapNames));
-  LINS_ASSIGN_OR_RETURN(auto bucket, a.get_size("bucket"));
-  if (bucket == 0) return make_error("--bucket must be at least 1 byte");
+  LINS_ASSIGN_OR_RETURN(auto bucket, parse_bucket(a));
   LINS_ASSIGN_OR_RETURN(auto pricing, a.get_enum("pricing", kPricingNames));
   LINS_ASSIGN_OR_RETURN(o.objective, a.get_enum("objective", kObjectiveNames));
   LINS_ASSIGN_OR_RETURN(auto gpu_mem, a.get_memory_size("gpu-mem"));
