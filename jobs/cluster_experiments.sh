@@ -24,6 +24,8 @@ tokens=$((seq * 8))  # 8 micro-batches of one sequence per step over the job: M 
 strategies=ddp,zero1,zero2,zero3,mics,zeropp,fsdp,hsdp,lins,p=2x1,g=2x1,os=2x1
 # DeepSpeed's element thresholds scaled to the small model (as in scripts/demo.sh).
 ds=(--ds-persistence-threshold 14 --ds-prefetch-bucket 7200 --ds-max-reuse-distance 144000 --ds-reduce-bucket 72000)
+# The Lins and DDP gradient bucket for the small model, as in scripts/demo.sh (the default 25 MiB holds all of it).
+bucket=(--bucket 1M)
 dirty=$(git status --porcelain --untracked-files=no -- . ":(exclude)$out" 2>/dev/null || true)
 rm -rf "${out:?}/profile" "$out/scaling" "$out/overlap" "$out/plans"
 mkdir -p "$out/profile" "$out/scaling" "$out/overlap" "$out/plans"
@@ -45,7 +47,7 @@ up() {
 # step objective.
 step() {
   run scripts/cluster.sh run -- "$lins" step --model small --gpus-per-node $rpn --seq $seq --micro-batch 1 \
-    --gpu-mem 16MiB --warmup 2 --steps "$steps" --timeout 120 --objective comm "$@"
+    --gpu-mem 16MiB --warmup 2 --steps "$steps" --timeout 120 --objective comm "${bucket[@]}" "$@"
 }
 
 # 2 nodes first: one node has no inter-node mesh to profile, and is priced on the 2-node profile's in-node meshes.
@@ -75,7 +77,7 @@ echo "== Table IV: every legal plan and baseline of the small model on 2 x 2, me
 profile2=$out/profile/cluster-${rpn}x2.csv
 plan_args=(--model small --gpus-per-node $rpn --nodes 2 --seq $seq --micro-batch 1 --micro-batches 2 --gpu-mem 16MiB
   --reserve-context 0B --reserve-cublas 0B --reserve-nccl 0B --reserve-fragmentation 0 --network cpu-local
-  --profile "$profile2" --top 20 --bucket 1M "${ds[@]}")  # the step's bucket and DeepSpeed settings
+  --profile "$profile2" --top 20 "${bucket[@]}" "${ds[@]}")  # the step's bucket and DeepSpeed settings
 run "$lins" plan "${plan_args[@]}" --objective comm --csv "$out/plans/plan_comm.csv" | sed -n '/^ranked plans/,$p' |
   sed -n '1,12p'
 # The step objective with compute calibrated from the 2-node scaling run (as the validation calibrates it).

@@ -21,9 +21,10 @@ commands=()
 step() {
   local name=$1
   shift
-  # The planner plans 'lins' under a 16 MiB-per-rank limit; predictions price the committed CPU profile.
+  # The planner plans 'lins' under a 16 MiB-per-rank limit; predictions price the committed CPU profile. The bucket
+  # is 1 MiB, two of the small model's gradients (the default 25 MiB would hold all of them, as in scripts/demo.sh).
   local cmd=(mpirun "${flags[@]}" -np 4 -x OPENBLAS_NUM_THREADS=1 -x OMP_NUM_THREADS=1 "$bin" step --model small
-    --gpus-per-node 2 --gpu-mem 16MiB --profile data/profiles/cpu-2core-4ranks.csv --out "$out/$name" "$@")
+    --gpus-per-node 2 --gpu-mem 16MiB --bucket 1M --profile data/profiles/cpu-2core-4ranks.csv --out "$out/$name" "$@")
   commands+=("${cmd[*]}")
   "${cmd[@]}" | tail -n 12
 }

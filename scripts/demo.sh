@@ -20,6 +20,9 @@ mpi_flags=(--oversubscribe -x OPENBLAS_NUM_THREADS=1 -x OMP_NUM_THREADS=1)
 # on a 7B model: every module gathered, one ahead, the last ones kept for backward, several reduce-scatter buckets.
 ds_scaled=(--ds-persistence-threshold 14 --ds-prefetch-bucket 7200 --ds-max-reuse-distance 144000
   --ds-reduce-bucket 72000)
+# The gradient bucket of the Lins and DDP engines likewise: the small model's 1.9 MiB of bf16 gradients would fill one
+# bucket of the default 25 MiB, all-reduced only once backward ends; 1 MiB gives two, the first under backward.
+small_bucket=(--bucket 1M)
 
 echo "== 1/6 the fabric: 2 nodes of 2 ranks =="
 mkdir -p "$results"
@@ -57,11 +60,11 @@ echo "== 2/6 lins step: every strategy, 4 ranks as 2 nodes of 2 (CPU backend, me
 # The last strategy is the MiCS plan (groups of one node) on the Lins engine, for Fig. 16/17.
 "${launch[@]}" "$lins" step --model small --gpus-per-node 2 --objective comm \
   --strategies ddp,zero1,zero2,zero3,mics,zeropp,fsdp,hsdp,lins,p=2x1,g=2x1,os=2x1 --gpu-mem 16MiB \
-  "${ds_scaled[@]}" --profile "$profile" --trace --out "$results/step" | tee "$results/step.log"
+  "${ds_scaled[@]}" "${small_bucket[@]}" --profile "$profile" --trace --out "$results/step" | tee "$results/step.log"
 echo "-- Table V: the Lins plan with each overlap switched off in turn"
 for ov in no_bcast no_allreduce none; do
   "${launch[@]}" "$lins" step --model small --gpus-per-node 2 --strategies lins --objective comm --gpu-mem 16MiB \
-    --overlap "$ov" --profile "$profile" --out "$results/overlap/$ov" | grep -E '^lins +\('
+    "${small_bucket[@]}" --overlap "$ov" --profile "$profile" --out "$results/overlap/$ov" | grep -E '^lins +\('
 done
 
 echo
@@ -92,7 +95,7 @@ if [ -n "${device:-}" ]; then
   lins_plan=$(grep -o 'lins: the planner chose [^ ]*' "$results/step.log" | awk '{print $5}')
   "$lins" simulate --model small --gpus 4 --gpus-per-node 2 --seq 128 --micro-batch 1 --global-batch-tokens 1024 \
     --strategies "ddp,zero1,zero2,zero3,mics,zeropp,fsdp,hsdp,${lins_plan:-lins},p=2x1,g=2x1,os=2x1" \
-    --objective comm --gpu-mem 16MiB --bucket 1M "${ds_scaled[@]}" --network cpu-local --profile "$profile" \
+    --objective comm --gpu-mem 16MiB "${small_bucket[@]}" "${ds_scaled[@]}" --network cpu-local --profile "$profile" \
     --reserve-context 0B --reserve-cublas 0B --reserve-nccl 0B --reserve-fragmentation 0 \
     --contention "$contention" --sustained-tflops "$device_tflops" --hbm-gbps "$device_gbps" \
     --peak-tflops "$device_tflops" --label "this run's devices" --out "$results/simulate/own-run.csv" >/dev/null

@@ -39,6 +39,8 @@ per_node=2
 strategies=ddp,zero1,zero2,zero3,mics,zeropp,fsdp,hsdp,lins,p=2x1,g=2x1,os=2x1
 # DeepSpeed's element thresholds scaled to the small model (as in scripts/demo.sh).
 ds=(--ds-persistence-threshold 14 --ds-prefetch-bucket 7200 --ds-max-reuse-distance 144000 --ds-reduce-bucket 72000)
+# The Lins and DDP gradient bucket for the small model, as in scripts/demo.sh (the default 25 MiB holds all of it).
+bucket=(--bucket 1M)
 
 # launch NODES COMMAND...: the command on NODES nodes of $per_node ranks.
 device=()  # the cluster's device, given to every step and contention run
@@ -116,7 +118,7 @@ for n in "${node_counts[@]}"; do
     [ "$rn" = "$n" ] || continue
     echo "== lins step --overlap $ov, $n nodes, M = $m =="
     launch "$n" "$lins" step --model small --gpus-per-node $per_node --micro-batches "$m" --overlap "$ov" \
-      --strategies "$strategies" --gpu-mem 16MiB "${ds[@]}" --warmup 2 --steps 8 --profile "$out/profile_n$n.csv" \
+      --strategies "$strategies" --gpu-mem 16MiB "${bucket[@]}" "${ds[@]}" --warmup 2 --steps 8 --profile "$out/profile_n$n.csv" \
       "${device[@]}" --out "$out/n${n}_m${m}_$ov" >"$out/n${n}_m${m}_$ov.log"
   done
 done
@@ -144,7 +146,7 @@ for r in "${runs[@]}"; do
       --global-batch-tokens $((128 * m * n * per_node)) --overlap "$ov" \
       --strategies "ddp,zero1,zero2,zero3,mics,zeropp,fsdp,hsdp,$lins_plan,p=2x1,g=2x1,os=2x1" \
       --profile "$out/profile_n$n.csv" --network cpu-local --calibrate "$calibration" "${contention[@]}" \
-      --calibrate-as ddp --bucket 1M "${ds[@]}" --peak-tflops 1 --out "$out/projected_$name$suffix.csv" >/dev/null
+      --calibrate-as ddp "${bucket[@]}" "${ds[@]}" --peak-tflops 1 --out "$out/projected_$name$suffix.csv" >/dev/null
   done
   if [ $mode = cluster ]; then
     pairs+=(--pair "$name" "$out/$name/step.csv" "$out/projected_$name.csv")

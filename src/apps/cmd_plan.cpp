@@ -42,6 +42,8 @@ CommandSpec plan_spec() {
   spec.options = concat_options(concat_options(model_options("llama-7b"), topology_options("8", "128")),
                                 workload_options("4096", "1", "4M"));
   spec.options = concat_options(spec.options, cost_options("paper-a800", "both", /*allow_both=*/true));
+  spec.options = concat_options(spec.options, gpu_options("plans whose tensors plus reserve need more are marked "
+                                                          "infeasible"));
   spec.options = concat_options(spec.options, memory_reserve_options());
   spec.options = concat_options(spec.options, engine_options());
   spec.options = concat_options(spec.options, host_options());
@@ -53,10 +55,7 @@ CommandSpec plan_spec() {
            "what ranks the plans: " + kObjectiveNames.described() + "; comm reproduces the paper's planner (Table IV)"},
           {"overlap", 0, "MODE", "all",
            "overlap mode of the projected steps (step objective): " + kOverlapNames.list()},
-          {"peak-tflops", 0, "X", "312", "peak bf16 dense TFLOP/s per GPU, for MFU and --compute-efficiency"},
-          {"gpu-mem", 0, "SIZE", "80GiB",
-           "memory per GPU; plans whose tensors plus reserve need more are marked infeasible"},
-          {"bucket", 0, "SIZE", "25M", "gradient all-reduce bucket U"},
+          bucket_option(),
           {"top", 0, "N", "10", "alternatives shown in the table (the CSV has all)"},
           {"plan", 0, "PLAN", "", "evaluate just this plan: " + presets},
           {"explain", 0, "", "",
@@ -96,8 +95,8 @@ struct View {
   Pricing rank_by = Pricing::paper_isolated;
   Objective objective = Objective::step;
   Overlap overlap = Overlap::all;
-  double peak_flops = 312e12;  // per GPU, for MFU
-  double flops_per_step = 0;   // model FLOPs per GPU per step (Megatron counting)
+  double peak_flops = 0;      // per GPU, for MFU (the GPU assumption's peak)
+  double flops_per_step = 0;  // model FLOPs per GPU per step (Megatron counting)
 };
 
 // A table of `lins plan`: text columns (plan, 6-tuple, why) left-aligned, numbers right-aligned, two spaces apart.
@@ -345,6 +344,7 @@ struct PlanOptions {
   Workload work;
   Topology topo;
   std::optional<CostModel> cost;
+  GpuAssumption gpu;  // peak, HBM rate and memory, each with where it comes from
   PlannerOptions planner;
   View view;
   int top = 10;
@@ -375,22 +375,19 @@ Result<PlanOptions> read_plan_options(const ParsedArgs& args) {
   LINS_ASSIGN_OR_RETURN(auto model, parse_model(args));
   LINS_ASSIGN_OR_RETURN(o.topo, parse_topology(args, 0));
   LINS_ASSIGN_OR_RETURN(o.work, parse_workload(args, model, o.topo));
-  LINS_ASSIGN_OR_RETURN(auto mem, args.get_memory_size("gpu-mem"));
-  LINS_ASSIGN_OR_RETURN(auto bucket, args.get_size("bucket"));
-  if (bucket == 0 || bucket > (uint64_t(1) << 40)) return make_error("--bucket must be between 1 byte and 1T");
+  LINS_ASSIGN_OR_RETURN(auto bucket, parse_bucket(args));
   LINS_ASSIGN_OR_RETURN(o.top, args.get_positive_int("top"));
   LINS_ASSIGN_OR_RETURN(o.view, read_view(args));
   LINS_ASSIGN_OR_RETURN(o.cost, parse_cost_model(args, o.topo.gpus_per_node));
+  LINS_ASSIGN_OR_RETURN(o.gpu, parse_gpu_assumption(args));
   LINS_ASSIGN_OR_RETURN(auto reserve, parse_memory_reserve(args));
   LINS_ASSIGN_OR_RETURN(auto objective, args.get_enum("objective", kObjectiveNames));
   LINS_ASSIGN_OR_RETURN(auto overlap, args.get_enum("overlap", kOverlapNames));
-  auto peak = args.get_double("peak-tflops");
-  if (!peak || *peak <= 0) return make_error(peak ? "--peak-tflops must be positive" : peak.error());
-  LINS_ASSIGN_OR_RETURN(auto compute, parse_compute_model(args, *peak));
+  LINS_ASSIGN_OR_RETURN(auto compute, parse_compute_model(args, o.gpu.peak_tflops, o.gpu.hbm_gbps));
   LINS_ASSIGN_OR_RETURN(auto engine, parse_engine_options(args));
   o.view.objective = objective;
   o.view.overlap = overlap;
-  o.view.peak_flops = *peak * 1e12;
+  o.view.peak_flops = o.gpu.peak_tflops * 1e12;
   o.view.flops_per_step =
       o.work.model.flops_per_token(o.work.seq) * double(o.work.global_batch_tokens) / double(o.topo.world());
   o.planner.objective = objective;
@@ -399,8 +396,8 @@ Result<PlanOptions> read_plan_options(const ParsedArgs& args) {
   o.planner.compute = std::move(compute);
   o.planner.engine = engine;
   LINS_ASSIGN_OR_RETURN(o.planner.host, parse_host_model(args));
-  o.planner.gpu_mem_bytes = double(mem);
-  o.planner.bucket_bytes = static_cast<int64_t>(bucket);
+  o.planner.gpu_mem_bytes = o.gpu.mem_bytes;
+  o.planner.bucket_bytes = bucket;
   o.planner.rank_by = o.view.rank_by;
   o.planner.include_baselines = !args.flag("no-baselines");
   o.planner.reserve = reserve;
@@ -438,13 +435,16 @@ void print_plan_header(const PlanOptions& o) {
     std::printf("  measured first: %s (%zu measurements)\n", profile->source().c_str(), profile->point_count());
   if (profile)
     for (const auto& note : profile->notes()) std::fprintf(stderr, "lins plan: %s\n", note.c_str());
-  std::printf("  memory limit %s per GPU, reserve included; bucket %s; communication priced by %s pricing\n",
-              format_bytes(o.planner.gpu_mem_bytes).c_str(), format_bytes(double(o.planner.bucket_bytes)).c_str(),
-              ranking_words(o.view.rank_by));
+  for (const auto& w : cost.warnings()) std::fprintf(stderr, "lins plan: warning: %s\n", w.c_str());
+  for (const auto& w : o.gpu.warnings) std::fprintf(stderr, "lins plan: warning: %s\n", w.c_str());
+  std::printf("  memory limit %s per GPU (%s), reserve included; bucket %s; communication priced by %s pricing\n",
+              format_bytes(o.planner.gpu_mem_bytes).c_str(), o.gpu.mem_from.c_str(),
+              format_bytes(double(o.planner.bucket_bytes)).c_str(), ranking_words(o.view.rank_by));
   const ComputeModel& c = o.planner.compute;
-  std::printf("  compute: %.1f TFLOP/s sustained per GPU (%s), optimizer at %.0f GB/s, peak %.0f TFLOP/s for MFU\n",
-              c.sustained_flops_per_s / 1e12, c.rate_source.c_str(), c.optimizer_bytes_per_s / 1e9,
-              o.view.peak_flops / 1e12);
+  std::printf(
+      "  compute: %.1f TFLOP/s sustained per GPU (%s), optimizer at %g GB/s (%s), peak %g TFLOP/s for MFU (%s)\n",
+      c.sustained_flops_per_s / 1e12, c.rate_source.c_str(), c.optimizer_bytes_per_s / 1e9, o.gpu.hbm_from.c_str(),
+      o.view.peak_flops / 1e12, o.gpu.peak_from.c_str());
   std::printf("  ranked by %s (--objective %s); steps projected with overlap %s\n",
               o.view.objective == Objective::step
                   ? "projected step time: the step program of each plan's engine timed as lins simulate times it"

@@ -39,12 +39,10 @@ CommandSpec simulate_spec() {
       {"strategies", 0, "LIST", "zero1,zero3,zeropp,mics,lins",
        "presets, 6-tuples (p=AxB,g=CxD,os=ExF) or lins (the planner's choice), comma-separated"},
       {"overlap", 0, "LIST", "all", "overlap modes (" + kOverlapNames.list() + "), comma-separated"},
-      {"gpu-mem", 0, "SIZE", "80GiB", "memory per GPU; plans that do not fit are written with feasible=0 (oom)"},
-      {"peak-tflops", 0, "X", "312", "peak bf16 dense TFLOP/s per GPU, for MFU (A800/A100: 312)"},
       {"objective", 0, "NAME", "step",
        "how the planner chooses the plan of 'lins': " + kObjectiveNames.described() +
            " (step also weighs the baselines' presets on their own engines)"},
-      {"bucket", 0, "SIZE", "25M", "gradient bucket size U"},
+      bucket_option(),
       {"paper-recompute", 0, "", "",
        "recompute activations for llama-30b only, as the paper does (also with "
        "--recompute: every model)"},
@@ -59,6 +57,7 @@ CommandSpec simulate_spec() {
   auto opts = concat_options(model_options("llama-7b"), topology_options("8", ""));
   opts = concat_options(opts, workload_options("4096", "1", "4M"));
   opts = concat_options(opts, cost_options("paper-a800", "paper"));
+  opts = concat_options(opts, gpu_options("plans that do not fit are written with feasible=0 (oom)"));
   opts = concat_options(opts, engine_options());
   opts = concat_options(opts, host_options());
   opts = concat_options(opts, memory_reserve_options());
@@ -101,7 +100,8 @@ struct SimulateOptions {
   Pricing pricing = Pricing::paper_isolated;
   uint64_t gpu_mem = 0, bucket = 0;
   double peak_tflops = 0;
-  bool peak_given = false;  // --peak-tflops given; else its default, the A800/A100 datasheet peak
+  GpuAssumption gpu;        // peak, HBM rate and memory, each with where it comes from
+  bool peak_given = false;  // --peak-tflops given; else the network's GPU's datasheet peak
   ComputeModel compute;     // forward/backward rate (per engine when calibrated) and the optimizer's memory rate
   Objective objective = Objective::step;  // how the planner ranks plans for "lins"
   EngineOptions engine;
@@ -147,19 +147,15 @@ Status read_sweep(const ParsedArgs& args, SimulateOptions& o) {
   return Status::ok_status();
 }
 
-// --gpu-mem, --bucket, --peak-tflops and the compute model.
+// The GPU (the network's, or --gpu-mem, --peak-tflops, --hbm-gbps), --bucket and the compute model.
 Status read_machine(const ParsedArgs& args, SimulateOptions& o) {
-  LINS_ASSIGN_OR_RETURN(auto gpu_mem, args.get_memory_size("gpu-mem"));
-  if (gpu_mem == 0) return make_error("--gpu-mem must be positive (for example 80GiB)");
-  o.gpu_mem = gpu_mem;
-  auto bucket = args.get_size("bucket");
-  if (!bucket || *bucket == 0) return make_error(bucket ? "--bucket must be at least 1 byte" : bucket.error());
-  o.bucket = *bucket;
-  auto peak = args.get_double("peak-tflops");
-  if (!peak || *peak <= 0) return make_error(peak ? "--peak-tflops must be positive" : peak.error());
-  o.peak_tflops = *peak;
+  LINS_ASSIGN_OR_RETURN(o.gpu, parse_gpu_assumption(args));
+  o.gpu_mem = static_cast<uint64_t>(o.gpu.mem_bytes);
+  LINS_ASSIGN_OR_RETURN(auto bucket, parse_bucket(args));
+  o.bucket = static_cast<uint64_t>(bucket);
+  o.peak_tflops = o.gpu.peak_tflops;
   o.peak_given = args.has("peak-tflops");
-  LINS_ASSIGN_OR_RETURN(o.compute, parse_compute_model(args, *peak));
+  LINS_ASSIGN_OR_RETURN(o.compute, parse_compute_model(args, o.gpu.peak_tflops, o.gpu.hbm_gbps));
   return Status::ok_status();
 }
 
@@ -170,9 +166,11 @@ Result<SimulateOptions> read_simulate_options(const ParsedArgs& args) {
   LINS_ASSIGN_OR_RETURN(o.cost, parse_cost_model(args, o.gpus_per_node));
   if (o.cost->profile())
     for (const auto& note : o.cost->profile()->notes()) std::fprintf(stderr, "lins simulate: %s\n", note.c_str());
+  for (const auto& w : o.cost->warnings()) std::fprintf(stderr, "lins simulate: warning: %s\n", w.c_str());
   LINS_ASSIGN_OR_RETURN(o.reserve, parse_memory_reserve(args));
   LINS_ASSIGN_OR_RETURN(o.pricing, parse_pricing(args.get("pricing")));
   LINS_TRY(read_machine(args, o));
+  for (const auto& w : o.gpu.warnings) std::fprintf(stderr, "lins simulate: warning: %s\n", w.c_str());
   LINS_ASSIGN_OR_RETURN(o.engine, parse_engine_options(args));
   LINS_ASSIGN_OR_RETURN(o.host, parse_host_model(args));
   LINS_ASSIGN_OR_RETURN(o.objective, args.get_enum("objective", kObjectiveNames));
@@ -384,7 +382,9 @@ Status write_simulate_provenance(const SimulateOptions& o, const ParsedArgs& arg
     if (!o.compute.calibration_as.empty()) assume["calibration_used_for_every_engine"] = o.compute.calibration_as;
   }
   assume["peak_tflops_per_gpu"] = o.peak_tflops;
+  assume["peak_tflops_from"] = o.gpu.peak_from;
   assume["optimizer_memory_gbps"] = o.compute.optimizer_bytes_per_s / 1e9;
+  assume["optimizer_memory_gbps_from"] = o.gpu.hbm_from;
   assume["lins_strategy"] =
       std::string("the planner's choice by the ") + objective_name(o.objective) + " objective (--objective)";
   assume["optimizer_bytes_per_owned_param"] = "26: fp32 master, m, v read and written; bf16 grad read, param written";
@@ -409,6 +409,7 @@ Status write_simulate_provenance(const SimulateOptions& o, const ParsedArgs& arg
       "module FLOPs (2 per weight per token, attention 4*seq*h per token, backward 2x forward, "
       "recomputation +1 forward) at the sustained rate";
   assume["memory_limit_bytes"] = double(o.gpu_mem);
+  assume["memory_limit_from"] = o.gpu.mem_from;
   if (o.host) {
     const HostCosts& c = o.host->costs;
     auto line = [](const HostLine& l) { return Json{{"a", l.a_s}, {"b_per_rank", l.b_s}}; };
@@ -446,6 +447,9 @@ int run_simulate(const Args& argv) {
 
   auto writer = CsvWriter::open(opt->out_path, StepRow::header());
   if (!writer) return fail(writer.error());
+  std::printf("lins simulate: GPU peak %g TFLOP/s for MFU (%s), optimizer at %g GB/s (%s), %s per GPU (%s)\n",
+              opt->peak_tflops, opt->gpu.peak_from.c_str(), opt->compute.optimizer_bytes_per_s / 1e9,
+              opt->gpu.hbm_from.c_str(), format_bytes(double(opt->gpu_mem)).c_str(), opt->gpu.mem_from.c_str());
   auto tally = project_all(*opt, *args, *writer);
   if (!tally) return fail(tally.error());
   if (tally->rows == 0) {

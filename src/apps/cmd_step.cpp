@@ -84,7 +84,7 @@ CommandSpec step_spec() {
            "attention kernels of --backend gpu: " + kAttentionKernelNames.described() +
                " (default: cudnn where the GPU plugin was built with cuDNN 9 and its frontend and --compute is bf16, "
                "else flash)"},
-          {"bucket", 0, "SIZE", "1M", "gradient all-reduce bucket U in bytes (of --precision elements)"},
+          bucket_option(", in bytes of --precision elements"),
           {"trace", 0, "", "",
            "write, per strategy and rank, a Chrome trace and the action log (timeline.*.csv, which `lins replay` "
            "re-times) of the last timed step"},
@@ -241,8 +241,7 @@ Status read_run(const ParsedArgs& a, StepOptions& o) {
   LINS_ASSIGN_OR_RETURN(auto seed, parse_size(a.get("seed"), "--seed"));
   LINS_ASSIGN_OR_RETURN(auto lr, a.get_double("lr"));
   LINS_ASSIGN_OR_RETURN(auto overlap, a.get_enum("overlap", kOverlapNames));
-  LINS_ASSIGN_OR_RETURN(auto bucket, a.get_size("bucket"));
-  if (bucket == 0) return make_error("--bucket must be at least 1 byte");
+  LINS_ASSIGN_OR_RETURN(auto bucket, parse_bucket(a));
   LINS_ASSIGN_OR_RETURN(auto pricing, a.get_enum("pricing", kPricingNames));
   LINS_ASSIGN_OR_RETURN(o.objective, a.get_enum("objective", kObjectiveNames));
   LINS_ASSIGN_OR_RETURN(auto gpu_mem, a.get_memory_size("gpu-mem"));
@@ -278,6 +277,10 @@ Result<StepOptions> read_step_options(const ParsedArgs& a, const Args& args, int
   LINS_TRY(read_numerics(a, o));
   LINS_TRY(read_device(a, o));
   LINS_ASSIGN_OR_RETURN(o.cost, parse_cost_model(a, o.topo.gpus_per_node));
+  // Of the network's GPU the step takes the HBM rate alone (its planner's optimizer): the peak for MFU is this
+  // machine's (peak_rate), the memory --gpu-mem's.
+  LINS_ASSIGN_OR_RETURN(auto gpu, parse_gpu_assumption(a));
+  o.hbm_gbps = gpu.hbm_gbps;
   LINS_ASSIGN_OR_RETURN(o.engine, parse_engine_options(a));
   LINS_ASSIGN_OR_RETURN(auto reserve, parse_memory_reserve(a));
   // Host memory has no CUDA context, workspaces or NCCL buffers.
@@ -344,7 +347,7 @@ Result<BackendFactory> backend_factory(const StepOptions& o) {
 // 'lins': the planner's choice for this cluster, said by rank 0. The step objective projects compute with the
 // compute options, their efficiency scaling `peak` (the MFU peak: given, or this machine's GEMM rate).
 Result<Plan> planner_choice(const StepOptions& o, const ParsedArgs& a, const Peak& peak, int rank) {
-  LINS_ASSIGN_OR_RETURN(auto compute, parse_compute_model(a, peak.tflops));
+  LINS_ASSIGN_OR_RETURN(auto compute, parse_compute_model(a, peak.tflops, o.hbm_gbps));
   PlannerOptions po;
   po.objective = o.objective;
   po.compute = std::move(compute);
@@ -381,7 +384,7 @@ Status check_strategies(const StepOptions& o, const ParsedArgs& a) {
   for (const auto& s : o.strategies)
     if (s != "lins")
       if (auto p = parse_run_plan(s, o.topo, o.engine); !p) return make_error("strategy '" + s + "': " + p.error());
-  LINS_TRY(parse_compute_model(a, 1.0));
+  LINS_TRY(parse_compute_model(a, 1.0, o.hbm_gbps));
   return Status::ok_status();
 }
 
@@ -783,6 +786,8 @@ int run_step(const Args& args) {
     if (o.device_gbps > 0) std::snprintf(device, sizeof device, ",%.6gGB/s", o.device_gbps), fabric += device;
   }
   if (rank == 0) print_run_header(o, *peak, world, fabric);
+  if (rank == 0)
+    for (const auto& w : o.cost->warnings()) std::fprintf(stderr, "lins step: warning: %s\n", w.c_str());
   auto writer = open_step_csv(o, rank);
   if (!writer) return fail(writer.error());
 

@@ -32,6 +32,7 @@ struct StepOptions {
   Topology topo;
   Workload workload;
   uint64_t warmup = 1, seed = 1, bucket = 0, gpu_mem = 0;
+  double hbm_gbps = 0;  // the optimizer's memory rate the planner projects 'lins' with (--hbm-gbps, else the network's)
   int steps = 1;
   double lr = 0, timeout_s = 0;
   Overlap overlap = Overlap::all;

@@ -2,10 +2,12 @@
 """One plan, one size: `lins plan` under both objectives and `lins simulate` build a plan's schedule with the same
 options (schedule_options, src/core/schedule/schedule.h), so they report the same memory and the same bytes for it,
 and every engine option (--ds-*, --ddp-*) changes what it should in each of them; `lins step` predicts its memory with
-the engine options too. (Under the paper's objective the planner once built its schedules without the engines'
-options: ZeRO-3 on 8 x 16 had 1.35 GB of buffers there and 7.95 GB under the step objective.)
+the engine options too, and every command takes the same default gradient bucket. (Under the paper's objective the
+planner once built its schedules without the engines' options: ZeRO-3 on 8 x 16 had 1.35 GB of buffers there and
+7.95 GB under the step objective; `lins step`'s bucket was 1 MiB where plan and simulate took 25 MiB.)
 Usage: schedule_options_test.py LINS MPIEXEC WORK"""
 import csv
+import json
 import os
 import subprocess
 import sys
@@ -101,6 +103,17 @@ def step_memory(extra, tag):
 small = step_memory([], "default")
 smaller = step_memory(["--ds-reduce-bucket", "1000", "--ds-prefetch-bucket", "1000"], "small-buckets")
 check(smaller != small, f"lins step: --ds-reduce-bucket and --ds-prefetch-bucket left model_mem_bytes at {small}")
+
+# One default gradient bucket (--bucket) in every command: 25 MiB, DDP's bucket_cap_mb (kDefaultBucketBytes).
+DEFAULT_BUCKET = 25 << 20
+plan_bucket = int(float(plan_row("small", "ddp", "comm", [], "small-ddp-bucket")["bucket_bytes"]))
+step_bucket = json.load(open(os.path.join(WORK, "step-default", "step.provenance.json")))["run"]["bucket_bytes"]
+check(plan_bucket == step_bucket == DEFAULT_BUCKET,
+      f"default --bucket: lins plan {plan_bucket}, lins step {step_bucket}; expected {DEFAULT_BUCKET} in both")
+for command in ("plan", "simulate", "step"):
+    help_text = subprocess.run([LINS, command, "--help"], capture_output=True, text=True, timeout=60).stdout
+    line = help_text.split("--bucket SIZE")[1].split("\n")[0] if "--bucket SIZE" in help_text else ""
+    check("[default: 25MiB]" in line, f"lins {command} --help does not show --bucket's default as 25MiB: {line}")
 
 if failures:
     print("\n".join(failures))

@@ -1,6 +1,8 @@
 // The compute model of a projection and its options; see compute_model.h.
 #include "core/cost/compute_model.h"
 
+#include "core/cost/cost_options.h"
+
 namespace lins {
 
 ComputeRates ComputeModel::rates_for(Engine engine) const {
@@ -20,17 +22,15 @@ std::vector<OptionSpec> compute_options() {
       {"calibrate-as", 0, "ENGINE", "",
        "use this engine's calibration for every strategy (where ranks share cores, only an engine with no "
        "synchronisation between modules, such as ddp, measures the contended compute rate the others also pay)"},
-      {"hbm-gbps", 0, "X", "1600", "memory rate of the optimizer update, GB/s (A800 80GB: 2039 peak)"},
+      {"hbm-gbps", 0, "X", "", hbm_gbps_help()},
   };
 }
 
-Result<ComputeModel> parse_compute_model(const ParsedArgs& args, double peak_tflops) {
+Result<ComputeModel> parse_compute_model(const ParsedArgs& args, double peak_tflops, double hbm_gbps) {
   ComputeModel m;
-  auto hbm = args.get_double("hbm-gbps");
   auto eff = args.get_double("compute-efficiency");
-  if (!hbm || *hbm <= 0) return make_error(hbm ? "--hbm-gbps must be positive" : hbm.error());
   if (!eff || *eff <= 0 || *eff > 1) return make_error(eff ? "--compute-efficiency must be in (0, 1]" : eff.error());
-  m.optimizer_bytes_per_s = *hbm * 1e9;
+  m.optimizer_bytes_per_s = hbm_gbps * 1e9;
   m.sustained_flops_per_s = *eff * peak_tflops * 1e12;
   m.rate_source = "compute-efficiency " + args.get("compute-efficiency") + " x peak";
   if (args.has("sustained-tflops") && args.has("calibrate"))

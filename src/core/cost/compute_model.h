@@ -36,7 +36,8 @@ struct ComputeModel {
 
 // --sustained-tflops, --compute-efficiency, --calibrate, --calibrate-as, --hbm-gbps (the command adds --peak-tflops).
 std::vector<OptionSpec> compute_options();
-// The compute model of those options; `peak_tflops` is the peak per GPU that --compute-efficiency scales.
-Result<ComputeModel> parse_compute_model(const ParsedArgs& args, double peak_tflops);
+// The compute model of those options; `peak_tflops` is the peak per GPU that --compute-efficiency scales, `hbm_gbps`
+// the optimizer's memory rate (both as parse_gpu_assumption resolves them: the network's GPU or the options).
+Result<ComputeModel> parse_compute_model(const ParsedArgs& args, double peak_tflops, double hbm_gbps);
 
 }  // namespace lins

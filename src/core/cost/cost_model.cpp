@@ -242,6 +242,18 @@ Result<CostModel> CostModel::make(const NetworkSpec& net, NetworkModel model, st
   c.network_model_ = std::move(m);
   c.profile_ = std::move(profile);
   c.contention_ = net.contention;
+  c.warnings_ = net.warnings;
+  // The nccl model refuses these (out of its scope); the alpha-beta model has no term for them: it prices the ring
+  // it always prices, which a network with them beats, so the user hears that the key changed nothing.
+  const std::string where = "network " + net.name + " (" + net.source + ")";
+  if (model == NetworkModel::alpha_beta && net.nvls)
+    c.warnings_.push_back(where +
+                          " has nvls = true, which the alpha-beta model does not price: collectives inside a node are "
+                          "priced as rings over NVLink, slower than NCCL's NVLS (NVSwitch multicast) all-reduce");
+  if (model == NetworkModel::alpha_beta && net.sharp)
+    c.warnings_.push_back(where +
+                          " has sharp = true, which the alpha-beta model does not price: all-reduces across nodes are "
+                          "priced as rings, slower than an in-network (SHARP) reduction");
   return c;
 }
 

@@ -147,6 +147,9 @@ class CostModel {
   const NetworkCostModel& network_model() const { return *network_model_; }
   // "NCCL 2.21.5 model (Ring/Tree x LL/LL128/Simple)" or "alpha-beta hierarchical ring".
   std::string model_description() const { return network_model_->description(); }
+  // What the network says that this model leaves out or that looks wrong (nvls or sharp under alpha-beta, the
+  // network's own warnings); the commands print each as a warning line.
+  const std::vector<std::string>& warnings() const { return warnings_; }
 
  private:
   double time_s(CollKind op, double bytes, Mesh mesh, const Topology& topo, Pricing pricing, bool* fell_back) const;
@@ -155,6 +158,7 @@ class CostModel {
   std::shared_ptr<const NetworkCostModel> network_model_;  // shared: a CostModel is copied freely
   std::optional<BandwidthProfile> profile_;
   Contention contention_;
+  std::vector<std::string> warnings_;
 };
 
 }  // namespace lins

@@ -1,8 +1,10 @@
 // Parsing of the pricing and memory-reserve options; see cost_options.h.
 #include "core/cost/cost_options.h"
 
+#include <cstdio>
 #include <sstream>
 
+#include "core/cost/gpu_peaks.h"
 #include "core/cost/nccl_tests_import.h"
 #include "core/util/text.h"
 #include "core/util/units.h"
@@ -16,6 +18,47 @@ std::string size_text(double bytes) {
   if (mib == static_cast<double>(static_cast<long long>(mib)))
     return std::to_string(static_cast<long long>(mib)) + "MiB";
   return std::to_string(static_cast<long long>(bytes)) + "B";
+}
+
+// A rate as the datasheets write it: 312, 989.4, 2039.
+std::string number_text(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+// "paper-a800 312, h100-ndr 989.4": a number of each shipped network's GPU, for the help of the option it defaults.
+std::string preset_gpu_numbers(double NetworkGpu::*field) {
+  std::string out;
+  for (const auto& n : network_spec_presets())
+    if (n.gpu.described()) out += (out.empty() ? "" : ", ") + n.name + " " + number_text(n.gpu.*field);
+  return out;
+}
+
+// "a800-sxm and a100-sxm": the names of `presets`.
+std::string preset_names(const std::vector<const GpuPreset*>& presets) {
+  std::string out;
+  for (std::size_t i = 0; i < presets.size(); ++i)
+    out += std::string(i == 0 ? "" : i + 1 == presets.size() ? " and " : ", ") + presets[i]->name;
+  return out;
+}
+
+// A warning when an explicit --peak-tflops is the peak of GPUs of another generation than the network's (its gpu
+// preset's, else its gpu_arch): 312 on an H100 network is most likely a default carried over, not a measurement.
+std::optional<std::string> peak_generation_warning(double peak_tflops, const NetworkSpec& net) {
+  if (!net.has_gpu()) return std::nullopt;
+  const auto matches = gpu_presets_with_peak(peak_tflops);
+  const int network_cc = net.gpu.compute_capability > 0 ? net.gpu.compute_capability : net.compute_capability;
+  if (matches.empty()) return std::nullopt;  // a peak of no listed GPU: nothing to compare
+  for (const GpuPreset* p : matches)
+    if (p->compute_capability == network_cc) return std::nullopt;
+  std::string w = "--peak-tflops " + number_text(peak_tflops) + " is the dense bf16 peak of " + preset_names(matches) +
+                  " (sm" + std::to_string(matches[0]->compute_capability) + "), but network " + net.name +
+                  " has gpu_arch = \"sm" + std::to_string(net.compute_capability) + "\"";
+  if (net.gpu.described())
+    w += " and its GPU" + (net.gpu.preset.empty() ? std::string() : " " + net.gpu.preset) + " a peak of " +
+         number_text(net.gpu.peak_tflops) + " TFLOP/s";
+  return w + "; MFU and --compute-efficiency take " + number_text(peak_tflops) + " as given";
 }
 
 }  // namespace
@@ -77,7 +120,12 @@ Result<CostModel> parse_cost_model(const ParsedArgs& args, int gpus_per_node) {
   }
   if (profile) profile->set_source(sources);
   auto cost = CostModel::make(*net, model, std::move(profile));
-  if (!cost) return make_error("--network-model " + std::string(network_model_name(model)) + ": " + cost.error());
+  // The refusal names --network-model only when it was given; under auto the network's GPUs chose the nccl model.
+  if (!cost && args.has("network-model"))
+    return make_error("--network-model " + std::string(network_model_name(model)) + ": " + cost.error());
+  if (!cost)
+    return make_error("the " + std::string(network_model_name(model)) + " model (chosen for a network with GPUs): " +
+                      cost.error() + "; or price it with --network-model alpha-beta, which has no such terms");
   if (const std::string c = args.get("contention"); c == "off") {
     cost->set_contention(Contention{});
   } else if (c != "network") {
@@ -86,6 +134,64 @@ Result<CostModel> parse_cost_model(const ParsedArgs& args, int gpus_per_node) {
     cost->set_contention(std::move(*file));
   }
   return cost;
+}
+
+std::vector<OptionSpec> gpu_options(const std::string& gpu_mem_help) {
+  return {
+      {"peak-tflops", 0, "X", "",
+       "dense bf16 peak TFLOP/s per GPU, for MFU and --compute-efficiency [default: the network's GPU: " +
+           preset_gpu_numbers(&NetworkGpu::peak_tflops) + "]"},
+      {"gpu-mem", 0, "SIZE", "",
+       "memory per GPU; " + gpu_mem_help + " [default: the network's GPU: " + preset_gpu_numbers(&NetworkGpu::mem_gib) +
+           " GiB]"},
+  };
+}
+
+std::string hbm_gbps_help() {
+  return "the optimizer update's memory rate per GPU, GB/s [default: the network's GPU's HBM bandwidth: " +
+         preset_gpu_numbers(&NetworkGpu::hbm_gbps) + "]";
+}
+
+Result<GpuAssumption> parse_gpu_assumption(const ParsedArgs& args) {
+  auto net = resolve_network_spec(args.get("network"));
+  if (!net) return make_error("--network: " + net.error());
+  GpuAssumption g;
+  NetworkGpu gpu = net->gpu;
+  const std::string of = "network " + net->name + "'s ";
+  std::string peak_from = of + gpu.peak_from, hbm_from = of + gpu.hbm_from, mem_from = of + gpu.mem_from;
+  if (!gpu.described()) {
+    const GpuPreset& f = *find_gpu_preset(kFallbackGpu);
+    gpu.peak_tflops = f.peak_tflops, gpu.hbm_gbps = f.hbm_gbps, gpu.mem_gib = f.mem_gib;
+    peak_from = hbm_from = mem_from =
+        std::string("gpu preset ") + kFallbackGpu + " (network " + net->name + " names no GPU)";
+    const bool all_given = args.has("peak-tflops") && args.has("hbm-gbps") && args.has("gpu-mem");
+    if (net->has_gpu() && !all_given)
+      g.warnings.push_back("network " + net->name + " (" + net->source +
+                           ") has GPUs but names none (gpu = \"...\", or peak_tflops, hbm_gbps and gpu_mem_gib): "
+                           "what --peak-tflops, --hbm-gbps and --gpu-mem do not give is the paper's A800's (" +
+                           kFallbackGpu + ": " + number_text(f.peak_tflops) + " TFLOP/s, " + number_text(f.hbm_gbps) +
+                           " GB/s, " + number_text(f.mem_gib) + " GiB)");
+  }
+  g.peak_tflops = gpu.peak_tflops, g.peak_from = peak_from;
+  g.hbm_gbps = gpu.hbm_gbps, g.hbm_from = hbm_from;
+  g.mem_bytes = gpu.mem_gib * double(1ull << 30), g.mem_from = mem_from;
+  if (args.has("peak-tflops")) {
+    LINS_ASSIGN_OR_RETURN(g.peak_tflops, args.get_double("peak-tflops"));
+    if (g.peak_tflops <= 0) return make_error("--peak-tflops must be positive (TFLOP/s per GPU, as 989.4)");
+    g.peak_from = "--peak-tflops";
+    if (auto w = peak_generation_warning(g.peak_tflops, *net)) g.warnings.push_back(*w);
+  }
+  if (args.has("hbm-gbps")) {
+    LINS_ASSIGN_OR_RETURN(g.hbm_gbps, args.get_double("hbm-gbps"));
+    if (g.hbm_gbps <= 0) return make_error("--hbm-gbps must be positive (GB/s per GPU, as 3350)");
+    g.hbm_from = "--hbm-gbps";
+  }
+  if (args.has("gpu-mem")) {
+    LINS_ASSIGN_OR_RETURN(auto mem, args.get_memory_size("gpu-mem"));
+    if (mem == 0) return make_error("--gpu-mem must be positive (for example 80GiB)");
+    g.mem_bytes = double(mem), g.mem_from = "--gpu-mem";
+  }
+  return g;
 }
 
 std::vector<OptionSpec> memory_reserve_options() {

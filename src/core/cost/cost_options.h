@@ -1,6 +1,7 @@
 // The options that choose how communication is priced (--network, --network-model, --profile, --nccl-tests,
-// --pricing) and how much memory a GPU run loses beyond its tensors (--reserve-*), shared by `lins plan`,
-// `lins step` and `lins simulate` so they read the same flags the same way.
+// --pricing), the GPU a projection assumes (the network's, or --peak-tflops, --hbm-gbps, --gpu-mem) and how much
+// memory a GPU run loses beyond its tensors (--reserve-*), shared by `lins plan`, `lins step` and `lins simulate` so
+// they read the same flags the same way.
 #pragma once
 
 #include <string>
@@ -39,6 +40,29 @@ std::vector<OptionSpec> cost_options(const std::string& default_network = "paper
 // (--profile and --nccl-tests files, merged) first where it covers an (op, mesh). With `gpus_per_node` > 0 the
 // network must have room for that many GPUs per node.
 Result<CostModel> parse_cost_model(const ParsedArgs& args, int gpus_per_node = 0);
+
+// The GPU a projection assumes: the network's (its gpu preset or its numbers; docs/cost-model.md, "The GPU"), each
+// number replaced by its option when given. A network that describes no GPU (cpu-local, or a file written before
+// networks carried one) is projected on kFallbackGpu, the paper's A800, and the sources say so.
+struct GpuAssumption {
+  double peak_tflops = 0;  // dense bf16 per GPU: MFU's peak, scaled by --compute-efficiency
+  double hbm_gbps = 0;     // the optimizer update's memory rate, GB/s
+  double mem_bytes = 0;    // memory per GPU
+  // Where each number comes from: "--peak-tflops", "network h100-ndr's gpu preset h100-sxm", ...
+  std::string peak_from, hbm_from, mem_from;
+  // Numbers that disagree with the network: a --peak-tflops of another GPU generation than the network's gpu_arch,
+  // a GPU network that names no GPU. The commands print each as a warning line.
+  std::vector<std::string> warnings;
+};
+inline constexpr const char* kFallbackGpu = "a800-sxm";
+
+// --peak-tflops and --gpu-mem as `lins plan` and `lins simulate` take them (no default value: the network's GPU);
+// `gpu_mem_help` says what the command does with the memory. --hbm-gbps is among compute_options(), with this help.
+std::vector<OptionSpec> gpu_options(const std::string& gpu_mem_help);
+std::string hbm_gbps_help();
+// The GPU of --network with --peak-tflops, --hbm-gbps and --gpu-mem (those the command has) over it. Errors name the
+// option and what is valid.
+Result<GpuAssumption> parse_gpu_assumption(const ParsedArgs& args);
 
 // --reserve-context, --reserve-cublas, --reserve-nccl (per communicator), --reserve-fragmentation.
 std::vector<OptionSpec> memory_reserve_options();

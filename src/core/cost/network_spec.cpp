@@ -12,6 +12,7 @@
 #include <optional>
 #include <sstream>
 
+#include "core/cost/gpu_peaks.h"
 #include "core/util/text.h"
 
 // Header-only, without exceptions: a parse error comes back as a value with its position.
@@ -39,14 +40,13 @@ constexpr const char* kOldFormatAdvice =
 // What a key's value must be in TOML; a value of another type is named in the error ("\"fast\" is text").
 enum class Kind { text, whole, number, boolean };
 
-// One key of the file: what it accepts (for the error) and how it sets the spec from a value of its kind.
 // One key of a table whose values fill a T (the network's top-level keys: NetworkSpec; [contention]: Contention): what
 // it accepts (for the error) and how it sets the T from a value of its kind.
 template <class T>
 struct KeyOf {
   const char* name;
   Kind kind;
-  const char* valid;
+  std::string valid;
   std::function<bool(const toml::node&, T&)> set;
 };
 using Key = KeyOf<NetworkSpec>;
@@ -94,6 +94,20 @@ std::function<bool(const toml::node&, NetworkSpec&)> one_of(std::vector<std::str
   };
 }
 
+// The GPU keys' upper bound: far above any GPU (a B200 has 2250 TFLOP/s, 8000 GB/s, 180 GiB), low enough to catch
+// a value in the wrong unit (TFLOP/s written in FLOP/s, GiB in bytes).
+constexpr double kMaxGpuNumber = 100000;
+
+// "\"a800-sxm\", \"a100-sxm\", ...": the values the gpu key takes, as a file writes them.
+std::string quoted_gpu_presets() {
+  std::string out;
+  for (const GpuPreset& p : gpu_presets()) out += (out.empty() ? "\"" : ", \"") + std::string(p.name) + "\"";
+  return out;
+}
+
+// The newest generation gpu_arch takes (sm90): NCCL 2.21.5's tuning tables, which the nccl model follows, end there.
+constexpr int kNewestGpuArch = 90;
+
 const std::vector<Key>& keys() {
   static const std::vector<Key> k = {
       {"name", Kind::text, "a name of letters, digits, '.', '_' or '-'",
@@ -119,6 +133,18 @@ const std::vector<Key>& keys() {
               [](NetworkSpec& s, std::size_t i) {
                 s.compute_capability = i == 0 ? 70 : i == 1 ? 80 : i == 2 ? 90 : 0;
               })},
+      {"gpu", Kind::text, "a GPU preset: " + quoted_gpu_presets() + " (or give peak_tflops, hbm_gbps and gpu_mem_gib)",
+       [](const toml::node& n, NetworkSpec& s) {
+         const GpuPreset* p = find_gpu_preset(n.as_string()->get());
+         if (p) s.gpu.preset = p->name;
+         return p != nullptr;
+       }},
+      {"peak_tflops", Kind::number, "the GPU's dense bf16 peak, a positive rate in TFLOP/s up to 100000",
+       number_in<NetworkSpec>(0, kMaxGpuNumber, true, [](NetworkSpec& s, double v) { s.gpu.peak_tflops = v; })},
+      {"hbm_gbps", Kind::number, "the GPU's HBM bandwidth, a positive rate in GB/s up to 100000",
+       number_in<NetworkSpec>(0, kMaxGpuNumber, true, [](NetworkSpec& s, double v) { s.gpu.hbm_gbps = v; })},
+      {"gpu_mem_gib", Kind::number, "the GPU's memory, a positive size in GiB (2^30 bytes) up to 100000",
+       number_in<NetworkSpec>(0, kMaxGpuNumber, true, [](NetworkSpec& s, double v) { s.gpu.mem_gib = v; })},
       {"nvlink_links", Kind::whole, "a whole number from 0 to 64",
        whole_in(0, 64, [](NetworkSpec& s, int v) { s.nvlink_links = v; })},
       {"nvlink_gbps", Kind::number, "a positive rate in GB/s up to 1000",
@@ -309,6 +335,54 @@ Result<Contention> parse_contention_table(const toml::table& t, const std::strin
   return c;
 }
 
+// The GPU: a preset's numbers under the file's own, or the three numbers alone; a gpu_arch that disagrees with the
+// preset's generation is a warning (a file may describe an unlisted variant), a GPU on a network without GPUs an error.
+Status finish_gpu(NetworkSpec& s, const std::map<std::string, int>& seen, const std::string& where) {
+  NetworkGpu& g = s.gpu;
+  const char* const number_keys[] = {"peak_tflops", "hbm_gbps", "gpu_mem_gib"};
+  // The GPU key the file gives first, if any.
+  const char* first = nullptr;
+  for (const char* k : {"gpu", "peak_tflops", "hbm_gbps", "gpu_mem_gib"})
+    if (seen.count(k) && (!first || seen.at(k) < seen.at(first))) first = k;
+  if (!first) return {};
+  if (!s.has_gpu())
+    return make_error(where + ":" + std::to_string(seen.at(first)) + ": " + first +
+                      ": the network has gpu_arch = \"none\" (no GPU); valid: leave the GPU keys out, or give "
+                      "gpu_arch");
+  const GpuPreset* preset = g.preset.empty() ? nullptr : find_gpu_preset(g.preset);
+  auto take = [&](const char* key, double& value, std::string& from, double preset_value) {
+    if (seen.count(key)) {
+      from = key;
+    } else if (preset) {
+      value = preset_value, from = "gpu preset " + g.preset;
+    }
+  };
+  if (!preset)
+    for (const char* k : number_keys)
+      if (!seen.count(k))
+        return make_error(where + ": missing '" + k + "' (a GPU is a preset, gpu = " + quoted_gpu_presets() +
+                          ", or its three numbers: peak_tflops, hbm_gbps and gpu_mem_gib)");
+  take("peak_tflops", g.peak_tflops, g.peak_from, preset ? preset->peak_tflops : 0);
+  take("hbm_gbps", g.hbm_gbps, g.hbm_from, preset ? preset->hbm_gbps : 0);
+  take("gpu_mem_gib", g.mem_gib, g.mem_from, preset ? preset->mem_gib : 0);
+  if (preset) {
+    g.compute_capability = preset->compute_capability;
+    if (preset->compute_capability != s.compute_capability) {
+      std::string w = "network " + s.name + " (" + where + "): gpu_arch = \"sm" + std::to_string(s.compute_capability) +
+                      "\" but gpu = \"" + g.preset + "\" is an sm" + std::to_string(preset->compute_capability) +
+                      " GPU (" + preset->product + ")";
+      w += preset->compute_capability > kNewestGpuArch
+               ? "; gpu_arch goes up to sm90 (NCCL 2.21.5, whose model prices the collectives, knows no newer "
+                 "generation), so its collectives are priced as on sm" +
+                     std::to_string(s.compute_capability)
+               : "; the collectives are priced for sm" + std::to_string(s.compute_capability) +
+                     ", the compute and memory for " + g.preset;
+      s.warnings.push_back(w);
+    }
+  }
+  return {};
+}
+
 // What a file must say, and the defaults derived from it; `where` is the file.
 Status finish(NetworkSpec& s, const std::map<std::string, int>& seen, const std::string& where) {
   auto missing = [&](const char* key, const std::string& why) {
@@ -323,6 +397,7 @@ Status finish(NetworkSpec& s, const std::map<std::string, int>& seen, const std:
     if (s.nvlink_links > 0 && !has("nvswitch")) return missing("nvswitch", "yes when the links go to NVSwitches");
     if (!has("pcie_gen")) return missing("pcie_gen", "PCIe generation of the GPUs' and NICs' x16 links");
   }
+  LINS_TRY(finish_gpu(s, seen, where));
   if (!has("inter_node_gbps") || s.has_gpu()) {
     if (!has("nics_per_node")) return missing("nics_per_node", "network ports per node");
     if (!has("nic_gbit_per_s")) return missing("nic_gbit_per_s", "one port's rate in Gb/s");

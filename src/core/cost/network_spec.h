@@ -1,7 +1,7 @@
-// A cluster's network as a user describes it: GPUs and NVLink inside a node, NICs and their rate across nodes, and an
-// optional slowdown as the job spans more nodes. Read from a small TOML file of top-level keys (format in
-// docs/cost-model.md); the shipped presets are the files of data/networks/, compiled into the binary. Both cost models
-// start from it.
+// A cluster's network as a user describes it: its GPU (a preset or the datasheet numbers), GPUs and NVLink inside a
+// node, NICs and their rate across nodes, and an optional slowdown as the job spans more nodes. Read from a small TOML
+// file of top-level keys (format in docs/cost-model.md); the shipped presets are the files of data/networks/, compiled
+// into the binary. Both cost models start from it.
 #pragma once
 
 #include <string>
@@ -26,6 +26,20 @@ inline constexpr NameTable<NicPath, 4> kNicPathNames{
     }}};
 static_assert(kNicPathNames.complete(NicPath::sys));
 const char* nic_path_name(NicPath p);
+
+// The GPU of a cluster, as projections need it: a preset's datasheet numbers (gpu = "h100-sxm"; gpu_peaks.h), each
+// replaced by the file's own key where it gives one, or the three numbers alone.
+struct NetworkGpu {
+  std::string preset;          // the preset named, or empty when the file gives the numbers alone
+  double peak_tflops = 0;      // dense bf16 per GPU (MFU's peak; --compute-efficiency scales it)
+  double hbm_gbps = 0;         // HBM bandwidth, GB/s (the optimizer update's memory rate)
+  double mem_gib = 0;          // HBM capacity, GiB (2^30 bytes; the datasheets' "80GB", gpu_peaks.cpp)
+  int compute_capability = 0;  // the preset's generation; 0 when the numbers are given alone
+  // Where each number comes from: "gpu preset h100-sxm" or the file's key ("peak_tflops").
+  std::string peak_from, hbm_from, mem_from;
+
+  bool described() const { return peak_tflops > 0; }
+};
 
 struct NetworkSpec {
   std::string name;
@@ -60,6 +74,12 @@ struct NetworkSpec {
 
   // What overlap costs on this cluster (its [contention] table; none: overlap is free).
   Contention contention;
+
+  // The GPU (not described: a network without GPUs, or a file written before networks carried their GPU).
+  NetworkGpu gpu;
+  // What the file says that holds together but looks wrong (gpu_arch against the gpu preset's generation); the
+  // commands print each as a warning line.
+  std::vector<std::string> warnings;
 
   bool has_gpu() const { return compute_capability > 0; }
   // NCCL's per-direction rate of a PCIe x16 link, GB/s (src/graph/topo.cc: width x per-lane rate / 80).

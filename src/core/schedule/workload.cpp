@@ -120,6 +120,19 @@ Result<Plan> parse_run_plan(std::string_view text, const Topology& topo, const E
   return plan;
 }
 
+OptionSpec bucket_option(const std::string& extra_help) {
+  return {"bucket", 0, "SIZE", std::to_string(kDefaultBucketBytes >> 20) + "MiB",
+          "gradient bucket U of the Lins and DDP engines (DDP's bucket_cap_mb)" + extra_help};
+}
+
+Result<int64_t> parse_bucket(const ParsedArgs& args) {
+  LINS_ASSIGN_OR_RETURN(auto bucket, args.get_size("bucket"));
+  if (bucket == 0 || bucket > kMaxBucketBytes)
+    return make_error("--bucket " + args.get("bucket") + " must be between 1 byte and 1TiB (default " +
+                      std::to_string(kDefaultBucketBytes >> 20) + "MiB)");
+  return static_cast<int64_t>(bucket);
+}
+
 std::vector<OptionSpec> concat_options(std::vector<OptionSpec> base, const std::vector<OptionSpec>& extra) {
   base.insert(base.end(), extra.begin(), extra.end());
   return base;

@@ -49,7 +49,7 @@ Result<Workload> parse_workload(const ParsedArgs& args, const ModelSpec& model, 
 
 // The engines' settings (core/schedule.h EngineOptions), with their real systems' defaults: --ddp-first-bucket,
 // --ds-reduce-bucket, --ds-prefetch-bucket, --ds-max-reuse-distance, --ds-persistence-threshold, --ds-overlap-comm.
-// (--bucket, the Lins and DDP bucket, belongs to each command's own table.)
+// (--bucket, the Lins and DDP bucket, is bucket_option() below.)
 std::vector<OptionSpec> engine_options();
 Result<EngineOptions> parse_engine_options(const ParsedArgs& args);
 // --ds-quantized-weights / --ds-quantized-gradients on `plan` when its engine takes them (zero3, zeropp); other plans
@@ -57,6 +57,20 @@ Result<EngineOptions> parse_engine_options(const ParsedArgs& args);
 Status apply_engine_quantization(Plan& plan, const EngineOptions& engine);
 // parse_plan, then apply_engine_quantization: a plan as a command runs it.
 Result<Plan> parse_run_plan(std::string_view text, const Topology& topo, const EngineOptions& engine);
+
+// The gradient bucket U of the Lins and DDP engines that every command (plan, simulate, step) takes by default:
+// PyTorch DDP's bucket_cap_mb = 25 (MiB), which docs/engines.md gives the Lins engine's U too. The schedule's own
+// defaults (EngineOptions, ScheduleOptions) are the same value.
+inline constexpr int64_t kDefaultBucketBytes = int64_t(25) << 20;
+static_assert(EngineOptions{}.bucket_bytes == kDefaultBucketBytes &&
+                  ScheduleOptions{}.bucket_bytes == kDefaultBucketBytes,
+              "the schedule's default bucket and the commands' --bucket default must be one value");
+// The largest --bucket: 1 TiB, far above any model's gradient bytes per rank.
+inline constexpr uint64_t kMaxBucketBytes = uint64_t(1) << 40;
+// --bucket SIZE with the default kDefaultBucketBytes; `extra_help` adds what one command says about it.
+OptionSpec bucket_option(const std::string& extra_help = "");
+// --bucket in bytes, 1 byte to kMaxBucketBytes.
+Result<int64_t> parse_bucket(const ParsedArgs& args);
 
 // Appends `extra` to `base` (to build one command's table from the shared pieces).
 std::vector<OptionSpec> concat_options(std::vector<OptionSpec> base, const std::vector<OptionSpec>& extra);

@@ -1,6 +1,6 @@
 // Network files (TOML): a good one, every kind of bad value with file:line and field, the former format refused, the
-// presets shipped in data/networks/ (compiled in, and equal to the files), the alpha-beta terms they give, and
-// degradation with scale.
+// presets shipped in data/networks/ (compiled in, and equal to the files), the alpha-beta terms they give, their GPU
+// (a preset or its numbers, and a gpu_arch that disagrees with it), and degradation with scale.
 #include "core/cost/network_spec.h"
 
 #include <gtest/gtest.h>
@@ -111,6 +111,93 @@ TEST(NetworkSpec, RejectsEachKindOfBadValueNamingFileLineAndField) {
   expect_error(x + "pcie_gen = 9\ngpu_arch = \"sm1\"\n", "n.toml:2", "pcie_gen");
 }
 
+TEST(NetworkSpec, TheGpuIsAPresetOrItsNumbers) {
+  // A preset: its datasheet numbers, each from the preset.
+  auto h = parse_network_spec(std::string(kGood) + "gpu = \"a100-sxm\"\n", "n.toml");
+  ASSERT_TRUE(h) << h.error();
+  EXPECT_TRUE(h->gpu.described());
+  EXPECT_EQ(h->gpu.preset, "a100-sxm");
+  EXPECT_DOUBLE_EQ(h->gpu.peak_tflops, 312.0);
+  EXPECT_DOUBLE_EQ(h->gpu.hbm_gbps, 2039.0);
+  EXPECT_DOUBLE_EQ(h->gpu.mem_gib, 80.0);
+  EXPECT_EQ(h->gpu.compute_capability, 80);
+  EXPECT_EQ(h->gpu.peak_from, "gpu preset a100-sxm");
+  EXPECT_TRUE(h->warnings.empty());
+  // The file's own number replaces the preset's, whatever the order of the keys (a 40GB A100 written before it).
+  auto forty = parse_network_spec("gpu_mem_gib = 40\n" + std::string(kGood) + "gpu = \"a100-sxm\"\n", "n.toml");
+  ASSERT_TRUE(forty) << forty.error();
+  EXPECT_DOUBLE_EQ(forty->gpu.mem_gib, 40.0);
+  EXPECT_EQ(forty->gpu.mem_from, "gpu_mem_gib");
+  EXPECT_DOUBLE_EQ(forty->gpu.peak_tflops, 312.0);
+  EXPECT_EQ(forty->gpu.peak_from, "gpu preset a100-sxm");
+  // The three numbers alone.
+  auto own =
+      parse_network_spec(std::string(kGood) + "peak_tflops = 500\nhbm_gbps = 2500.5\ngpu_mem_gib = 96\n", "n.toml");
+  ASSERT_TRUE(own) << own.error();
+  EXPECT_EQ(own->gpu.preset, "");
+  EXPECT_DOUBLE_EQ(own->gpu.peak_tflops, 500.0);
+  EXPECT_DOUBLE_EQ(own->gpu.hbm_gbps, 2500.5);
+  EXPECT_DOUBLE_EQ(own->gpu.mem_gib, 96.0);
+  EXPECT_EQ(own->gpu.compute_capability, 0);
+  EXPECT_EQ(own->gpu.hbm_from, "hbm_gbps");
+  // Neither: the network names no GPU (the commands assume one and say so).
+  EXPECT_FALSE(parse_network_spec(kGood, "n.toml")->gpu.described());
+}
+
+TEST(NetworkSpec, AWrongGpuNamesTheKeyAndWhatIsValid) {
+  const std::string g = kGood;
+  // An unknown preset lists the valid ones.
+  expect_error(g + "gpu = \"h100\"\n", "n.toml:16: gpu: \"h100\" is not valid",
+               "valid: a GPU preset: \"a800-sxm\", \"a100-sxm\", \"h100-sxm\", \"h200\", \"b200\" (or give "
+               "peak_tflops, hbm_gbps and gpu_mem_gib)");
+  expect_error(g + "gpu = 100\n", "n.toml:16: gpu: 100 is a whole number", "valid: a GPU preset: \"a800-sxm\"");
+  // Numbers out of range or of the wrong kind name the key and its unit.
+  expect_error(g + "peak_tflops = 0\n", "n.toml:16: peak_tflops: 0 is not valid",
+               "valid: the GPU's dense bf16 peak, a positive rate in TFLOP/s up to 100000");
+  expect_error(g + "peak_tflops = 989e12\n", "n.toml:16: peak_tflops", "a positive rate in TFLOP/s");
+  expect_error(g + "hbm_gbps = \"3.35 TB/s\"\n", "n.toml:16: hbm_gbps: \"3.35 TB/s\" is text",
+               "valid: the GPU's HBM bandwidth, a positive rate in GB/s");
+  expect_error(g + "gpu_mem_gib = -80\n", "n.toml:16: gpu_mem_gib: -80 is not valid",
+               "valid: the GPU's memory, a positive size in GiB (2^30 bytes)");
+  expect_error(g + "gpu_mem_gib = 85899345920\n", "gpu_mem_gib", "in GiB");
+  // Numbers without a preset must be all three.
+  expect_error(g + "peak_tflops = 500\nhbm_gbps = 2000\n", "n.toml: missing 'gpu_mem_gib'",
+               "a GPU is a preset, gpu = \"a800-sxm\", \"a100-sxm\", \"h100-sxm\", \"h200\", \"b200\", or its three "
+               "numbers");
+  // A network without GPUs has none to describe.
+  const std::string cpu =
+      "name = \"c\"\ngpu_arch = \"none\"\nintra_gpu_gbps = 3\ninter_node_gbps = 3\n"
+      "intra_latency_us = 1\ninter_latency_us = 1\n";
+  ASSERT_TRUE(parse_network_spec(cpu, "n.toml")) << parse_network_spec(cpu, "n.toml").error();
+  expect_error(cpu + "hbm_gbps = 100\ngpu = \"h200\"\n", "n.toml:7: hbm_gbps: the network has gpu_arch = \"none\"",
+               "valid: leave the GPU keys out");
+}
+
+TEST(NetworkSpec, AGpuArchOfAnotherGenerationThanTheGpuIsAWarning) {
+  // gpu_arch sm80 (what prices the collectives) against an H100 (sm90): read, with a warning naming both.
+  auto w = parse_network_spec(std::string(kGood) + "gpu = \"h100-sxm\"\n", "n.toml");
+  ASSERT_TRUE(w) << w.error();
+  ASSERT_EQ(w->warnings.size(), 1u);
+  EXPECT_NE(w->warnings[0].find("network test-net (n.toml): gpu_arch = \"sm80\" but gpu = \"h100-sxm\" is an sm90 GPU"),
+            std::string::npos)
+      << w->warnings[0];
+  EXPECT_NE(w->warnings[0].find("the collectives are priced for sm80, the compute and memory for h100-sxm"),
+            std::string::npos)
+      << w->warnings[0];
+  EXPECT_DOUBLE_EQ(w->gpu.peak_tflops, 989.4);
+  // A Blackwell GPU: gpu_arch has no sm100, so its collectives are priced as on the generation given.
+  std::string hopper = kGood;
+  hopper.replace(hopper.find("sm80"), 4, "sm90");
+  auto b = parse_network_spec(hopper + "gpu = \"b200\"\n", "n.toml");
+  ASSERT_TRUE(b) << b.error();
+  ASSERT_EQ(b->warnings.size(), 1u);
+  EXPECT_NE(b->warnings[0].find("is an sm100 GPU"), std::string::npos) << b->warnings[0];
+  EXPECT_NE(b->warnings[0].find("gpu_arch goes up to sm90"), std::string::npos) << b->warnings[0];
+  // The numbers alone carry no generation: nothing to disagree with.
+  EXPECT_TRUE(parse_network_spec(hopper + "peak_tflops = 312\nhbm_gbps = 2039\ngpu_mem_gib = 80\n", "n.toml")
+                  ->warnings.empty());
+}
+
 TEST(NetworkSpec, TheFormerFormatIsRefusedWithHowToConvertIt) {
   // The text of a former .network file: TOML cannot read bare words, and yes/no are no TOML booleans.
   expect_error("# old\nname = test-net\ngpu_arch = sm80\n", "n.toml:2: 'name = test-net' is in the former key = value",
@@ -168,7 +255,12 @@ TEST(NetworkSpec, ShippedPresetsAreTheFilesOfDataNetworks) {
     EXPECT_EQ(file->name, p.name) << "the name inside " << path << " must be its file name";
     EXPECT_EQ(file->summary(), p.summary());
     EXPECT_DOUBLE_EQ(file->inter_node_gbps, p.inter_node_gbps);
+    EXPECT_EQ(file->gpu.preset, p.gpu.preset);
+    EXPECT_DOUBLE_EQ(file->gpu.peak_tflops, p.gpu.peak_tflops);
     EXPECT_EQ(p.source, "preset");
+    // A shipped network with GPUs names its GPU, of its own generation; one without GPUs names none.
+    EXPECT_EQ(p.gpu.described(), p.has_gpu()) << p.name;
+    EXPECT_TRUE(p.warnings.empty()) << p.name << ": " << (p.warnings.empty() ? "" : p.warnings[0]);
     // A path resolves to the file itself.
     auto by_path = resolve_network_spec(path);
     ASSERT_TRUE(by_path) << by_path.error();
@@ -193,6 +285,25 @@ TEST(NetworkSpec, PresetsGiveTheAlphaBetaTermsTheyAlwaysHad) {
     EXPECT_DOUBLE_EQ(ab->inter_gpu_gbps, o.inter_gpu) << o.name;
     EXPECT_NEAR(ab->intra_latency_s, o.intra_lat, 1e-18) << o.name;
     EXPECT_NEAR(ab->inter_latency_s, o.inter_lat, 1e-18) << o.name;
+  }
+}
+
+TEST(NetworkSpec, PresetsCarryTheirClustersGpu) {
+  struct Expected {
+    const char* network;
+    const char* gpu;
+    double peak_tflops, hbm_gbps, mem_gib;
+  } expected[] = {{"paper-a800", "a800-sxm", 312.0, 2039.0, 80.0},
+                  {"h100-ndr", "h100-sxm", 989.4, 3350.0, 80.0},
+                  {"ethernet-100g", "a100-sxm", 312.0, 2039.0, 80.0},
+                  {"cpu-local", "", 0, 0, 0}};
+  for (const auto& e : expected) {
+    auto n = resolve_network_spec(e.network);
+    ASSERT_TRUE(n) << n.error();
+    EXPECT_EQ(n->gpu.preset, e.gpu) << e.network;
+    EXPECT_DOUBLE_EQ(n->gpu.peak_tflops, e.peak_tflops) << e.network;
+    EXPECT_DOUBLE_EQ(n->gpu.hbm_gbps, e.hbm_gbps) << e.network;
+    EXPECT_DOUBLE_EQ(n->gpu.mem_gib, e.mem_gib) << e.network;
   }
 }
 

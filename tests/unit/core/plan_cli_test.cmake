@@ -17,6 +17,13 @@ function(expect_in text needle what)
   endif()
 endfunction()
 
+function(expect_not_in text needle what)
+  string(FIND "${text}" "${needle}" pos)
+  if(NOT pos EQUAL -1)
+    message(FATAL_ERROR "${what}: '${needle}' found in:\n${text}")
+  endif()
+endfunction()
+
 run(0 --version)
 expect_in("${OUT}" "lins " "--version")
 run(0 plan --help)
@@ -42,6 +49,45 @@ run(0 plan --nodes 2 --network-model alpha-beta --reserve-context 0B --reserve-c
     --reserve-fragmentation 0 --plan zero3)
 expect_in("${OUT}" "priced by the alpha-beta hierarchical ring" "--network-model alpha-beta")
 expect_in("${OUT}" "reserve: 0 B" "no reserve")
+
+# The GPU comes with the network: h100-ndr projects an H100 SXM (its datasheet peak, HBM rate and memory), each number
+# saying where it came from; the default network, the paper's A800.
+set(h100 plan --model llama-13b --nodes 16 --network h100-ndr --global-batch-tokens 2M --top 1)
+run(0 ${h100})
+set(from "(network h100-ndr's gpu preset h100-sxm)")
+expect_in("${OUT}" "peak 989.4 TFLOP/s for MFU ${from}" "h100-ndr: the H100's peak")
+expect_in("${OUT}" "optimizer at 3350 GB/s ${from}" "h100-ndr: the H100's HBM bandwidth")
+expect_in("${OUT}" "memory limit 80.00 GiB per GPU ${from}" "h100-ndr: the H100's memory")
+expect_in("${OUT}" "593.6 TFLOP/s sustained per GPU" "h100-ndr: 0.6 x the H100's peak")
+expect_not_in("${ERR}" "warning" "h100-ndr alone")
+run(0 plan --nodes 2 --plan zero3)
+expect_in("${OUT}" "peak 312 TFLOP/s for MFU (network paper-a800's gpu preset a800-sxm)" "paper-a800: the A800's peak")
+# An option replaces its number; a peak of another generation than the network's (312: an A800's or A100's, sm80) is
+# taken as given with a warning, one of the same generation without.
+run(0 ${h100} --peak-tflops 312 --gpu-mem 64GiB)
+expect_in("${OUT}" "peak 312 TFLOP/s for MFU (--peak-tflops)" "--peak-tflops replaces the network's")
+expect_in("${OUT}" "187.2 TFLOP/s sustained per GPU" "--peak-tflops scaled by --compute-efficiency")
+expect_in("${OUT}" "memory limit 64.00 GiB per GPU (--gpu-mem)" "--gpu-mem replaces the network's")
+expect_in("${ERR}" "lins plan: warning: --peak-tflops 312 is the dense bf16 peak of a800-sxm and a100-sxm (sm80), but network h100-ndr has gpu_arch = \"sm90\"" "a peak of another generation")
+run(0 ${h100} --peak-tflops 989)
+expect_not_in("${ERR}" "warning" "a peak of the network's generation")
+# lins simulate says the same in its first line.
+run(0 simulate --network h100-ndr --model llama-7b --gpus 64 --strategies zero3 --hbm-gbps 3000 --out ${WORK}/sim-h100.csv)
+expect_in("${OUT}" "lins simulate: GPU peak 989.4 TFLOP/s for MFU ${from}, optimizer at 3000 GB/s (--hbm-gbps), 80.00 GiB per GPU ${from}" "simulate: the network's GPU")
+
+# NVLS: the alpha-beta model does not price it and says so; the nccl model refuses it, naming --network-model only
+# when it was given.
+file(MAKE_DIRECTORY ${WORK})
+file(WRITE ${WORK}/nvls.toml "name = \"nvls-h100\"\ngpus_per_node = 8\ngpu_arch = \"sm90\"\ngpu = \"h100-sxm\"\n"
+     "nvlink_links = 18\nnvlink_gbps = 25\nnvswitch = true\nnvls = true\npcie_gen = 5\nnics_per_node = 8\n"
+     "nic_gbit_per_s = 400\nintra_latency_us = 2\ninter_latency_us = 5\n")
+run(0 plan --nodes 2 --plan zero3 --network ${WORK}/nvls.toml --network-model alpha-beta)
+expect_in("${ERR}" "lins plan: warning: network nvls-h100 (${WORK}/nvls.toml) has nvls = true, which the alpha-beta model does not price" "nvls under alpha-beta")
+run(2 plan --nodes 2 --plan zero3 --network ${WORK}/nvls.toml)
+expect_in("${ERR}" "the nccl model (chosen for a network with GPUs): network nvls-h100" "nvls refused under auto")
+expect_not_in("${ERR}" "--network-model nccl" "nvls refused under auto")
+run(2 plan --nodes 2 --plan zero3 --network ${WORK}/nvls.toml --network-model nccl)
+expect_in("${ERR}" "--network-model nccl: network nvls-h100" "nvls refused under --network-model nccl")
 
 # The default run (LLaMA-7B on 8 x 128) and its CSV: 121 legal plans + 8 baselines + the header.
 file(REMOVE_RECURSE ${WORK})

@@ -95,5 +95,29 @@ TEST(Workload, RejectsAWrongTokenBudget) {
   EXPECT_FALSE(parse_workload(parse({"--micro-batches", "-1"}), model, Topology{8, 1}));
 }
 
+TEST(Workload, OneDefaultBucketForEveryCommand) {
+  CommandSpec s = spec();
+  s.options.push_back(bucket_option());
+  auto d = parse_args(s, {});
+  ASSERT_TRUE(d) << d.error();
+  auto bucket = parse_bucket(*d);
+  ASSERT_TRUE(bucket) << bucket.error();
+  EXPECT_EQ(*bucket, kDefaultBucketBytes);
+  EXPECT_EQ(*bucket, 25ll << 20) << "DDP's bucket_cap_mb = 25, the Lins engine's U (docs/engines.md)";
+  EXPECT_EQ(*bucket, EngineOptions{}.bucket_bytes);
+  for (const char* bad : {"0", "2T"}) {
+    auto a = parse_args(s, {"--bucket", bad});
+    ASSERT_TRUE(a) << a.error();
+    auto b = parse_bucket(*a);
+    ASSERT_FALSE(b) << bad;
+    EXPECT_NE(b.error().find(std::string("--bucket ") + bad + " must be between 1 byte and 1TiB (default 25MiB)"),
+              std::string::npos)
+        << b.error();
+  }
+  auto one = parse_args(s, {"--bucket", "1M"});
+  ASSERT_TRUE(one);
+  EXPECT_EQ(*parse_bucket(*one), 1 << 20);
+}
+
 }  // namespace
 }  // namespace lins
