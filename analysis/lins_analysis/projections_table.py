@@ -7,8 +7,9 @@ import argparse
 
 import pandas as pd
 
-STRATEGIES = ["lins", "mics", "zero3", "zeropp", "zero1"]
-NAMES = {"lins": "Lins", "mics": "MiCS", "zero3": "ZeRO-3", "zeropp": "ZeRO++", "zero1": "ZeRO-1"}
+STRATEGIES = ["lins", "mics", "zero3", "zeropp", "zeropp+qwz+qgz", "zero1"]
+NAMES = {"lins": "Lins", "mics": "MiCS", "zero3": "ZeRO-3", "zeropp": "ZeRO++", "zeropp+qwz+qgz": "ZeRO++ qwZ+qgZ",
+         "zero1": "ZeRO-1"}
 # The paper's Fig. 11 at 1024 GPUs, LLaMA-7B, read off the curves (its headline: up to 52% MFU, 1.56x MiCS and
 # ZeRO++); the other models' curves are not read here.
 PAPER = {"llama-7b": {"lins": "about 51%", "mics": "about 35%", "zero3": "about 4-6%", "zeropp": "about 4-6%",

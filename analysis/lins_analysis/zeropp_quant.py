@@ -57,8 +57,17 @@ def draw(data, out_dir, formats=("png", "pdf")):
     rows = variant_rows(data)
     steps = per_step(rows)
     table = summary(steps)
-    fig, (ax_loss, ax_bytes) = style.plt.subplots(1, 2, figsize=(11, 4))
+    fig, (ax_curve, ax_loss, ax_bytes) = style.plt.subplots(1, 3, figsize=(15, 4))
     base = steps[steps["strategy"] == "zeropp"].set_index("step")["loss"]
+    for v in table["strategy"]:
+        g = steps[steps["strategy"] == v].set_index("step").sort_index()
+        colour, _ = style.strategy_style(v)
+        ax_curve.plot(g.index, g["loss"], color=colour, linewidth=1.2, label=style.strategy_label(v))
+    ax_curve.set_yscale("log")
+    ax_curve.set_xlabel("step")
+    ax_curve.set_ylabel("training loss")
+    ax_curve.set_title("Loss curves")
+    ax_curve.legend(fontsize=8)
     for v in table["strategy"]:
         if v == "zeropp":
             continue
