@@ -123,9 +123,11 @@ Status build_deepspeed_zero3_ops(EngineBuilder& b) {
   // default_stream()`).
   const bool overlap_comm = e.ds_overlap_comm_at(3);
   const bool qwz = plan.quantized_weights && !mics;
-  // qgZ needs the P shard group to span nodes (DeepSpeed: num_nodes > 1).
+  // qgZ needs the P shard group to span nodes (DeepSpeed: num_nodes > 1), and here two GPUs a node: with one, the
+  // exchange inside the node is a copy that lins leaves out with its quantize and reduce passes, so such a plan
+  // reduce-scatters (DeepSpeed would still quantize and requantize on the one GPU).
   const Mesh shard_mesh = b.mesh(GroupRole::p_shard);
-  const bool qgz = plan.quantized_gradients && !mics && shard_mesh.inter > 1;
+  const bool qgz = plan.quantized_gradients && !mics && shard_mesh.inter > 1 && shard_mesh.intra > 1;
 
   std::vector<int64_t> numel(static_cast<std::size_t>(n));  // full (gathered) elements of each module
   std::vector<bool> persistent(static_cast<std::size_t>(n));
