@@ -22,7 +22,8 @@ common=(--model llama-7b,llama-13b,llama-30b --gpus 1024 --paper-recompute
 "$lins" simulate "${common[@]}" --host-model today --ds-overlap-comm off "$@" --out "$out/host-overlap-comm-off.csv" \
   >/dev/null
 # The same cluster's GPUs on a 100 Gb/s Ethernet network, where ZeRO++'s quantization is meant to pay.
-"$lins" simulate "${common[@]}" --network ethernet-100g --label "ethernet-100g, contention priors" "$@" \
+"$lins" simulate "${common[@]}" --network ethernet-100g --host-model off \
+  --label "ethernet-100g: device contention=priors" "$@" \
   --out "$out/ethernet-100g.csv" >/dev/null
 "$python" analysis/projections_table.py --markdown "$out/device.csv" "$out/contention.csv" "$out/host.csv" \
   "$out/host-overlap-comm-off.csv" "$out/ethernet-100g.csv"

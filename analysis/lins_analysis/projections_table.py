@@ -34,7 +34,8 @@ def table(paths, gpus):
             rows.append(row)
     for model in dict.fromkeys(r["model"] for r in rows):
         if model in PAPER:
-            rows.append({"model": model, "projection": "paper (Fig. 11)", **PAPER[model]})
+            rows.append({"model": model, "projection": "paper (Fig. 11)", **{s: "" for s in STRATEGIES},
+                         **PAPER[model]})
     out = pd.DataFrame(rows)
     order = {m: i for i, m in enumerate(dict.fromkeys(out["model"]))}
     return out.sort_values("model", key=lambda c: c.map(order), kind="stable")

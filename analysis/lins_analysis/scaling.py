@@ -22,7 +22,8 @@ def own_engine(strategy):
     None for a 6-tuple or an unknown name."""
     if strategy == "lins":
         return "lins"
-    row = lins_schema.PRESETS.get(str(strategy).partition(":")[0])
+    # "mics:16", and ZeRO++'s quantized variants "zeropp+qwz+qgz", on the preset's engine
+    row = lins_schema.PRESETS.get(str(strategy).partition(":")[0].partition("+")[0])
     return row["engine"] if row else None
 
 

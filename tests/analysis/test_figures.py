@@ -210,3 +210,11 @@ def test_timeline_kinds_and_rows(fixture_dir, tmp_path, captured):
     assert labels[:3] == ["rank 0 / compute", "rank 0 / comm", "rank 0 / stream 3"] and len(labels) == 6
     # the B/E pair became one bar: 2 ranks x (3 fwd + 3 AG + bwd + AR + wait + opt + bcast) bars
     assert len(ax.patches) == 2 * 11
+
+
+def test_zeropp_quantized_variants_are_series_of_their_own_on_the_zeropp_engine():
+    from lins_analysis import scaling
+    assert scaling.own_engine("zeropp+qwz+qgz") == "zeropp"
+    assert scaling.own_engine("zero3+qgz") == "zero"
+    assert style.strategy_label("zeropp+qwz+qgz") == "ZeRO++ qwZ+qgZ"
+    assert style.strategy_style("zeropp+qgz") != style.strategy_style("zeropp")
