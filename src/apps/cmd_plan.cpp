@@ -383,7 +383,7 @@ Result<PlanOptions> read_plan_options(const ParsedArgs& args) {
   LINS_ASSIGN_OR_RETURN(auto reserve, parse_memory_reserve(args));
   LINS_ASSIGN_OR_RETURN(auto objective, args.get_enum("objective", kObjectiveNames));
   LINS_ASSIGN_OR_RETURN(auto overlap, args.get_enum("overlap", kOverlapNames));
-  LINS_ASSIGN_OR_RETURN(auto compute, parse_compute_model(args, o.gpu.peak_tflops, o.gpu.hbm_gbps));
+  LINS_ASSIGN_OR_RETURN(auto compute, parse_compute_model(args, o.gpu.peak_tflops, o.gpu.hbm_gbps, o.gpu.compute_capability));
   LINS_ASSIGN_OR_RETURN(auto engine, parse_engine_options(args));
   o.view.objective = objective;
   o.view.overlap = overlap;

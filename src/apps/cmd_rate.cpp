@@ -75,7 +75,7 @@ int run_rate(const Args& args) {
   Executor& e = **ex;
   // One step's work: FLOPs of the forward and backward tasks, bytes of the optimizer (rates of 1 give the work).
   const std::vector<double> work = compute_task_seconds(e.schedule(), *model, eo.seq, eo.micro_batch_size, eo.recompute,
-                                                        ComputeRates{1.0, 1.0, 0.0});
+                                                        ComputeRates{1.0, 1.0, 0.0, nullptr});
   double flops = 0, bytes = 0;
   for (std::size_t t = 0; t < work.size(); ++t)
     (e.schedule().shape.task(int(t)).kind == TaskKind::optimizer ? bytes : flops) += work[t];

@@ -155,7 +155,7 @@ Status read_machine(const ParsedArgs& args, SimulateOptions& o) {
   o.bucket = static_cast<uint64_t>(bucket);
   o.peak_tflops = o.gpu.peak_tflops;
   o.peak_given = args.has("peak-tflops");
-  LINS_ASSIGN_OR_RETURN(o.compute, parse_compute_model(args, o.gpu.peak_tflops, o.gpu.hbm_gbps));
+  LINS_ASSIGN_OR_RETURN(o.compute, parse_compute_model(args, o.gpu.peak_tflops, o.gpu.hbm_gbps, o.gpu.compute_capability));
   return Status::ok_status();
 }
 

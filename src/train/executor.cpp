@@ -75,7 +75,7 @@ Status Executor::Impl::init(Communicator* world) {
     // The simulator's own work per task (rates of 1: FLOPs, and bytes for the optimizer), so that a paced run and
     // its projection at the same rates agree on every task's time.
     const std::vector<double> work =
-        compute_task_seconds(*sched, *spec, opt.seq, opt.micro_batch_size, opt.recompute, ComputeRates{1.0, 1.0, 0.0});
+        compute_task_seconds(*sched, *spec, opt.seq, opt.micro_batch_size, opt.recompute, ComputeRates{1.0, 1.0, 0.0, nullptr});
     device_task_s.assign(work.size(), 0.0);
     for (std::size_t t = 0; t < work.size(); ++t) {
       const double rate = sched->shape.task(static_cast<int>(t)).kind == TaskKind::optimizer ? opt.device_bytes_per_s

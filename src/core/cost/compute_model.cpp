@@ -6,14 +6,18 @@
 namespace lins {
 
 ComputeRates ComputeModel::rates_for(Engine engine) const {
-  if (!calibration) return ComputeRates{sustained_flops_per_s, optimizer_bytes_per_s, 0.0};
+  if (!calibration) return ComputeRates{sustained_flops_per_s, optimizer_bytes_per_s, 0.0, roofline};
   const EngineCalibration& c =
       calibration->of(calibration_as.empty() ? std::string(engine_name(engine)) : calibration_as);
-  return ComputeRates{c.flops_per_s, optimizer_bytes_per_s, c.fixed_step_s};
+  return ComputeRates{c.flops_per_s, optimizer_bytes_per_s, c.fixed_step_s, nullptr};
 }
 
 std::vector<OptionSpec> compute_options() {
   return {
+      {"compute-model", 0, "NAME", "efficiency",
+       "how compute is timed: efficiency (one sustained rate, --compute-efficiency x peak, assumed) or roofline (each "
+       "kernel of each task at the GPU generation's measured or published GEMM, attention and memory rates: "
+       "predicted, MFU an output; docs/cost-model.md, \"Compute\")"},
       {"sustained-tflops", 0, "X", "", "compute rate of forward/backward per GPU [default: efficiency x peak]"},
       {"compute-efficiency", 0, "X", "0.6", "sustained / peak when --sustained-tflops and --calibrate are absent"},
       {"calibrate", 0, "FILES", "",
@@ -26,8 +30,27 @@ std::vector<OptionSpec> compute_options() {
   };
 }
 
-Result<ComputeModel> parse_compute_model(const ParsedArgs& args, double peak_tflops, double hbm_gbps) {
+Result<ComputeModel> parse_compute_model(const ParsedArgs& args, double peak_tflops, double hbm_gbps,
+                                         int compute_capability) {
   ComputeModel m;
+  const std::string mode = args.get("compute-model");
+  if (mode != "efficiency" && mode != "roofline" && !mode.empty())
+    return make_error("--compute-model " + mode + ": valid models are efficiency and roofline");
+  if (mode == "roofline") {
+    for (const char* rate : {"compute-efficiency", "sustained-tflops", "calibrate"})
+      if (args.has(rate))
+        return make_error(std::string("--compute-model roofline times each kernel by its own rate: --") + rate +
+                          " belongs to --compute-model efficiency");
+    auto r = std::make_shared<Roofline>();
+    r->peak_flops_per_s = peak_tflops * 1e12;
+    r->hbm_bytes_per_s = hbm_gbps * 1e9;
+    r->kernels = kernel_efficiency(compute_capability);
+    m.optimizer_bytes_per_s = hbm_gbps * 1e9 * r->kernels.optimizer;
+    m.sustained_flops_per_s = peak_tflops * 1e12 * r->kernels.gemm;  // for what reads one rate (not the tasks)
+    m.rate_source = "roofline, " + r->kernels.source;
+    m.roofline = std::move(r);
+    return m;
+  }
   auto eff = args.get_double("compute-efficiency");
   if (!eff || *eff <= 0 || *eff > 1) return make_error(eff ? "--compute-efficiency must be in (0, 1]" : eff.error());
   m.optimizer_bytes_per_s = hbm_gbps * 1e9;

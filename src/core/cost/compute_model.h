@@ -4,11 +4,13 @@
 // compute the simulator projects it with.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "core/cost/calibrate.h"
+#include "core/cost/roofline.h"
 #include "core/model/plan.h"
 #include "core/util/cli.h"
 #include "core/util/result.h"
@@ -20,6 +22,8 @@ struct ComputeRates {
   double sustained_flops_per_s = 0;  // GEMM-dominated forward/backward rate
   double optimizer_bytes_per_s = 0;  // memory rate of the AdamW update (memory bound)
   double fixed_step_s = 0;           // host time per step besides compute and communication (calibrate.h)
+  // --compute-model roofline: each task timed by the roofline of its kernels instead of the sustained rate.
+  std::shared_ptr<const Roofline> roofline;
 };
 
 struct ComputeModel {
@@ -28,16 +32,19 @@ struct ComputeModel {
   std::string rate_source = "compute-efficiency 0.6 x peak";
   std::optional<Calibration> calibration;  // --calibrate: per engine rates and fixed costs
   std::string calibration_as;              // --calibrate-as: one engine's calibration for every strategy
+  std::shared_ptr<const Roofline> roofline;  // --compute-model roofline (then the sustained rate is unused)
 
   // The rates of one engine: calibrated (its own rate and fixed per-step cost, or every engine's together when it had
   // no rows of its own), else the one sustained rate with no fixed cost.
   ComputeRates rates_for(Engine engine) const;
 };
 
-// --sustained-tflops, --compute-efficiency, --calibrate, --calibrate-as, --hbm-gbps (the command adds --peak-tflops).
+// --compute-model, --sustained-tflops, --compute-efficiency, --calibrate, --calibrate-as, --hbm-gbps (the command adds
+// --peak-tflops).
 std::vector<OptionSpec> compute_options();
 // The compute model of those options; `peak_tflops` is the peak per GPU that --compute-efficiency scales, `hbm_gbps`
 // the optimizer's memory rate (both as parse_gpu_assumption resolves them: the network's GPU or the options).
-Result<ComputeModel> parse_compute_model(const ParsedArgs& args, double peak_tflops, double hbm_gbps);
+Result<ComputeModel> parse_compute_model(const ParsedArgs& args, double peak_tflops, double hbm_gbps,
+                                         int compute_capability = 0);
 
 }  // namespace lins

@@ -172,6 +172,9 @@ Result<GpuAssumption> parse_gpu_assumption(const ParsedArgs& args) {
                            kFallbackGpu + ": " + number_text(f.peak_tflops) + " TFLOP/s, " + number_text(f.hbm_gbps) +
                            " GB/s, " + number_text(f.mem_gib) + " GiB)");
   }
+  g.compute_capability = gpu.compute_capability > 0 ? gpu.compute_capability
+                         : net->compute_capability > 0 ? net->compute_capability
+                                                        : find_gpu_preset(kFallbackGpu)->compute_capability;
   g.peak_tflops = gpu.peak_tflops, g.peak_from = peak_from;
   g.hbm_gbps = gpu.hbm_gbps, g.hbm_from = hbm_from;
   g.mem_bytes = gpu.mem_gib * double(1ull << 30), g.mem_from = mem_from;

@@ -48,6 +48,7 @@ struct GpuAssumption {
   double peak_tflops = 0;  // dense bf16 per GPU: MFU's peak, scaled by --compute-efficiency
   double hbm_gbps = 0;     // the optimizer update's memory rate, GB/s
   double mem_bytes = 0;    // memory per GPU
+  int compute_capability = 0;  // the GPU's generation (80, 90, 100; 0 unknown): which kernel efficiencies apply
   // Where each number comes from: "--peak-tflops", "network h100-ndr's gpu preset h100-sxm", ...
   std::string peak_from, hbm_from, mem_from;
   // Numbers that disagree with the network: a --peak-tflops of another GPU generation than the network's gpu_arch,

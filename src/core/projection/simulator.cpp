@@ -29,6 +29,14 @@ std::vector<double> compute_task_seconds(const Schedule& s, const ModelSpec& mod
           double(s.layout.owned_elems()) * kOptimizerBytesPerElem / rates.optimizer_bytes_per_s;
       continue;
     }
+    if (rates.roofline) {  // each kernel of the module at its own rate (roofline.h)
+      const double fwd = rates.roofline->forward_s(model, task.module, tokens, seq);
+      out[static_cast<std::size_t>(t)] =
+          task.kind == TaskKind::forward
+              ? fwd
+              : rates.roofline->backward_s(model, task.module, tokens, seq) + (recompute ? fwd : 0);
+      continue;
+    }
     const double fwd = module_forward_flops(model, task.module, tokens, seq) / rates.sustained_flops_per_s;
     out[static_cast<std::size_t>(t)] = task.kind == TaskKind::forward ? fwd : 2 * fwd + (recompute ? fwd : 0);
   }

@@ -9,7 +9,7 @@ namespace {
 struct Case {
   ModelSpec model = make_model_preset("small").value();
   Topology topo{4, 2};
-  ComputeRates rates{1e12, 1e12};
+  ComputeRates rates{1e12, 1e12, 0.0, nullptr};
   Schedule schedule(const std::string& plan, int M = 2, Overlap overlap = Overlap::all) {
     ScheduleOptions o;
     o.micro_batches = M;

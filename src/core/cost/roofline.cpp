@@ -1,0 +1,105 @@
+// The roofline of a module's kernels; see roofline.h.
+#include "core/cost/roofline.h"
+
+#include <algorithm>
+
+namespace lins {
+
+namespace {
+constexpr double kActivationBytes = 2;  // bf16 activations and weights, as the GPU step runs them
+}  // namespace
+
+KernelEfficiency kernel_efficiency(int compute_capability) {
+  KernelEfficiency k;
+  k.compute_capability = compute_capability;
+  if (compute_capability == 80) {
+    // Ampere (A100, A800): no device of this generation ran here.
+    k.gemm = 0.80;
+    k.attention_forward = 0.60;
+    k.attention_backward = 0.50;
+    k.memory = 0.84;
+    k.optimizer = 0.74;
+    k.source =
+        "sm80 (not measured here): GEMM 0.80 of peak assumed; attention 0.60 forward and 0.50 backward, the lower "
+        "half of the 50-73% of A100's peak FlashAttention-2 reports (Dao 2023, arXiv 2307.08691); memory 0.84 and "
+        "AdamW 0.74 of HBM assumed as Hopper's measured";
+    return k;
+  }
+  // Hopper (H100, H200), measured on an H200 with cuBLAS and cuDNN (data/gpu/h200-2026-12-04/bench_kernels_gpu.csv):
+  // the 7B layer's eight GEMMs at 4096 tokens ran at 652-797 TFLOP/s of 989 (median 0.76), cuDNN attention at seq
+  // 4096, head 128 at 542 (forward) and 449 (backward) TFLOP/s counted causal, the element-wise kernels at
+  // 3,730-4,330 GB/s of 4,800 (median 0.84; a copy 0.88), the fused AdamW at 3,547 GB/s (0.74).
+  k.gemm = 0.76;
+  k.attention_forward = 0.548;
+  k.attention_backward = 0.454;
+  k.memory = 0.84;
+  k.optimizer = 0.74;
+  k.measured = compute_capability == 90;
+  k.source =
+      "sm90, measured on an H200 (data/gpu/h200-2026-12-04): GEMM 0.76, attention 0.548 / 0.454, memory 0.84, AdamW "
+      "0.74";
+  if (compute_capability != 90)
+    k.source = "sm" + std::to_string(compute_capability) + " (not measured here): Hopper's measured fractions assumed (" +
+               k.source + ")";
+  return k;
+}
+
+double Roofline::gemm_s(double m, double n, double k) const {
+  const double flops = 2 * m * n * k;
+  const double bytes = kActivationBytes * (m * k + k * n + m * n);
+  return std::max(flops / (peak_flops_per_s * kernels.gemm), bytes / (hbm_bytes_per_s * kernels.memory));
+}
+
+double Roofline::attention_forward_s(const ModelSpec& model, double tokens, int seq) const {
+  // The score and value products over the causal half: 2 s h FLOPs a token (4 s h counted full).
+  return 2.0 * double(seq) * model.dims.hidden * tokens / (peak_flops_per_s * kernels.attention_forward);
+}
+
+namespace {
+
+// Bytes the element-wise kernels of a module's forward read and write, per token (bf16): the pre-norm (read, write),
+// RoPE on q and k (read, write both), the residual add (two reads, a write); SwiGLU (two reads, a write of ffn
+// elements); the head's loss reads the logits twice and writes their gradient; the embedding gathers a row and writes
+// it.
+double elementwise_bytes_per_token(const ModelSpec& model, int module) {
+  const auto& m = model.modules[static_cast<std::size_t>(module)];
+  const double h = model.dims.hidden, f = model.dims.ffn, v = model.dims.vocab;
+  double elems = 0;
+  if (m.kind == "attn") elems = 2 * h + 4 * h + 3 * h;
+  else if (m.kind == "mlp") elems = 2 * h + 3 * f + 3 * h;
+  else if (m.kind == "embed") elems = 2 * h;
+  else elems = 2 * h + 3 * v;  // the head: final norm and the loss over the vocabulary
+  return elems * kActivationBytes;
+}
+
+}  // namespace
+
+double Roofline::forward_s(const ModelSpec& model, int module, double tokens, int seq) const {
+  const auto& m = model.modules[static_cast<std::size_t>(module)];
+  double t = tokens * elementwise_bytes_per_token(model, module) / (hbm_bytes_per_s * kernels.memory);
+  if (m.kind != "embed")  // the embedding is a gather, no matmul
+    for (int i : m.tensors) {
+      const auto& ts = model.tensors[static_cast<std::size_t>(i)];
+      if (ts.shape.size() == 2) t += gemm_s(tokens, double(ts.shape[0]), double(ts.shape[1]));
+    }
+  if (m.kind == "attn") t += attention_forward_s(model, tokens, seq);
+  return t;
+}
+
+double Roofline::backward_s(const ModelSpec& model, int module, double tokens, int seq) const {
+  const auto& m = model.modules[static_cast<std::size_t>(module)];
+  double t = 2 * tokens * elementwise_bytes_per_token(model, module) / (hbm_bytes_per_s * kernels.memory);
+  if (m.kind != "embed")
+    for (int i : m.tensors) {
+      const auto& ts = model.tensors[static_cast<std::size_t>(i)];
+      if (ts.shape.size() == 2) {
+        t += gemm_s(tokens, double(ts.shape[1]), double(ts.shape[0]));  // dX = dY W
+        t += gemm_s(double(ts.shape[0]), double(ts.shape[1]), tokens);  // dW = dY^T X
+      }
+    }
+  if (m.kind == "attn")
+    t += 2.5 * 2.0 * double(seq) * model.dims.hidden * tokens / (peak_flops_per_s * kernels.attention_backward);
+  return t;
+}
+
+}  // namespace lins
