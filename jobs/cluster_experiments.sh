@@ -77,7 +77,8 @@ echo "== Table IV: every legal plan and baseline of the small model on 2 x 2, me
 profile2=$out/profile/cluster-${rpn}x2.csv
 plan_args=(--model small --gpus-per-node $rpn --nodes 2 --seq $seq --micro-batch 1 --micro-batches 2 --gpu-mem 16MiB
   --reserve-context 0B --reserve-cublas 0B --reserve-nccl 0B --reserve-fragmentation 0 --network cpu-local
-  --profile "$profile2" --top 20 "${bucket[@]}" "${ds[@]}")  # the step's bucket and DeepSpeed settings
+  --profile "$profile2" --top 20 "${bucket[@]}" "${ds[@]}"  # the step's bucket and DeepSpeed settings
+  --host-model off)  # lins's own executor ran the plans: no DeepSpeed or PyTorch host side
 run "$lins" plan "${plan_args[@]}" --objective comm --csv "$out/plans/plan_comm.csv" | sed -n '/^ranked plans/,$p' |
   sed -n '1,12p'
 # The step objective with compute calibrated from the 2-node scaling run (as the validation calibrates it).

@@ -73,11 +73,12 @@ echo "== 3/6 lins replay: the measured steps re-timed through the simulator's ti
 
 echo
 echo "== 4/6 lins simulate: the paper's cluster, 8..1024 A800 GPUs (cost model, projected) =="
-# Two projections, drawn side by side: the device schedule with overlap free, and the real systems as they run today
-# (the network's contention priors and DeepSpeed's host side); the figures label each.
+# Two projections, drawn side by side: the device schedule with overlap free (--host-model off --contention off), and
+# the real systems as they run today (the defaults: the network's contention priors and DeepSpeed's host side); the
+# figures label each.
 sim=(--model llama-7b,llama-13b,llama-30b --gpus 8,32,128,512,1024 --paper-recompute
   --strategies zero1,zero3,zeropp,zeropp+qwz+qgz,mics,lins,p=8x1,g=8x1,os=8x1)
-"$lins" simulate "${sim[@]}" --contention off --out "$results/simulate/device.csv" >/dev/null
+"$lins" simulate "${sim[@]}" --host-model off --contention off --out "$results/simulate/device.csv" >/dev/null
 "$lins" simulate "${sim[@]}" --host-model today --out "$results/simulate/projection.csv" | tail -n 19
 
 echo
@@ -89,13 +90,13 @@ echo "== 6/6 how far to trust the projection here: this run's steps projected an
 # The projection of this very run's configuration, made from what was measured before it, never from its step times:
 # compute at the emulated device's rate (what each task was paced to), collectives from the profile, what overlap
 # costs from the contention just measured; the planner's 'lins' projected as the plan the run chose; no GPU reserve
-# (the CPU backend has no CUDA context, cuBLAS workspace or NCCL buffers).
+# (the CPU backend has no CUDA context, cuBLAS workspace or NCCL buffers), and no host model (lins's own executor ran).
 if [ -n "${device:-}" ]; then
   read -r device_tflops device_gbps <<<"$device"
   lins_plan=$(grep -o 'lins: the planner chose [^ ]*' "$results/step.log" | awk '{print $5}')
   "$lins" simulate --model small --gpus 4 --gpus-per-node 2 --seq 128 --micro-batch 1 --global-batch-tokens 1024 \
     --strategies "ddp,zero1,zero2,zero3,mics,zeropp,fsdp,hsdp,${lins_plan:-lins},p=2x1,g=2x1,os=2x1" \
-    --objective comm --gpu-mem 16MiB "${small_bucket[@]}" "${ds_scaled[@]}" --network cpu-local --profile "$profile" \
+    --objective comm --host-model off --gpu-mem 16MiB "${small_bucket[@]}" "${ds_scaled[@]}" --network cpu-local --profile "$profile" \
     --reserve-context 0B --reserve-cublas 0B --reserve-nccl 0B --reserve-fragmentation 0 \
     --contention "$contention" --sustained-tflops "$device_tflops" --hbm-gbps "$device_gbps" \
     --peak-tflops "$device_tflops" --label "this run's devices" --out "$results/simulate/own-run.csv" >/dev/null

@@ -16,8 +16,8 @@ python=${LINS_PYTHON:-/usr/bin/python3}
 mkdir -p "$out"
 common=(--model llama-7b,llama-13b,llama-30b --gpus 1024 --paper-recompute
   --strategies lins,mics,zero3,zeropp,zeropp+qwz+qgz,zero1)
-"$lins" simulate "${common[@]}" --contention off "$@" --out "$out/device.csv" >/dev/null
-"$lins" simulate "${common[@]}" "$@" --out "$out/contention.csv" >/dev/null
+"$lins" simulate "${common[@]}" --host-model off --contention off "$@" --out "$out/device.csv" >/dev/null
+"$lins" simulate "${common[@]}" --host-model off "$@" --out "$out/contention.csv" >/dev/null
 "$lins" simulate "${common[@]}" --host-model today "$@" --out "$out/host.csv" >/dev/null
 "$lins" simulate "${common[@]}" --host-model today --ds-overlap-comm off "$@" --out "$out/host-overlap-comm-off.csv" \
   >/dev/null

@@ -146,7 +146,7 @@ for r in "${runs[@]}"; do
       --global-batch-tokens $((128 * m * n * per_node)) --overlap "$ov" \
       --strategies "ddp,zero1,zero2,zero3,mics,zeropp,fsdp,hsdp,$lins_plan,p=2x1,g=2x1,os=2x1" \
       --profile "$out/profile_n$n.csv" --network cpu-local --calibrate "$calibration" "${contention[@]}" \
-      --calibrate-as ddp "${bucket[@]}" "${ds[@]}" --peak-tflops 1 --out "$out/projected_$name$suffix.csv" >/dev/null
+      --calibrate-as ddp "${bucket[@]}" "${ds[@]}" --peak-tflops 1 --host-model off --out "$out/projected_$name$suffix.csv" >/dev/null
   done
   if [ $mode = cluster ]; then
     pairs+=(--pair "$name" "$out/$name/step.csv" "$out/projected_$name.csv")

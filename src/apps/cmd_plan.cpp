@@ -17,6 +17,7 @@
 #include "core/cost/cost_model.h"
 #include "core/cost/cost_options.h"
 #include "core/cost/host_model.h"
+#include "core/cost/inputs.h"
 #include "core/output/results_schema.h"
 #include "core/output/text_table.h"
 #include "core/projection/memory_model.h"
@@ -57,6 +58,11 @@ CommandSpec plan_spec() {
            "overlap mode of the projected steps (step objective): " + kOverlapNames.list()},
           bucket_option(),
           {"top", 0, "N", "10", "alternatives shown in the table (the CSV has all)"},
+          {"tie", 0, "FRACTION", "0.2",
+           "plans whose objective is within this fraction of the best form tier 1, a tie as far as the projection "
+           "can tell; the recommendation prefers a plan PyTorch or DeepSpeed runs within it. 0.2: the projection's "
+           "validated error, every strategy's projected step within 20% of the measured one (REPRODUCE.md, "
+           "section 7; docs/cost-model.md, \"What a projection rests on\")"},
           {"plan", 0, "PLAN", "", "evaluate just this plan: " + presets},
           {"explain", 0, "", "",
            "print where the chosen (or --plan) plan's projected step time goes beside the runner-up's, and its "
@@ -115,6 +121,7 @@ double mfu(const PlanEvaluation& e, const View& v) {
 }
 
 std::string other_rank_text(const PlanEvaluation& e) { return e.other_rank > 0 ? std::to_string(e.other_rank) : "-"; }
+std::string tier_text(const PlanEvaluation& e) { return e.tier > 0 ? std::to_string(e.tier) : "-"; }
 
 // "AG all-gather, RS reduce-scatter, ...": the short names of the step table's columns.
 std::string collective_legend() {
@@ -139,7 +146,8 @@ std::string most_exposed(const StepProjection& p) {
 // axis, the purpose waited for longest, host), memory, the paper's communication and the rank by it.
 void print_step_table(const std::vector<const PlanEvaluation*>& rows, const View& v) {
   const bool both = v.paper && v.shared;
-  std::vector<std::string> head = {"rank", "plan", "(s0_p,s1_p | s0_g,s1_g | s0_os,s1_os)", "step", "mfu", "compute"};
+  std::vector<std::string> head = {"rank", "plan", "(s0_p,s1_p | s0_g,s1_g | s0_os,s1_os)", "tier", "step", "mfu",
+                                   "compute"};
   for (CollKind k : kCollKindNames.values())
     head.insert(head.end(),
                 {collective(k).short_name + std::string(" in"), collective(k).short_name + std::string(" x")});
@@ -150,7 +158,7 @@ void print_step_table(const std::vector<const PlanEvaluation*>& rows, const View
   for (const auto* e : rows) {
     t.row();
     t.add(e->rank > 0 ? std::to_string(e->rank) : "-").add(e->label()).add(e->plan.tuple_string());
-    t.add(fixed(e->step.step_s, 3)).add(fixed(100 * mfu(*e, v), 1) + "%").add(fixed(e->step.compute_s(), 3));
+    t.add(tier_text(*e)).add(fixed(e->step.step_s, 3)).add(fixed(100 * mfu(*e, v), 1) + "%").add(fixed(e->step.compute_s(), 3));
     for (int k = 0; k < kCollKindCount; ++k)
       for (int a = 0; a < 2; ++a) t.add(fixed(e->step.exposed_kind_axis_s[k][a], 3));
     t.add(fixed(e->step.fixed_s, 3));
@@ -165,8 +173,8 @@ void print_step_table(const std::vector<const PlanEvaluation*>& rows, const View
 }
 
 void print_table(const std::vector<const PlanEvaluation*>& rows, const View& v) {
-  std::vector<std::string> head = {"rank",  "plan", "(s0_p,s1_p | s0_g,s1_g | s0_os,s1_os)", "states", "act", "buf",
-                                   "total", "need"};
+  std::vector<std::string> head = {"rank", "plan", "(s0_p,s1_p | s0_g,s1_g | s0_os,s1_os)", "tier", "states", "act",
+                                   "buf",  "total", "need"};
   if (v.paper) head.insert(head.end(), {"T_p", "T_g", "T_os0", "T_os1", "comm"});
   if (v.shared) head.insert(head.end(), {v.paper ? "shared" : "T_p", "T_g", "T_os0", "T_os1", "comm"});
   if (v.shared && v.paper) head.resize(head.size() - 4), head.back() = "comm_shared";
@@ -180,7 +188,7 @@ void print_table(const std::vector<const PlanEvaluation*>& rows, const View& v) 
   for (const auto* e : rows) {
     t.row();
     t.add(e->rank > 0 ? std::to_string(e->rank) : "-").add(e->label()).add(e->plan.tuple_string());
-    t.add(fixed(e->memory.state_bytes / kGiB, 1)).add(fixed(e->memory.activation_bytes / kGiB, 1));
+    t.add(tier_text(*e)).add(fixed(e->memory.state_bytes / kGiB, 1)).add(fixed(e->memory.activation_bytes / kGiB, 1));
     t.add(fixed(e->memory.buffer_bytes / kGiB, 1)).add(fixed(e->memory.total_bytes / kGiB, 1));
     t.add(fixed(e->memory.required_bytes() / kGiB, 1));
     if (v.paper) terms(e->isolated);
@@ -238,7 +246,8 @@ void print_plan_detail(const char* title, const PlanEvaluation& e, const View& v
 // --explain: where the projected step time of `a` (the chosen plan) goes, beside `b` (the runner-up; may be null):
 // compute, the exposed wait for each purpose of collective on each axis, those waits per kind, the host; they add up
 // to the step.
-void print_step_breakdown(const PlanEvaluation& a, const PlanEvaluation* b, const View& v, const char* a_title) {
+void print_step_breakdown(const PlanEvaluation& a, const PlanEvaluation* b, const View& v, const char* a_title,
+                          const EngineOptions& engine) {
   std::printf("\nwhere the projected step goes (seconds per step; exposed = compute waiting for the collective):\n");
   std::vector<std::string> head = {"", "part of the step", a_title + std::string(" ") + a.label()};
   if (b) head.push_back("runner-up " + b->label());
@@ -273,6 +282,28 @@ void print_step_breakdown(const PlanEvaluation& a, const PlanEvaluation* b, cons
   t.row().add("").add("MFU").add(fixed(100 * mfu(a, v), 1) + "%");
   if (b) t.add(fixed(100 * mfu(*b, v), 1) + "%");
   t.print(std::cout);
+  // The sum, term by term: compute + compute lost to contention + exposed communication + the device idle for the
+  // host + the host's fixed cost is the step, to the rounding of the numbers shown.
+  const StepProjection& p = a.step;
+  std::printf("  %s: compute %s + contention %s + exposed communication %s + host stall %s + host fixed %s = %s "
+              "(step %s)\n",
+              a.label().c_str(), fixed(p.compute_s(), 4).c_str(), fixed(p.contention_compute_s, 4).c_str(),
+              fixed(p.exposed_comm_s, 4).c_str(), fixed(p.host_stall_s, 4).c_str(), fixed(p.fixed_s, 4).c_str(),
+              fixed(p.compute_s() + p.contention_compute_s + p.exposed_comm_s + p.host_stall_s + p.fixed_s, 4).c_str(),
+              fixed(p.step_s, 4).c_str());
+  // The exposed wait that costs the plan most, and the setting behind it where a default decides it.
+  double worst = 0;
+  int wk = -1, wa = -1;
+  for (int k = 0; k < kCollKindCount; ++k)
+    for (int x = 0; x < 2; ++x)
+      if (p.exposed_kind_axis_s[k][x] > worst) worst = p.exposed_kind_axis_s[k][x], wk = k, wa = x;
+  if (wk >= 0) {
+    const std::string setting = exposed_setting(a.plan, CollKind(wk), wa, engine);
+    std::printf("  its largest exposed wait: %s %s, %s%s\n", wa ? "inter-node" : "intra-node",
+                kCollKindNames.prose(CollKind(wk)), format_seconds(worst).c_str(),
+                setting.empty() ? " (no engine setting of lins decides it)" : ("; " + setting).c_str());
+  }
+  if (b && !b->why.empty()) std::printf("  the runner-up %s: %s\n", b->label().c_str(), b->why.c_str());
 }
 
 // The schedule grouped by (phase, term, kind, group role, mesh): ops, message bytes and time per step.
@@ -351,6 +382,7 @@ struct PlanOptions {
   std::string plan;  // --plan, evaluated alone; empty (or "lins"): search every plan
   bool explain = false;
   std::string csv;  // --csv; empty: none
+  std::string inputs;  // which inputs are assumed, given and measured (inputs.h)
 };
 
 // --pricing: paper or shared show and rank by that pricing alone; both ranks by paper and shows both.
@@ -402,6 +434,11 @@ Result<PlanOptions> read_plan_options(const ParsedArgs& args) {
   o.planner.include_baselines = !args.flag("no-baselines");
   o.planner.reserve = reserve;
   o.planner.threads = available_cores();
+  LINS_ASSIGN_OR_RETURN(o.planner.tie, args.get_double("tie"));
+  if (!(o.planner.tie >= 0 && o.planner.tie <= 1))
+    return make_error("--tie " + args.get("tie") +
+                      ": give a fraction from 0 to 1 (0.2: plans within 20% of the best are a tie)");
+  o.inputs = inputs_line(args, *o.cost, o.planner.compute, o.gpu, o.planner.host ? &*o.planner.host : nullptr);
   if (args.has("plan") && args.get("plan") != "lins") o.plan = args.get("plan");
   o.explain = args.flag("explain");
   o.csv = args.get("csv");
@@ -445,6 +482,13 @@ void print_plan_header(const PlanOptions& o) {
       "  compute: %.1f TFLOP/s sustained per GPU (%s), optimizer at %g GB/s (%s), peak %g TFLOP/s for MFU (%s)\n",
       c.sustained_flops_per_s / 1e12, c.rate_source.c_str(), c.optimizer_bytes_per_s / 1e9, o.gpu.hbm_from.c_str(),
       o.view.peak_flops / 1e12, o.gpu.peak_from.c_str());
+  if (o.planner.host)
+    std::printf("  host side: %s, %s (--host-model; off: the device schedule alone)\n",
+                host_model_name(&*o.planner.host).c_str(),
+                std::string(kHostEraNames.help(o.planner.host->era)).c_str());
+  else
+    std::printf("  host side: off, the device schedule alone (--host-model)\n");
+  std::printf("  %s\n", o.inputs.c_str());
   std::printf("  ranked by %s (--objective %s); steps projected with overlap %s\n",
               o.view.objective == Objective::step
                   ? "projected step time: the step program of each plan's engine timed as lins simulate times it"
@@ -457,11 +501,48 @@ Result<PlanSearch> evaluate_given_plan(const PlanOptions& o) {
   auto plan = parse_run_plan(o.plan, o.topo, o.planner.engine);
   if (!plan) return make_error("--plan: " + plan.error());
   LINS_ASSIGN_OR_RETURN(auto e, evaluate_plan(o.work, o.topo, *plan, *o.cost, o.planner));
-  PlanSearch search = rank_plans({e}, o.view.rank_by, o.view.objective);
+  EngineOptions engine = o.planner.engine;
+  engine.bucket_bytes = o.planner.bucket_bytes;
+  PlanSearch search = rank_plans({e}, o.view.rank_by, o.view.objective, o.planner.tie, &engine);
   if (search.best < 0 && search.plans[0].feasible) search.best = 0;
   std::printf("\n");
   print_plan_detail("plan", search.plans[0], o.view);
   return search;
+}
+
+// Who runs a plan today: its engine's real system, or none for the Lins engine.
+std::string runs_in(const Plan& plan) {
+  return plan.engine == Engine::lins ? "the Lins engine, which no framework runs today"
+                                     : std::string(kEngineNames.help(plan.engine));
+}
+
+// The plan to run: within tier 1, one PyTorch or DeepSpeed runs (a baseline) before the fastest 6-tuple, whose
+// difference the projection cannot tell from its error.
+void print_recommendation(const PlanSearch& search, const View& v) {
+  const PlanEvaluation* r = search.recommendation();
+  const PlanEvaluation* c = search.chosen();
+  if (!r || !c || v.objective != Objective::step) return;
+  const double tc = c->step.step_s;
+  auto slower = [&](const PlanEvaluation& e) { return fixed(tc > 0 ? 100 * (e.step.step_s - tc) / tc : 0, 1) + "%"; };
+  int tier1 = 0;
+  for (const auto& e : search.plans) tier1 += e.tier == 1;
+  std::printf("recommended: %s on %s (tier 1: %d plans within %g%% of the fastest, --tie; ", r->label().c_str(),
+              runs_in(r->plan).c_str(), tier1, 100 * search.tie);
+  if (r != c) {
+    std::printf("%s slower than the fastest, %s on %s)\n", slower(*r).c_str(), c->label().c_str(),
+                runs_in(c->plan).c_str());
+  } else if (r->baseline) {
+    std::printf("the fastest)\n");
+  } else {
+    // No plan a framework runs is in tier 1: say how far the best of them is.
+    std::printf("the fastest; no plan a framework runs is in tier 1)\n");
+    for (const auto& e : search.plans)
+      if (e.feasible && e.baseline) {
+        std::printf("  the fastest plan a framework runs: %s on %s (tier %d, %s slower)\n", e.label().c_str(),
+                    runs_in(e.plan).c_str(), e.tier, slower(e).c_str());
+        break;
+      }
+  }
 }
 
 // Every legal plan (and the baselines): the chosen one's details, the top of the ranking, the baselines' places.
@@ -476,6 +557,7 @@ Result<PlanSearch> search_every_plan(const PlanOptions& o) {
               fit, int(search.plans.size()) - fit);
   if (search.chosen()) {
     print_plan_detail("chosen plan", *search.chosen(), o.view);
+    print_recommendation(search, o.view);
   } else {
     std::printf("no legal plan fits in %s per GPU\n", format_bytes(o.planner.gpu_mem_bytes).c_str());
   }
@@ -514,7 +596,10 @@ Result<PlanSearch> search_every_plan(const PlanOptions& o) {
 // --explain: where the chosen (or given) plan's projected step goes beside the runner-up's, then its schedule.
 Status explain_schedule(const PlanOptions& o, const PlanSearch& search) {
   const PlanEvaluation* e = search.best >= 0 ? &search.plans[search.best] : &search.plans[0];
-  if (e->projected) print_step_breakdown(*e, search.runner_up(), o.view, o.plan.empty() ? "chosen" : "plan");
+  EngineOptions engine = o.planner.engine;
+  engine.bucket_bytes = o.planner.bucket_bytes;
+  if (e->projected)
+    print_step_breakdown(*e, search.runner_up(), o.view, o.plan.empty() ? "chosen" : "plan", engine);
   LINS_ASSIGN_OR_RETURN(auto s,
                         build_schedule(o.work.model, e->plan, o.topo,
                                        schedule_options(o.work.micro_batches, o.planner.bucket_bytes, o.planner.dtype,
@@ -556,6 +641,7 @@ std::vector<std::string> plan_csv_row(const PlanOptions& o, const PlanSearch& se
   row.set("rank", e.rank).set("feasible", e.feasible).set("why", e.why);
   row.set("network_model", network_model_name(cost.model()));
   row.set("objective", objective_name(search.objective)).set("other_rank", e.other_rank);
+  row.set("tier", e.tier).set("recommended", &e == search.recommendation());
   // The projection (empty when the plan was not projected).
   if (e.projected) {
     const StepProjection& p = e.step;
@@ -563,6 +649,7 @@ std::vector<std::string> plan_csv_row(const PlanOptions& o, const PlanSearch& se
     row.set("forward_s", (p.forward_s)).set("backward_s", (p.backward_s));
     row.set("optimizer_s", (p.optimizer_s)).set("host_s", (p.fixed_s));
     row.set("exposed_comm_s", (p.exposed_comm_s));
+    row.set("contention_compute_s", p.contention_compute_s).set("host_stall_s", p.host_stall_s);
     for (CollKind k : kCollKindNames.values())
       for (Axis x : kAxisNames.values())
         row.set("exposed_" + std::string(coll_kind_name(k)) + "_" + axis_name(x) + "_s",

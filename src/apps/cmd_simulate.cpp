@@ -16,6 +16,7 @@
 #include "core/cost/compute_model.h"
 #include "core/cost/cost_options.h"
 #include "core/cost/host_model.h"
+#include "core/cost/inputs.h"
 #include "core/output/results_schema.h"
 #include "core/output/step_columns.h"
 #include "core/output/text_table.h"
@@ -108,6 +109,7 @@ struct SimulateOptions {
   std::optional<HostModel> host;  // --host-model
   std::string out_path, trace_dir;
   std::string label;  // --label, or made from the host model and overlap_comm
+  std::string inputs;  // which inputs are assumed, given and measured (inputs.h)
 };
 
 // --model: one (custom shapes allowed) or a list of presets.
@@ -185,6 +187,7 @@ Result<SimulateOptions> read_simulate_options(const ParsedArgs& args) {
   }
   o.out_path = args.get("out");
   o.trace_dir = args.get("trace");
+  o.inputs = inputs_line(args, *o.cost, o.compute, o.gpu, o.host ? &*o.host : nullptr);
   return o;
 }
 
@@ -294,6 +297,9 @@ Status project_row(const SimulateOptions& o, const Workload& workload, const Top
   row.set("host_model", host_model_name(setup.host)).set("label", o.label);
   if (setup.host) row.set("host_work_s", proj.host_work_s).set("host_stall_s", proj.host_stall_s);
   row.set("contention_compute_s", proj.contention_compute_s).set("contention_comm_s", proj.contention_comm_s);
+  // The reserve beside the tensors: model_mem_bytes + reserve_bytes is the need printed below, which `feasible`
+  // compares with the limit.
+  row.set("reserve_bytes", mem.reserve_bytes);
   if (auto s = writer.write_row(row.ordered()); !s) return s;
   ++tally.rows;
   tally.infeasible += feasible ? 0 : 1;
@@ -450,6 +456,10 @@ int run_simulate(const Args& argv) {
   std::printf("lins simulate: GPU peak %g TFLOP/s for MFU (%s), optimizer at %g GB/s (%s), %s per GPU (%s)\n",
               opt->peak_tflops, opt->gpu.peak_from.c_str(), opt->compute.optimizer_bytes_per_s / 1e9,
               opt->gpu.hbm_from.c_str(), format_bytes(double(opt->gpu_mem)).c_str(), opt->gpu.mem_from.c_str());
+  std::printf("lins simulate: host side %s; %s\n",
+              opt->host ? (host_model_name(&*opt->host) + " (--host-model)").c_str()
+                        : "off, the device schedule alone (--host-model)",
+              opt->inputs.c_str());
   auto tally = project_all(*opt, *args, *writer);
   if (!tally) return fail(tally.error());
   if (tally->rows == 0) {

@@ -72,9 +72,10 @@ Result<HostCosts> read_host_costs(const std::string& path) {
 
 std::vector<OptionSpec> host_options() {
   return {
-      {"host-model", 0, "NAME", "off",
-       "the real systems' host side: off (the device schedule only), paper (their Python work around each "
-       "collective, and DeepSpeed 0.10-0.13's loss.item() before every backward) or today (DeepSpeed 0.14 on)"},
+      {"host-model", 0, "NAME", "today",
+       "the real systems' host side: today (the systems as they run today: their Python work around each "
+       "collective, DeepSpeed's timed from its own code, DeepSpeed 0.14 on), paper (the same with DeepSpeed "
+       "0.10-0.13's loss.item() before every backward) or off (the device schedule alone, as data/ was projected)"},
       {"host-costs", 0, "FILE", "",
        "host costs measured by python -m lins_peers.host_costs (host_costs.csv) instead of the built-in ones"},
       {"host-device", 0, "gpu|cpu", "gpu",

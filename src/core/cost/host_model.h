@@ -125,8 +125,8 @@ struct HostProgram {
 HostProgram host_program(const Schedule& s, const ModelSpec& model, const std::vector<Action>& program,
                          const HostModel& host);
 
-// --host-model off|paper|today, --host-costs FILE and --host-device gpu|cpu (lins simulate, lins plan); off (the
-// default): no host model.
+// --host-model today|paper|off, --host-costs FILE and --host-device gpu|cpu (lins simulate, lins plan); today (the
+// default): the real systems as they run today; off: no host model, the device schedule alone.
 std::vector<OptionSpec> host_options();
 Result<std::optional<HostModel>> parse_host_model(const ParsedArgs& args);
 // The host_model column of a projected row: "off", "paper" or "today".

@@ -126,6 +126,8 @@ std::vector<std::string> plan_csv_columns() {
       "reserve_bytes",
       "objective",
       "other_rank",
+      "tier",
+      "recommended",
       "projected_step_s",
       "projected_mfu",
       "forward_s",
@@ -133,6 +135,8 @@ std::vector<std::string> plan_csv_columns() {
       "optimizer_s",
       "host_s",
       "exposed_comm_s",
+      "contention_compute_s",
+      "host_stall_s",
   };
   // The projection's exposed seconds by collective kind and mesh axis, then by op purpose and axis (the order
   // cmd_plan.cpp writes them in).

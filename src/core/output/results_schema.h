@@ -125,6 +125,10 @@ inline std::vector<Column> step_columns_tail() {
       {"contention_comm_s",
        "projected rows: time the collectives lost beside compute and each other (it reaches step_time_s only where "
        "compute waits for them: exposed_comm_s); 0 when overlap is free"},
+      {"reserve_bytes",
+       "projected rows: what a GPU run needs per rank beyond the memory model's tensors (CUDA context, cuBLAS "
+       "workspace, NCCL buffers per communicator, fragmentation; --reserve-*); model_mem_bytes + reserve_bytes is "
+       "the need the console shows, which feasible compares with the memory limit; empty in measured rows"},
   };
 }
 }  // namespace detail

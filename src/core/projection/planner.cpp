@@ -54,8 +54,9 @@ std::string why_loses(const PlanEvaluation& e, const PlanEvaluation& best, Prici
 }
 
 // Why `e` loses to `best` by projected step time: how much slower, and the part of the step (compute, host, or the
-// exposed wait for one kind of collective on one axis) that grew the most.
-std::string why_loses_step(const PlanEvaluation& e, const PlanEvaluation& best) {
+// exposed wait for one kind of collective on one axis) that grew the most; with `engine`, the setting that decides
+// that exposed wait when a default does.
+std::string why_loses_step(const PlanEvaluation& e, const PlanEvaluation& best, const EngineOptions* engine) {
   const double te = e.step.step_s, tb = best.step.step_s;
   if (std::fabs(te - tb) <= 1e-12 * std::max(1.0, tb)) {
     if (e.memory.required_bytes() > best.memory.required_bytes())
@@ -66,16 +67,39 @@ std::string why_loses_step(const PlanEvaluation& e, const PlanEvaluation& best) 
   double worst = e.step.compute_s() - best.step.compute_s();
   std::string what = "compute";
   if (e.step.fixed_s - best.step.fixed_s > worst) worst = e.step.fixed_s - best.step.fixed_s, what = "host time";
+  if (e.step.host_stall_s - best.step.host_stall_s > worst)
+    worst = e.step.host_stall_s - best.step.host_stall_s, what = "device idle for the host";
+  int wk = -1, wa = -1;
   for (int k = 0; k < kCollKindCount; ++k)
     for (int a = 0; a < 2; ++a) {
       const double d = e.step.exposed_kind_axis_s[k][a] - best.step.exposed_kind_axis_s[k][a];
       if (d > worst)
-        worst = d, what = std::string("exposed ") + (a == 1 ? "inter-node " : "intra-node ") +
-                          kCollKindNames.prose(static_cast<CollKind>(k));
+        worst = d, wk = k, wa = a,
+        what = std::string("exposed ") + (a == 1 ? "inter-node " : "intra-node ") +
+               kCollKindNames.prose(static_cast<CollKind>(k));
     }
   std::string s = percent(tb > 0 ? (te - tb) / tb : 1.0) + " step vs best";
-  if (worst > 0) s += ": more " + what + " (+" + format_seconds(worst) + ")";
+  if (worst > 0) {
+    s += ": more " + what + " (+" + format_seconds(worst);
+    const std::string setting = wk >= 0 && engine ? exposed_setting(e.plan, CollKind(wk), wa, *engine) : "";
+    s += setting.empty() ? ")" : "; " + setting + ")";
+  }
   return s;
+}
+
+// Tiers over the feasible plans, already in rank order: a tier holds the plans within `tie` of its first (fastest).
+void assign_tiers(std::vector<PlanEvaluation>& plans, Objective objective, Pricing rank_by, double tie) {
+  int tier = 0;
+  double first = 0;
+  for (auto& e : plans) {
+    if (!e.feasible) {
+      e.tier = 0;
+      continue;
+    }
+    const double t = e.objective_s(objective, rank_by);
+    if (tier == 0 || t > first * (1 + tie)) ++tier, first = t;
+    e.tier = tier;
+  }
 }
 
 // Orders feasible plans by `objective` (ties: less memory, a 6-tuple first, plan text), the infeasible after them.
@@ -95,6 +119,45 @@ void sort_plans(std::vector<PlanEvaluation>& evals, Pricing rank_by, Objective o
 }  // namespace
 
 const char* objective_name(Objective o) { return kObjectiveNames.name(o); }
+
+std::string exposed_setting(const Plan& plan, CollKind k, int axis, const EngineOptions& engine) {
+  (void)axis;  // the settings below act on both axes alike
+  const EngineOptions defaults;
+  const bool gather = k == CollKind::all_gather;
+  const bool reduce = k == CollKind::reduce_scatter || k == CollKind::all_reduce;
+  auto elems = [](int64_t n) { return std::to_string(n) + " elements"; };
+  std::vector<std::string> out;
+  switch (plan.engine) {
+    case Engine::zero:
+    case Engine::mics:
+    case Engine::zeropp: {
+      const int stage = plan.engine == Engine::zero ? zero_stage(plan) : 3;
+      if (reduce && !engine.ds_overlap_comm && stage < 3)
+        out.push_back("DeepSpeed's overlap_comm is off by default for ZeRO stage " + std::to_string(stage) +
+                      ": --ds-overlap-comm on overlaps it");
+      if (reduce && engine.ds_reduce_bucket_elems == defaults.ds_reduce_bucket_elems)
+        out.push_back("reduce_bucket_size " + elems(defaults.ds_reduce_bucket_elems) +
+                      " by default: --ds-reduce-bucket");
+      if (gather && stage == 3 && engine.ds_prefetch_bucket_elems == defaults.ds_prefetch_bucket_elems)
+        out.push_back("stage3_prefetch_bucket_size " + elems(defaults.ds_prefetch_bucket_elems) +
+                      " by default: --ds-prefetch-bucket");
+      break;
+    }
+    case Engine::ddp:
+      if (k == CollKind::all_reduce && engine.bucket_bytes == kDefaultBucketBytes)
+        out.push_back("bucket_cap_mb 25 MiB by default: --bucket");
+      break;
+    case Engine::lins:
+      if (k == CollKind::all_reduce && engine.bucket_bytes == kDefaultBucketBytes)
+        out.push_back("the bucket U 25 MiB by default: --bucket");
+      break;
+    case Engine::fsdp:
+      break;  // FSDP2 prefetches one unit ahead in both directions; lins has no setting for it
+  }
+  std::string s;
+  for (const auto& o : out) s += (s.empty() ? "" : "; ") + o;
+  return s;
+}
 
 double PlanEvaluation::objective_s(Objective objective, Pricing p) const {
   return objective == Objective::step ? step.step_s : comm(p).total_s();
@@ -181,10 +244,12 @@ Result<PlanEvaluation> evaluate_plan(const Workload& w, const Topology& topo, co
   return e;
 }
 
-PlanSearch rank_plans(std::vector<PlanEvaluation> evals, Pricing rank_by, Objective objective) {
+PlanSearch rank_plans(std::vector<PlanEvaluation> evals, Pricing rank_by, Objective objective, double tie,
+                      const EngineOptions* engine) {
   PlanSearch out;
   out.rank_by = rank_by;
   out.objective = objective;
+  out.tie = tie;
   // The rank under the other objective first (over the same feasible plans), when every plan has both numbers.
   const Objective other = objective == Objective::step ? Objective::comm : Objective::step;
   const bool both = std::all_of(evals.begin(), evals.end(), [](const PlanEvaluation& e) { return e.projected; });
@@ -206,6 +271,16 @@ PlanSearch rank_plans(std::vector<PlanEvaluation> evals, Pricing rank_by, Object
     e.rank = ++r;
     if (out.best < 0 && (objective == Objective::step || !e.baseline)) out.best = static_cast<int>(i);
   }
+  assign_tiers(out.plans, objective, rank_by, tie);
+  // What to run: a plan a framework runs (a baseline) when one is in tier 1, as fast as the projection can tell; else
+  // the chosen plan. Under the paper's objective the chosen 6-tuple is the point (its Table IV).
+  out.recommended = out.best;
+  if (objective == Objective::step)
+    for (std::size_t i = 0; i < out.plans.size(); ++i)
+      if (out.plans[i].tier == 1 && out.plans[i].baseline) {
+        out.recommended = static_cast<int>(i);
+        break;
+      }
   // The reference for "why it loses" is the chosen plan, or the best feasible baseline when no 6-tuple fits.
   int ref = out.best;
   if (ref < 0 && !out.plans.empty() && out.plans[0].feasible) ref = 0;
@@ -215,7 +290,8 @@ PlanSearch rank_plans(std::vector<PlanEvaluation> evals, Pricing rank_by, Object
     if (static_cast<int>(i) == ref)
       e.why = e.baseline && objective == Objective::comm ? "best (a baseline)" : "chosen";
     else
-      e.why = objective == Objective::step ? why_loses_step(e, out.plans[ref]) : why_loses(e, out.plans[ref], rank_by);
+      e.why = objective == Objective::step ? why_loses_step(e, out.plans[ref], engine)
+                                           : why_loses(e, out.plans[ref], rank_by);
   }
   return out;
 }
@@ -268,7 +344,9 @@ Result<PlanSearch> search_plans(const Workload& w, const Topology& topo, const C
     if (!e) return make_error("plan " + candidates[i].to_string() + ": " + e.error());
     evals.push_back(std::move(*e));
   }
-  PlanSearch out = rank_plans(std::move(evals), opt.rank_by, opt.objective);
+  EngineOptions engine = opt.engine;
+  engine.bucket_bytes = opt.bucket_bytes;  // what build_schedule gives the engines
+  PlanSearch out = rank_plans(std::move(evals), opt.rank_by, opt.objective, opt.tie, &engine);
   out.legal_count = legal;
   return out;
 }

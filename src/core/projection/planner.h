@@ -37,6 +37,12 @@ inline constexpr NameTable<Objective, 2> kObjectiveNames{
 static_assert(kObjectiveNames.complete(Objective::comm));
 const char* objective_name(Objective o);
 
+// Plans whose objective is within this fraction of the best form tier 1 (lins plan --tie): 0.2, the worst error of the
+// projected step time against measured steps that the project reports as validated (REPRODUCE.md, section 7: every
+// strategy's projected step within 20% of the measured one, data/validation/cpu-2core-4ranks; largest error 19.4%).
+// Differences smaller than that are not evidence that one plan is faster.
+inline constexpr double kDefaultTie = 0.2;
+
 struct PlannerOptions {
   double gpu_mem_bytes = 80.0 * (1ull << 30);  // the memory limit per GPU
   int64_t bucket_bytes = 25ll << 20;           // U
@@ -56,6 +62,8 @@ struct PlannerOptions {
   // Threads that evaluate the candidates (each plan on one thread, into its own slot: the ranking is the same for any
   // count). 1 under MPI, where the ranks share the cores; lins plan and lins simulate use every core.
   int threads = 1;
+  // Tiers (PlanEvaluation::tier): plans within this fraction of a tier's fastest share its tier.
+  double tie = kDefaultTie;
 };
 
 struct PlanEvaluation {
@@ -73,6 +81,9 @@ struct PlanEvaluation {
   std::string infeasible_reason;  // "needs 78.3 GiB + 6.1 GiB reserve = 84.4 GiB > 80.0 GiB"
   int rank = 0;                   // 1 = best among the feasible; 0 when infeasible
   int other_rank = 0;             // its rank under the other objective (0: infeasible, or not evaluated)
+  // 1: its objective within PlanSearch::tie of the best; 2: within the tie of the fastest plan outside tier 1; and
+  // so on. 0 when infeasible. Plans of one tier are a tie as far as the projection can tell.
+  int tier = 0;
   std::string why;                // "chosen", or why it loses to the best ("+12% comm vs best: ...")
 
   const CommTimeBreakdown& comm(Pricing p) const { return p == Pricing::paper_isolated ? isolated : shared; }
@@ -91,7 +102,12 @@ struct PlanSearch {
   // included (it says which system to run); under the paper's objective the best feasible 6-tuple.
   int best = -1;
   int legal_count = 0;
+  double tie = kDefaultTie;  // the fraction that makes a tier
+  // Index of the plan to run: under the step objective the fastest baseline (a preset on its own system's engine,
+  // which PyTorch or DeepSpeed runs) in tier 1, else the chosen plan; -1 when none fits.
+  int recommended = -1;
   const PlanEvaluation* chosen() const { return best >= 0 ? &plans[best] : nullptr; }
+  const PlanEvaluation* recommendation() const { return recommended >= 0 ? &plans[recommended] : nullptr; }
   // The best-ranked feasible plan other than the chosen one (a baseline included); null when there is none.
   const PlanEvaluation* runner_up() const;
 };
@@ -111,7 +127,15 @@ int available_cores();
 Result<PlanSearch> search_plans(const Workload& w, const Topology& topo, const CostModel& cost,
                                 const PlannerOptions& opt);
 // Ranks already evaluated plans by `objective` (exposed so a single --plan evaluation gets the same feasibility text);
-// fills rank, other_rank (when every plan was projected) and why.
-PlanSearch rank_plans(std::vector<PlanEvaluation> evals, Pricing rank_by, Objective objective = Objective::comm);
+// fills rank, other_rank (when every plan was projected), tier, the recommendation and why. `engine`, when given,
+// lets a step-time reason name the engine setting behind it (exposed_setting).
+PlanSearch rank_plans(std::vector<PlanEvaluation> evals, Pricing rank_by, Objective objective = Objective::comm,
+                      double tie = kDefaultTie, const EngineOptions* engine = nullptr);
+
+// The engine setting that decides how much of `plan`'s collectives of kind `k` on axis `axis` (0 inside a node, 1
+// across nodes) compute waits for, when it is at its default: "overlap_comm is off by default for ZeRO stage 2
+// (--ds-overlap-comm on overlaps it)", "--ds-prefetch-bucket 50000000 elements (the default)", ... ; "" when no
+// setting of lins's decides it or the setting was given.
+std::string exposed_setting(const Plan& plan, CollKind k, int axis, const EngineOptions& engine);
 
 }  // namespace lins

@@ -28,7 +28,7 @@ run(0 --version)
 expect_in("${OUT}" "lins " "--version")
 run(0 plan --help)
 foreach(opt --model --gpus-per-node --nodes --global-batch-tokens --gpu-mem --network --network-model --profile
-            --nccl-tests --pricing --plan --explain --csv --top --bucket --reserve-context --reserve-cublas
+            --nccl-tests --pricing --plan --explain --csv --top --tie --host-model --bucket --reserve-context --reserve-cublas
             --reserve-nccl --reserve-fragmentation docs/cost-model.md)
   expect_in("${OUT}" "${opt}" "plan --help")
 endforeach()

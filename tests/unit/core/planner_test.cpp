@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <limits>
+#include <map>
 #include <random>
 
 namespace lins {
@@ -206,6 +207,67 @@ TEST(Planner, EvaluatesOnePlan) {
   auto err = evaluate_plan(workload("llama-7b"), t, bad, cost, PlannerOptions{});
   ASSERT_FALSE(err);
   EXPECT_NE(err.error().find("divisibility"), std::string::npos) << err.error();
+}
+
+}  // namespace
+}  // namespace lins
+
+namespace lins {
+namespace {
+
+// A projected plan for the tier tests: its step time, whether it fits, and whether a framework runs it.
+PlanEvaluation projected(const std::string& text, double step_s, bool feasible = true) {
+  const Topology t{8, 4};
+  PlanEvaluation e;
+  e.plan = parse_plan(text, t).value();
+  e.baseline = e.plan.engine != Engine::lins;
+  e.projected = true;
+  e.step.step_s = step_s;
+  e.step.forward_s = step_s;
+  e.feasible = feasible;
+  if (!feasible) e.infeasible_reason = "needs more";
+  return e;
+}
+
+// Tiers: tier 1 holds the plans within the tie of the fastest, tier 2 those within it of the first plan outside tier
+// 1; the recommendation is the fastest baseline of tier 1, else the fastest plan; the chosen plan stays the fastest.
+TEST(PlannerTiers, TiesAndRecommendation) {
+  std::vector<PlanEvaluation> evals = {
+      projected("p=8x1,g=8x1,os=8x4", 1.00), projected("zero3", 1.15), projected("zeropp", 1.19),
+      projected("zero1", 1.25),              projected("ddp", 1.60),   projected("zero2", 0.5, /*feasible=*/false)};
+  PlanSearch s = rank_plans(evals, Pricing::paper_isolated, Objective::step, 0.2);
+  ASSERT_NE(s.chosen(), nullptr);
+  EXPECT_EQ(s.chosen()->label(), "p=8x1,g=8x1,os=8x4");
+  std::map<std::string, int> tier;
+  for (const auto& e : s.plans) tier[e.label()] = e.tier;
+  EXPECT_EQ(tier["p=8x1,g=8x1,os=8x4"], 1);
+  EXPECT_EQ(tier["zero3"], 1);
+  EXPECT_EQ(tier["zeropp"], 1);
+  EXPECT_EQ(tier["zero1"], 2);  // 25% slower: opens tier 2
+  EXPECT_EQ(tier["ddp"], 3);    // 28% slower than zero1
+  EXPECT_EQ(tier["zero2"], 0);  // does not fit
+  ASSERT_NE(s.recommendation(), nullptr);
+  EXPECT_EQ(s.recommendation()->label(), "zero3");
+  // A tie of 0: every plan its own tier, the fastest recommended.
+  s = rank_plans(evals, Pricing::paper_isolated, Objective::step, 0.0);
+  EXPECT_EQ(s.recommendation()->label(), "p=8x1,g=8x1,os=8x4");
+  // The paper's objective recommends its chosen 6-tuple.
+  s = rank_plans(evals, Pricing::paper_isolated, Objective::comm, 0.2);
+  EXPECT_EQ(s.recommended, s.best);
+}
+
+// The setting behind an exposed wait is named while it is at its default, and not once it is given.
+TEST(PlannerTiers, ExposedSetting) {
+  const Topology t{8, 4};
+  EngineOptions engine;
+  const Plan zero2 = parse_plan("zero2", t).value(), zero3 = parse_plan("zero3", t).value();
+  EXPECT_NE(exposed_setting(zero2, CollKind::all_reduce, 1, engine).find("--ds-overlap-comm on"), std::string::npos);
+  EXPECT_NE(exposed_setting(zero3, CollKind::all_gather, 1, engine).find("--ds-prefetch-bucket"), std::string::npos);
+  EXPECT_EQ(exposed_setting(zero3, CollKind::all_gather, 1, engine).find("overlap_comm"), std::string::npos);
+  EXPECT_EQ(exposed_setting(parse_plan("fsdp", t).value(), CollKind::all_gather, 1, engine), "");
+  engine.ds_overlap_comm = true;
+  engine.ds_reduce_bucket_elems = 1000;
+  EXPECT_EQ(exposed_setting(zero2, CollKind::all_reduce, 1, engine), "");
 }
 
 }  // namespace
