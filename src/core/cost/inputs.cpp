@@ -9,7 +9,12 @@ std::string inputs_line(const ParsedArgs& args, const CostModel& cost, const Com
                         const GpuAssumption& gpu, const HostModel* host) {
   std::vector<std::string> assumed, given, measured;
   // Compute: a rate fitted to measured steps, one given, or the efficiency times the GPU's peak.
-  if (compute.calibration) {
+  if (compute.roofline) {  // each kernel at its generation's rate: measured on one of its GPUs, else published/assumed
+    const KernelEfficiency& k = compute.roofline->kernels;
+    (k.measured ? measured : assumed)
+        .push_back("compute by roofline, kernel rates of sm" + std::to_string(k.compute_capability) +
+                   (k.measured ? " (an H200's, data/gpu)" : " (published or assumed: docs/cost-model.md, Compute)"));
+  } else if (compute.calibration) {
     measured.push_back("compute calibrated from " + args.get("calibrate"));
   } else if (args.has("sustained-tflops")) {
     given.push_back("compute " + args.get("sustained-tflops") + " TFLOP/s (--sustained-tflops)");
