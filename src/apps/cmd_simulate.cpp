@@ -16,6 +16,7 @@
 #include "core/cost/compute_model.h"
 #include "core/cost/cost_options.h"
 #include "core/cost/host_model.h"
+#include "core/cost/link_fit.h"
 #include "core/output/results_schema.h"
 #include "core/output/step_columns.h"
 #include "core/output/text_table.h"
@@ -450,6 +451,8 @@ int run_simulate(const Args& argv) {
   std::printf("lins simulate: GPU peak %g TFLOP/s for MFU (%s), optimizer at %g GB/s (%s), %s per GPU (%s)\n",
               opt->peak_tflops, opt->gpu.peak_from.c_str(), opt->compute.optimizer_bytes_per_s / 1e9,
               opt->gpu.hbm_from.c_str(), format_bytes(double(opt->gpu_mem)).c_str(), opt->gpu.mem_from.c_str());
+  if (const LinkFit* fit = opt->cost->link_fit())
+    for (const auto& line : link_fit_lines(*fit, opt->cost->priced_by_fit())) std::printf("%s\n", line.c_str());
   auto tally = project_all(*opt, *args, *writer);
   if (!tally) return fail(tally.error());
   if (tally->rows == 0) {
