@@ -18,6 +18,7 @@
 #include "core/cost/cost_options.h"
 #include "core/cost/host_model.h"
 #include "core/cost/inputs.h"
+#include "core/cost/link_fit.h"
 #include "core/output/results_schema.h"
 #include "core/output/text_table.h"
 #include "core/projection/memory_model.h"
@@ -103,6 +104,7 @@ struct View {
   Overlap overlap = Overlap::all;
   double peak_flops = 0;      // per GPU, for MFU (the GPU assumption's peak)
   double flops_per_step = 0;  // model FLOPs per GPU per step (Megatron counting)
+  bool priced_by_fit = false;  // the network model prices with link terms fitted to the measurements
 };
 
 // A table of `lins plan`: text columns (plan, 6-tuple, why) left-aligned, numbers right-aligned, two spaces apart.
@@ -239,8 +241,9 @@ void print_plan_detail(const char* title, const PlanEvaluation& e, const View& v
   std::printf("  bytes per GPU per step: %s inside nodes, %s across nodes\n",
               format_bytes(e.intra_message_bytes).c_str(), format_bytes(e.inter_message_bytes).c_str());
   if (e.isolated.fallback_ops > 0)
-    std::printf("  %lld of %lld collectives priced by the network model (op and mesh not in the profile)\n",
-                static_cast<long long>(e.isolated.fallback_ops), static_cast<long long>(e.isolated.ops));
+    std::printf("  %lld of %lld collectives priced by the network model%s (op and mesh not in the profile)\n",
+                static_cast<long long>(e.isolated.fallback_ops), static_cast<long long>(e.isolated.ops),
+                v.priced_by_fit ? ", its link terms fitted to the measurements" : "");
 }
 
 // --explain: where the projected step time of `a` (the chosen plan) goes, beside `b` (the runner-up; may be null):
@@ -419,6 +422,7 @@ Result<PlanOptions> read_plan_options(const ParsedArgs& args) {
   LINS_ASSIGN_OR_RETURN(auto engine, parse_engine_options(args));
   o.view.objective = objective;
   o.view.overlap = overlap;
+  o.view.priced_by_fit = o.cost->priced_by_fit();
   o.view.peak_flops = o.gpu.peak_tflops * 1e12;
   o.view.flops_per_step =
       o.work.model.flops_per_token(o.work.seq) * double(o.work.global_batch_tokens) / double(o.topo.world());
@@ -470,6 +474,8 @@ void print_plan_header(const PlanOptions& o) {
               cost.model_description().c_str());
   if (profile)
     std::printf("  measured first: %s (%zu measurements)\n", profile->source().c_str(), profile->point_count());
+  if (const LinkFit* fit = cost.link_fit())
+    for (const auto& line : link_fit_lines(*fit, cost.priced_by_fit())) std::printf("%s\n", line.c_str());
   if (profile)
     for (const auto& note : profile->notes()) std::fprintf(stderr, "lins plan: %s\n", note.c_str());
   for (const auto& w : cost.warnings()) std::fprintf(stderr, "lins plan: warning: %s\n", w.c_str());

@@ -17,6 +17,7 @@
 #include "core/cost/cost_options.h"
 #include "core/cost/host_model.h"
 #include "core/cost/inputs.h"
+#include "core/cost/link_fit.h"
 #include "core/output/results_schema.h"
 #include "core/output/step_columns.h"
 #include "core/output/text_table.h"
@@ -460,6 +461,8 @@ int run_simulate(const Args& argv) {
               opt->host ? (host_model_name(&*opt->host) + " (--host-model)").c_str()
                         : "off, the device schedule alone (--host-model)",
               opt->inputs.c_str());
+  if (const LinkFit* fit = opt->cost->link_fit())
+    for (const auto& line : link_fit_lines(*fit, opt->cost->priced_by_fit())) std::printf("%s\n", line.c_str());
   auto tally = project_all(*opt, *args, *writer);
   if (!tally) return fail(tally.error());
   if (tally->rows == 0) {

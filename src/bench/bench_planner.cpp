@@ -98,7 +98,7 @@ lins::Result<std::optional<lins::Schedule>> strategy_schedule(const char* strate
 // schedule, its memory with the reserve, the predicted communication and the projected step.
 void BM_ProjectionSweep(benchmark::State& state, lins::NetworkModel model) {
   const lins::CostModel cost = cost_model(model);
-  const lins::ComputeRates rates{0.6 * 312e12, 1600e9};
+  const lins::ComputeRates rates{0.6 * 312e12, 1600e9, 0.0, nullptr};
   int rows = 0;
   for (auto _ : state) {
     rows = 0;
@@ -140,7 +140,7 @@ void BM_ProjectionAtScale(benchmark::State& state) {
   const int gpus = static_cast<int>(state.range(0));
   const lins::Topology topo{8, gpus / 8};
   const lins::CostModel cost = cost_model(lins::NetworkModel::nccl);
-  const lins::ComputeRates rates{0.6 * 312e12, 1600e9};
+  const lins::ComputeRates rates{0.6 * 312e12, 1600e9, 0.0, nullptr};
   lins::Workload w = workload("llama-7b", 8, false);
   w.micro_batches = 1;
   w.global_batch_tokens = int64_t(w.seq) * gpus;

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/cost/link_fit.h"
 #include "core/util/csv.h"
 #include "core/util/text.h"
 
@@ -132,6 +133,15 @@ std::size_t BandwidthProfile::point_count() const {
   return n;
 }
 
+std::vector<BandwidthProfile::Measurement> BandwidthProfile::measurements() const {
+  std::vector<Measurement> out;
+  for (const auto& [k, pts] : series_)
+    for (const auto& p : pts)
+      out.push_back({static_cast<CollKind>(std::get<0>(k)), Mesh{std::get<1>(k), std::get<2>(k)}, p.bytes,
+                     p.bytes / (p.gbps * 1e9)});
+  return out;
+}
+
 std::vector<std::pair<CollKind, Mesh>> BandwidthProfile::series() const {
   std::vector<std::pair<CollKind, Mesh>> out;
   for (const auto& [k, pts] : series_)
@@ -235,12 +245,21 @@ CostModel::CostModel(AlphaBeta network, std::shared_ptr<const NetworkCostModel> 
                      std::optional<BandwidthProfile> profile)
     : net_(std::move(network)), network_model_(std::move(model)), profile_(std::move(profile)) {}
 
-Result<CostModel> CostModel::make(const NetworkSpec& net, NetworkModel model, std::optional<BandwidthProfile> profile) {
+Result<CostModel> CostModel::make(const NetworkSpec& net, NetworkModel model, std::optional<BandwidthProfile> profile,
+                                  bool fit_links) {
   LINS_ASSIGN_OR_RETURN(auto m, make_network_model(model, net));
   CostModel c(alpha_beta_of(net));
   c.model_ = model;
   c.network_model_ = std::move(m);
   c.profile_ = std::move(profile);
+  if (c.profile_ && fit_links) {
+    c.link_fit_ = std::make_shared<const LinkFit>(fit_link_terms(c.net_, link_fit_points(*c.profile_)));
+    if (model == NetworkModel::alpha_beta && c.link_fit_->any_fitted()) {
+      c.net_ = c.link_fit_->fitted;
+      c.network_model_ = make_alpha_beta_model(c.net_, kFittedAlphaBetaDescription);
+      c.priced_by_fit_ = true;
+    }
+  }
   c.contention_ = net.contention;
   c.warnings_ = net.warnings;
   // The nccl model refuses these (out of its scope); the alpha-beta model has no term for them: it prices the ring

@@ -24,6 +24,8 @@
 
 namespace lins {
 
+struct LinkFit;  // link_fit.h
+
 // Header written by `lins comm --profile` and read here (extra columns are ignored, columns are found by name).
 inline constexpr const char* kProfileHeader = "op,mesh_intra,mesh_inter,message_bytes,time_s,algbw_gbps,busbw_gbps";
 
@@ -48,6 +50,14 @@ class BandwidthProfile {
 
   std::size_t point_count() const;
   std::vector<std::pair<CollKind, Mesh>> series() const;
+  // Every measured point as it prices it (repeated sizes averaged): time_s = message_bytes / (algbw_gbps x 1e9).
+  struct Measurement {
+    CollKind op;
+    Mesh mesh;
+    double message_bytes;
+    double time_s;
+  };
+  std::vector<Measurement> measurements() const;
   const std::string& source() const { return source_; }
   void set_source(std::string source) { source_ = std::move(source); }
   // Adds every measurement of `other` (its series join this profile's; equal sizes are averaged).
@@ -123,9 +133,11 @@ class CostModel {
   CostModel(AlphaBeta network, std::shared_ptr<const NetworkCostModel> model,
             std::optional<BandwidthProfile> profile = std::nullopt);
   // A described network priced by `model`, the profile (when given) first for the (op, mesh) pairs it measured.
-  // Fails when the model cannot price the network (nccl without GPUs, or with SHARP or NVLS).
+  // With a profile and `fit_links`, the alpha-beta link terms are fitted to every measured point (link_fit.h): the
+  // alpha-beta model then prices every other (op, mesh) with the fitted terms; the nccl model keeps its own and the
+  // fit is there to compare. Fails when the model cannot price the network (nccl without GPUs, or with SHARP or NVLS).
   static Result<CostModel> make(const NetworkSpec& net, NetworkModel model,
-                                std::optional<BandwidthProfile> profile = std::nullopt);
+                                std::optional<BandwidthProfile> profile = std::nullopt, bool fit_links = true);
 
   // Seconds of one run of `op` (repeat not counted) on `topo`. *fell_back (when given) says whether the network
   // model priced it (the profile lacked its op and mesh).
@@ -147,6 +159,10 @@ class CostModel {
   const NetworkCostModel& network_model() const { return *network_model_; }
   // "NCCL 2.21.5 model (Ring/Tree x LL/LL128/Simple)" or "alpha-beta hierarchical ring".
   std::string model_description() const { return network_model_->description(); }
+  // The link terms fitted to the profile (null without one, or when not asked for).
+  const LinkFit* link_fit() const { return link_fit_.get(); }
+  // Whether the network model prices with the fitted terms (the alpha-beta model; some term was fitted).
+  bool priced_by_fit() const { return priced_by_fit_; }
   // What the network says that this model leaves out or that looks wrong (nvls or sharp under alpha-beta, the
   // network's own warnings); the commands print each as a warning line.
   const std::vector<std::string>& warnings() const { return warnings_; }
@@ -157,6 +173,8 @@ class CostModel {
   NetworkModel model_ = NetworkModel::alpha_beta;
   std::shared_ptr<const NetworkCostModel> network_model_;  // shared: a CostModel is copied freely
   std::optional<BandwidthProfile> profile_;
+  std::shared_ptr<const LinkFit> link_fit_;
+  bool priced_by_fit_ = false;
   Contention contention_;
   std::vector<std::string> warnings_;
 };

@@ -72,9 +72,11 @@ std::vector<OptionSpec> cost_options(const std::string& default_network, const s
        "the cluster's network: a preset (" + names + ") or a network file (docs/cost-model.md)"},
       {"network-model", 0, "MODEL", "auto",
        "how the network prices a collective: " + kNetworkModelNames.described() +
-           ", or auto (nccl where the network describes GPUs, else alpha-beta)"},
+           ", or auto (alpha-beta with its link terms fitted to --profile and --nccl-tests when given; else nccl "
+           "where the network describes GPUs, else alpha-beta)"},
       {"profile", 0, "FILE", "",
-       "bandwidth profile CSV from `lins comm --profile` (the network model prices the meshes it lacks)"},
+       "bandwidth profile CSV from `lins comm --profile` (the network model, its link terms fitted to the "
+       "measurements, prices the meshes it lacks)"},
       {"nccl-tests", 0, "LIST", "",
        "nccl-tests outputs (" + nccl_tests_programs() +
            " stdout, or the JSON of their -J FILE.json), comma-separated, each FILE or FILE@GPUS_PER_NODExNODES when "
@@ -119,6 +121,9 @@ Result<CostModel> parse_cost_model(const ParsedArgs& args, int gpus_per_node) {
                imported->mesh.to_string() + ")";
   }
   if (profile) profile->set_source(sources);
+  // Measurements price every mesh through the alpha-beta terms fitted to them (link_fit.h), unless the nccl model is
+  // asked for by name; then the fit is only reported beside it.
+  if (profile && model_text == "auto") model = NetworkModel::alpha_beta;
   auto cost = CostModel::make(*net, model, std::move(profile));
   // The refusal names --network-model only when it was given; under auto the network's GPUs chose the nccl model.
   if (!cost && args.has("network-model"))

@@ -13,14 +13,16 @@ namespace {
 
 class AlphaBetaModel final : public NetworkCostModel {
  public:
-  explicit AlphaBetaModel(AlphaBeta net) : net_(std::move(net)) {}
+  AlphaBetaModel(AlphaBeta net, std::string description)
+      : net_(std::move(net)), description_(description.empty() ? kAlphaBetaDescription : std::move(description)) {}
   double time_s(CollKind op, double bytes, Mesh mesh, int concurrent) const override {
     return alpha_beta_time_s(net_, op, bytes, mesh, concurrent);
   }
-  std::string description() const override { return "alpha-beta hierarchical ring"; }
+  std::string description() const override { return description_; }
 
  private:
   AlphaBeta net_;
+  std::string description_;
 };
 
 class NcclNetworkModel final : public NetworkCostModel {
@@ -49,8 +51,8 @@ class NcclNetworkModel final : public NetworkCostModel {
 
 }  // namespace
 
-std::unique_ptr<NetworkCostModel> make_alpha_beta_model(const AlphaBeta& net) {
-  return std::make_unique<AlphaBetaModel>(net);
+std::unique_ptr<NetworkCostModel> make_alpha_beta_model(const AlphaBeta& net, std::string description) {
+  return std::make_unique<AlphaBetaModel>(net, std::move(description));
 }
 
 Result<std::unique_ptr<NetworkCostModel>> make_nccl_network_model(const NetworkSpec& net) {

@@ -68,8 +68,12 @@ class NetworkCostModel {
   }
 };
 
-// The hierarchical ring of alpha_beta_time_s (cost_model.h).
-std::unique_ptr<NetworkCostModel> make_alpha_beta_model(const AlphaBeta& net);
+// The hierarchical ring of alpha_beta_time_s (cost_model.h); `description` replaces its description() where given
+// (kFittedAlphaBetaDescription: its link terms fitted to measurements, link_fit.h).
+std::unique_ptr<NetworkCostModel> make_alpha_beta_model(const AlphaBeta& net, std::string description = "");
+inline constexpr const char* kAlphaBetaDescription = "alpha-beta hierarchical ring";
+inline constexpr const char* kFittedAlphaBetaDescription =
+    "alpha-beta hierarchical ring, its link terms fitted to the measurements";
 // NCCL 2.21.5's algorithm and protocol model (nccl_model.h); fails where it cannot price `net` (no GPUs, SHARP, NVLS).
 Result<std::unique_ptr<NetworkCostModel>> make_nccl_network_model(const NetworkSpec& net);
 // `model` for a described network.

@@ -1,5 +1,5 @@
 # `lins plan` end to end (run by ctest with -DLINS=<binary> -DWORK=<folder> -DDATA=<nccl-tests samples>
-# -DNETWORKS=<data/networks>): --help, --version, a bad flag's exit code 2 and message, the CSV it writes (header and
+# -DNETWORKS=<data/networks> -DPROFILES=<data/cluster/profile>): --help, --version, a bad flag's exit code 2 and message, the CSV it writes (header and
 # one row per plan, finished file only), a network file and nccl-tests output as inputs.
 function(run expect_rc)
   execute_process(COMMAND ${LINS} ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 120)
@@ -38,12 +38,32 @@ expect_in("${ERR}" "valid options" "bad flag")
 run(2 plan --plan p=3,g=3,os=8)
 expect_in("${ERR}" "nearest legal plan" "illegal plan")
 
-# A network given as a file, nccl-tests output first: the 8 x 2 all-reduce prices the all-reduces of that mesh.
+# A network given as a file, nccl-tests output first: the 8 x 2 all-reduce prices the all-reduces of that mesh (the
+# nccl model by name, whose --explain names its choice or the profile per row).
 run(0 plan --nodes 2 --network ${NETWORKS}/paper-a800.toml --nccl-tests ${DATA}/all_reduce_perf_h100_8x2.txt
-    --plan ddp --gpu-mem 1TiB --explain)
+    --network-model nccl --plan ddp --gpu-mem 1TiB --explain)
 expect_in("${OUT}" "network: paper-a800" "network file")
 expect_in("${OUT}" "measured first: ${DATA}/all_reduce_perf_h100_8x2.txt (all_reduce 8x2)" "nccl-tests import")
 expect_in("${OUT}" "profile" "--explain names the measured rows")
+# Measurements fit the alpha-beta model's link terms, which price every mesh not measured: the emulated cluster's
+# profile on 2 nodes priced at 4 (meshes never measured), the terms beside the file's and each series' error.
+run(0 plan --model small --gpus-per-node 2 --nodes 4 --seq 128 --micro-batch 1 --micro-batches 2 --gpu-mem 1GiB
+    --network cpu-local --profile ${PROFILES}/cluster-2x2.csv --plan zero3 --objective comm --reserve-context 0B)
+expect_in("${OUT}" "priced by the alpha-beta hierarchical ring, its link terms fitted to the measurements" "fit prices")
+expect_in("${OUT}" "alpha-beta link terms fitted to 156 measured points" "fit header")
+expect_in("${OUT}" "inter-node bandwidth   3 GB/s" "the file's term beside the fitted one")
+expect_in("${OUT}" "all_gather      2x2" "a series' fit error")
+expect_in("${OUT}" "16 of 16 collectives priced by the network model, its link terms fitted to the measurements"
+          "the fallback line says the terms are fitted")
+# nccl-tests inside one node only: the inter-node terms stay the file's, and the fit says so; the nccl model asked for
+# by name keeps its prices and shows the fit beside them.
+run(0 plan --nodes 2 --nccl-tests ${DATA}/all_gather_perf_a100_8x1.log,${DATA}/reduce_scatter_perf_a100_8x1.log
+    --plan zero3 --gpu-mem 1TiB)
+expect_in("${OUT}" "no measured collective spans nodes: the inter-node terms are the network file's" "no inter point")
+expect_in("${OUT}" "(kept: no point constrains it)" "kept terms marked")
+run(0 plan --nodes 2 --nccl-tests ${DATA}/all_gather_perf_a100_8x1.log --network-model nccl --plan zero3 --gpu-mem 1TiB)
+expect_in("${OUT}" "priced by the NCCL 2.21.5 model" "nccl by name")
+expect_in("${OUT}" "shown for comparison" "the fit beside the nccl model")
 # The alpha-beta model, and no reserve, on request.
 run(0 plan --nodes 2 --network-model alpha-beta --reserve-context 0B --reserve-cublas 0B --reserve-nccl 0B
     --reserve-fragmentation 0 --plan zero3)

@@ -182,7 +182,7 @@ TEST(Executor, PacedTasksLastTheirDeviceTime) {
   ASSERT_TRUE(probe.ok()) << probe.error();
   const Schedule& sched = (*probe)->schedule();
   const std::vector<double> work =
-      compute_task_seconds(sched, model, o.seq, o.micro_batch_size, o.recompute, ComputeRates{1.0, 1.0, 0.0});
+      compute_task_seconds(sched, model, o.seq, o.micro_batch_size, o.recompute, ComputeRates{1.0, 1.0, 0.0, nullptr});
   double smallest_flops = 1e300, bytes = 0;
   for (std::size_t t = 0; t < work.size(); ++t) {
     if (sched.shape.task(int(t)).kind == TaskKind::optimizer)
