@@ -18,6 +18,9 @@ std::vector<OptionSpec> compute_options() {
        "how compute is timed: efficiency (one sustained rate, --compute-efficiency x peak, assumed) or roofline (each "
        "kernel of each task at the GPU generation's measured or published GEMM, attention and memory rates: "
        "predicted, MFU an output; docs/cost-model.md, \"Compute\")"},
+      {"kernel-rates", 0, "FILE", "",
+       "--compute-model roofline: the kernel rates a GPU check measured (bench_kernels_gpu.csv of "
+       "scripts/gpu-check.sh) instead of the GPU generation's built-in ones"},
       {"sustained-tflops", 0, "X", "", "compute rate of forward/backward per GPU [default: efficiency x peak]"},
       {"compute-efficiency", 0, "X", "0.6", "sustained / peak when --sustained-tflops and --calibrate are absent"},
       {"calibrate", 0, "FILES", "",
@@ -36,6 +39,8 @@ Result<ComputeModel> parse_compute_model(const ParsedArgs& args, double peak_tfl
   const std::string mode = args.get("compute-model");
   if (mode != "efficiency" && mode != "roofline" && !mode.empty())
     return make_error("--compute-model " + mode + ": valid models are efficiency and roofline");
+  if (args.has("kernel-rates") && mode != "roofline")
+    return make_error("--kernel-rates sets the roofline's kernel rates: give it with --compute-model roofline");
   if (mode == "roofline") {
     for (const char* rate : {"compute-efficiency", "sustained-tflops", "calibrate"})
       if (args.has(rate))
@@ -44,7 +49,12 @@ Result<ComputeModel> parse_compute_model(const ParsedArgs& args, double peak_tfl
     auto r = std::make_shared<Roofline>();
     r->peak_flops_per_s = peak_tflops * 1e12;
     r->hbm_bytes_per_s = hbm_gbps * 1e9;
-    r->kernels = kernel_efficiency(compute_capability);
+    if (args.has("kernel-rates")) {
+      LINS_ASSIGN_OR_RETURN(r->kernels, kernel_efficiency_from_bench(args.get("kernel-rates"), compute_capability,
+                                                                     peak_tflops, hbm_gbps));
+    } else {
+      r->kernels = kernel_efficiency(compute_capability);
+    }
     m.optimizer_bytes_per_s = hbm_gbps * 1e9 * r->kernels.optimizer;
     m.sustained_flops_per_s = peak_tflops * 1e12 * r->kernels.gemm;  // for what reads one rate (not the tasks)
     m.rate_source = "roofline, " + r->kernels.source;

@@ -11,9 +11,11 @@ std::string inputs_line(const ParsedArgs& args, const CostModel& cost, const Com
   // Compute: a rate fitted to measured steps, one given, or the efficiency times the GPU's peak.
   if (compute.roofline) {  // each kernel at its generation's rate: measured on one of its GPUs, else published/assumed
     const KernelEfficiency& k = compute.roofline->kernels;
-    (k.measured ? measured : assumed)
-        .push_back("compute by roofline, kernel rates of sm" + std::to_string(k.compute_capability) +
-                   (k.measured ? " (an H200's, data/gpu)" : " (published or assumed: docs/cost-model.md, Compute)"));
+    const std::string rates = args.has("kernel-rates") ? " measured in " + args.get("kernel-rates")
+                              : k.measured ? " of sm90, measured on an H200 (data/gpu)"
+                                           : " of sm" + std::to_string(k.compute_capability) +
+                                                 ", published or assumed (docs/cost-model.md, Compute)";
+    (k.measured ? measured : assumed).push_back("compute by roofline, kernel rates" + rates);
   } else if (compute.calibration) {
     measured.push_back("compute calibrated from " + args.get("calibrate"));
   } else if (args.has("sustained-tflops")) {

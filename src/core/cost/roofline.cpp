@@ -2,6 +2,13 @@
 #include "core/cost/roofline.h"
 
 #include <algorithm>
+#include <map>
+#include <vector>
+
+#include "core/util/csv.h"
+
+#include <cstdio>
+#include <cstdlib>
 
 namespace lins {
 
@@ -41,6 +48,61 @@ KernelEfficiency kernel_efficiency(int compute_capability) {
   if (compute_capability != 90)
     k.source = "sm" + std::to_string(compute_capability) + " (not measured here): Hopper's measured fractions assumed (" +
                k.source + ")";
+  return k;
+}
+
+Result<KernelEfficiency> kernel_efficiency_from_bench(const std::string& path, int compute_capability,
+                                                      double peak_tflops, double hbm_gbps) {
+  LINS_ASSIGN_OR_RETURN(auto rows, read_csv_file(path));
+  if (rows.empty()) return make_error(path + ": empty; expected bench_kernels_gpu.csv from scripts/gpu-check.sh");
+  std::map<std::string, std::size_t> col;
+  for (std::size_t i = 0; i < rows[0].fields.size(); ++i) col[rows[0].fields[i]] = i;
+  for (const char* c : {"kind", "kernel", "achieved_gbps", "achieved_tflops", "device"})
+    if (!col.count(c))
+      return make_error(path + ": no column '" + c + "'; expected bench_kernels_gpu.csv from scripts/gpu-check.sh");
+  std::vector<double> gemm, memory;
+  double attn_fwd = 0, attn_bwd = 0, cudnn_fwd = 0, cudnn_bwd = 0, adamw = 0;
+  std::string device;
+  for (std::size_t r = 1; r < rows.size(); ++r) {
+    const auto& f = rows[r].fields;
+    if (f.size() < rows[0].fields.size() || f[col["kind"]] != "measured") continue;
+    const std::string& k = f[col["kernel"]];
+    const double tflops = std::atof(f[col["achieved_tflops"]].c_str()), gbps = std::atof(f[col["achieved_gbps"]].c_str());
+    device = f[col["device"]];
+    if (k.rfind("gemm_", 0) == 0) gemm.push_back(tflops);
+    else if (k == "attention_forward") attn_fwd = tflops;
+    else if (k == "attention_backward") attn_bwd = tflops;
+    else if (k == "attention_cudnn_forward") cudnn_fwd = tflops;
+    else if (k == "attention_cudnn_backward") cudnn_bwd = tflops;
+    else if (k == "adamw") adamw = gbps;
+    else if (gbps > 0) memory.push_back(gbps);
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+  };
+  const double fwd = cudnn_fwd > 0 ? cudnn_fwd : attn_fwd, bwd = cudnn_bwd > 0 ? cudnn_bwd : attn_bwd;
+  if (gemm.empty() || fwd <= 0 || bwd <= 0 || memory.empty() || adamw <= 0)
+    return make_error(path + ": lacks a measured GEMM, attention forward and backward, element-wise kernel or AdamW "
+                             "row (a complete run of bench_kernels_gpu has them all)");
+  KernelEfficiency k;
+  k.compute_capability = compute_capability;
+  k.gemm = median(gemm) / peak_tflops;
+  k.attention_forward = fwd / peak_tflops;
+  k.attention_backward = bwd / peak_tflops;
+  k.memory = median(memory) / hbm_gbps;
+  k.optimizer = adamw / hbm_gbps;
+  k.measured = true;
+  char text[256];
+  std::snprintf(text, sizeof text, "measured on %s (%s): GEMM %.3g, attention %.3g / %.3g, memory %.3g, AdamW %.3g",
+                device.c_str(), path.c_str(), k.gemm, k.attention_forward, k.attention_backward, k.memory,
+                k.optimizer);
+  k.source = text;
+  for (double x : {k.gemm, k.attention_forward, k.attention_backward, k.memory, k.optimizer})
+    if (!(x > 0 && x <= 1.05))
+      return make_error(path + ": " + k.source + ": a fraction outside (0, 1] of the assumed GPU's peak (" +
+                        std::to_string(peak_tflops) + " TFLOP/s, " + std::to_string(hbm_gbps) +
+                        " GB/s): the file is of another GPU than --network's (give its --peak-tflops and --hbm-gbps)");
   return k;
 }
 

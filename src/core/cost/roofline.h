@@ -10,6 +10,7 @@
 #include <string>
 
 #include "core/model/model_spec.h"
+#include "core/util/result.h"
 
 namespace lins {
 
@@ -27,6 +28,12 @@ struct KernelEfficiency {
 
 // The priors of a generation (80 Ampere, 90 Hopper, 100 Blackwell; other values take Hopper's, said in `source`).
 KernelEfficiency kernel_efficiency(int compute_capability);
+// The efficiencies a GPU check measured (bench_kernels_gpu.csv, written by `bench_kernels_gpu` in scripts/gpu-check.sh):
+// the median of its GEMMs' TFLOP/s, its fused (cuDNN, else lins's) attention forward and backward, the median of its
+// element-wise kernels' GB/s and its AdamW's, as fractions of `peak_tflops` and `hbm_gbps` (the GPU the projection
+// assumes, which should be the one measured). Errors name the file and what it lacks.
+Result<KernelEfficiency> kernel_efficiency_from_bench(const std::string& path, int compute_capability,
+                                                      double peak_tflops, double hbm_gbps);
 
 // The GPU a roofline runs on: its peaks and its kernels' efficiencies.
 struct Roofline {

@@ -58,3 +58,26 @@ TEST(Roofline, HoldsToTheStepMeasuredOnAnH200) {
 
 }  // namespace
 }  // namespace lins
+
+namespace lins {
+namespace {
+
+TEST(Roofline, AGpuChecksMeasurementsAreItsKernelRates) {
+  const std::string csv =
+      std::string(LINS_TEST_DATA_DIR) + "/../../../../data/gpu/h200-2026-12-04/bench_kernels_gpu.csv";
+  auto k = kernel_efficiency_from_bench(csv, 90, 989.4, 4800);
+  ASSERT_TRUE(k) << k.error();
+  // The same numbers the sm90 priors were read from.
+  const KernelEfficiency prior = kernel_efficiency(90);
+  EXPECT_NEAR(k->gemm, prior.gemm, 0.01);
+  EXPECT_NEAR(k->attention_forward, prior.attention_forward, 0.001);
+  EXPECT_NEAR(k->attention_backward, prior.attention_backward, 0.001);
+  EXPECT_NEAR(k->memory, prior.memory, 0.01);
+  EXPECT_NEAR(k->optimizer, prior.optimizer, 0.01);
+  EXPECT_TRUE(k->measured);
+  // Against an A800's peaks the same file cannot be: refused.
+  EXPECT_FALSE(kernel_efficiency_from_bench(csv, 80, 312, 2039));
+}
+
+}  // namespace
+}  // namespace lins
