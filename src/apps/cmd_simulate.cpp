@@ -49,6 +49,10 @@ CommandSpec simulate_spec() {
        "recompute activations for llama-30b only, as the paper does (also with "
        "--recompute: every model)"},
       {"out", 'o', "FILE", "results/simulate/projection.csv", "CSV to write (a .json provenance file beside it)"},
+      {"tie", 0, "FRACTION", "0.2",
+       "strategies whose projected steps on one cluster lie within this fraction of a tier's fastest share its tier "
+       "(printed after each cluster's rows): the default, 0.2, is the worst error of the projection against measured "
+       "steps the project reports (REPRODUCE.md, section 7)"},
       {"label", 0, "TEXT", "",
        "the label column of every row, which the figures show (default: the host model, the contention and "
        "--ds-overlap-comm, e.g. 'device' (overlap free), 'device contention=priors', 'host=paper contention=priors "
@@ -110,6 +114,7 @@ struct SimulateOptions {
   std::optional<HostModel> host;  // --host-model
   std::string out_path, trace_dir;
   std::string label;  // --label, or made from the host model and overlap_comm
+  double tie = kDefaultTie;  // --tie: strategies within it of a tier's fastest share the tier
   std::string inputs;  // which inputs are assumed, given and measured (inputs.h)
 };
 
@@ -177,6 +182,9 @@ Result<SimulateOptions> read_simulate_options(const ParsedArgs& args) {
   LINS_ASSIGN_OR_RETURN(o.engine, parse_engine_options(args));
   LINS_ASSIGN_OR_RETURN(o.host, parse_host_model(args));
   LINS_ASSIGN_OR_RETURN(o.objective, args.get_enum("objective", kObjectiveNames));
+  LINS_ASSIGN_OR_RETURN(o.tie, args.get_double("tie"));
+  if (!(o.tie >= 0 && o.tie < 10))
+    return make_error("--tie " + args.get("tie") + ": give a fraction of the fastest step, at least 0 (0.2 = 20%)");
   o.label = args.get("label");
   if (o.label.empty()) {
     o.label = o.host ? "host=" + host_model_name(&*o.host) : "device";
@@ -258,7 +266,7 @@ TextTable sweep_table() {
 // to the CSV (and its trace), printed as a row of `printed`.
 Status project_row(const SimulateOptions& o, const Workload& workload, const Topology& topo,
                    const std::string& strategy, const Plan& plan, Overlap ov, CsvWriter& writer, SweepTally& tally,
-                   TextTable& printed) {
+                   TextTable& printed, std::vector<std::pair<std::string, double>>* fitting) {
   const ModelSpec& model = workload.model;
   const int gpus = topo.world();
   ProjectionSetup setup = projection_setup(o);
@@ -320,7 +328,30 @@ Status project_row(const SimulateOptions& o, const Workload& workload, const Top
     printed.note(" fits within 5% of --gpu-mem: depends on the reserve's assumptions (docs/cost-model.md)");
   }
   printed.print_row(std::cout, printed.row_count() - 1);
+  if (feasible) fitting->emplace_back(strategy, proj.step_s);
   return Status::ok_status();
+}
+
+// One line per cluster and overlap mode: its strategies that fit, in tiers (a tier holds those within `tie` of its
+// fastest; differences inside one are not evidence, the projection's error being larger).
+void print_tiers(std::vector<std::pair<std::string, double>> fitting, double tie) {
+  if (fitting.size() < 2) return;
+  std::stable_sort(fitting.begin(), fitting.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+  char pct[32];
+  std::snprintf(pct, sizeof pct, "%g%%", 100 * tie);
+  std::string line = std::string("  tiers (within ") + pct + " of a tier's fastest, --tie):";
+  int tier = 0;
+  double first = 0;
+  for (const auto& [name, step] : fitting) {
+    if (tier == 0 || step > first * (1 + tie)) {
+      ++tier, first = step;
+      line += (tier > 1 ? " |" : "") + std::string(" tier ") + std::to_string(tier) + ":";
+    } else {
+      line += ",";
+    }
+    line += " " + name;
+  }
+  std::printf("%s\n", line.c_str());
 }
 
 // Every (model, GPU count, strategy, overlap mode) in order; returns what was projected and skipped.
@@ -353,6 +384,8 @@ Result<SweepTally> project_all(const SimulateOptions& o, const ParsedArgs& args,
       popt.engine = o.engine;
       popt.host = o.host;
       popt.threads = cores;
+      // Per overlap mode, the strategies that fit and their steps, for the tiers after the cluster's rows.
+      std::vector<std::vector<std::pair<std::string, double>>> fitting(o.overlaps.size());
       for (const auto& strategy : o.strategies) {
         LINS_ASSIGN_OR_RETURN(auto plan, resolve_strategy(o, strategy, *workload, topo, popt));
         if (!plan) {
@@ -361,8 +394,13 @@ Result<SweepTally> project_all(const SimulateOptions& o, const ParsedArgs& args,
                                   " GPUs: no legal plan fits " + format_bytes(double(o.gpu_mem)));
           continue;
         }
-        for (Overlap ov : o.overlaps)
-          LINS_TRY(project_row(o, *workload, topo, strategy, *plan, ov, writer, tally, printed));
+        for (std::size_t k = 0; k < o.overlaps.size(); ++k)
+          LINS_TRY(project_row(o, *workload, topo, strategy, *plan, o.overlaps[k], writer, tally, printed,
+                               &fitting[k]));
+      }
+      for (std::size_t k = 0; k < o.overlaps.size(); ++k) {
+        if (o.overlaps.size() > 1) std::printf("  overlap %s:\n", overlap_name(o.overlaps[k]));
+        print_tiers(fitting[k], o.tie);
       }
     }
   }

@@ -116,6 +116,12 @@ sim_csv = os.path.join(WORK, "sim.csv")
 out = run(["simulate", *small, "--gpus", "4", "--strategies", "zero3,ddp", "--out", sim_csv])
 check("lins simulate: host side today (--host-model); assumed:" in out, "simulate: the host model and inputs line")
 check({r["host_model"] for r in rows(sim_csv)} == {"today"}, "simulate: host model today by default")
+# Tiers after each cluster's rows: the strategies that fit, a tier within --tie of its fastest.
+tiers = [line for line in out.splitlines() if line.strip().startswith("tiers (within 20%")]
+check(len(tiers) == 1 and "tier 1:" in tiers[0] and "zero3" in tiers[0] and "ddp" in tiers[0],
+      f"simulate: one tiers line naming both strategies, got {tiers}")
+out0 = run(["simulate", *small, "--gpus", "4", "--strategies", "zero3,ddp", "--tie", "0", "--out", sim_csv])
+check(any("tier 2:" in line for line in out0.splitlines()), "simulate --tie 0: every strategy a tier of its own")
 out = run(["simulate", *small, "--gpus", "4", "--strategies", "zero3", "--host-model", "off", "--out", sim_csv])
 r = rows(sim_csv)[0]
 check(r["host_model"] == "off" and r["label"].startswith("device"), "simulate --host-model off: label device")
