@@ -76,7 +76,7 @@ echo "== 4/6 lins simulate: the paper's cluster, 8..1024 A800 GPUs (cost model, 
 # Two projections, drawn side by side: the device schedule with overlap free (--host-model off --contention off), and
 # the real systems as they run today (the defaults: the network's contention priors and DeepSpeed's host side); the
 # figures label each.
-sim=(--model llama-7b,llama-13b,llama-30b --gpus 8,32,128,512,1024 --paper-recompute
+sim=(--model llama-7b,llama-13b,llama-30b --gpus 8,32,128,512,1024 --paper-recompute --micro-batch 1
   --strategies zero1,zero3,zeropp,zeropp+qwz+qgz,mics,lins,p=8x1,g=8x1,os=8x1)
 "$lins" simulate "${sim[@]}" --host-model off --contention off --out "$results/simulate/device.csv" >/dev/null
 "$lins" simulate "${sim[@]}" --host-model today --out "$results/simulate/projection.csv" | tail -n 19

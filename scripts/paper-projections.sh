@@ -14,7 +14,7 @@ out=${1:-results/paper-projections}
 lins=${BUILD_DIR:-build}/lins
 python=${LINS_PYTHON:-/usr/bin/python3}
 mkdir -p "$out"
-common=(--model llama-7b,llama-13b,llama-30b --gpus 1024 --paper-recompute
+common=(--model llama-7b,llama-13b,llama-30b --gpus 1024 --paper-recompute --micro-batch 1
   --strategies lins,mics,zero3,zeropp,zeropp+qwz+qgz,zero1)
 "$lins" simulate "${common[@]}" --host-model off --contention off "$@" --out "$out/device.csv" >/dev/null
 "$lins" simulate "${common[@]}" --host-model off "$@" --out "$out/contention.csv" >/dev/null

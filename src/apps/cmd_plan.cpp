@@ -212,6 +212,8 @@ void print_plan_detail(const char* title, const PlanEvaluation& e, const View& v
   const auto& m = e.memory;
   std::printf("%s: %s  %s  [%s engine, %s optimizer states]\n", title, e.label().c_str(), e.plan.tuple_string().c_str(),
               engine_name(e.plan.engine), os_layout_name(e.plan.os_layout));
+  std::printf("  runs micro-batch %d x M = %d micro-batches, recomputation %s\n", e.micro_batch_size, e.micro_batches,
+              recompute_name(e.recompute));
   std::printf(
       "  memory per GPU: states %s (P %s + G %s + OS %s; closed form %s), activations %s, buffers %s, "
       "total %s\n",
@@ -466,9 +468,13 @@ void print_plan_header(const PlanOptions& o) {
   std::printf("lins plan: %s (%s parameters) on %d GPUs/node x %d nodes = %d GPUs\n", w.model.name.c_str(),
               fixed(double(w.model.param_count()) / 1e9, 2).append(" B").c_str(), o.topo.gpus_per_node, o.topo.nodes,
               o.topo.world());
-  std::printf("  workload: seq %d, micro-batch %d, M = %d micro-batches, %lld tokens per step, %s\n", w.seq,
-              w.micro_batch_size, w.micro_batches, static_cast<long long>(w.global_batch_tokens),
-              w.recompute ? "full recomputation" : "no recomputation");
+  const std::string micro_batch = w.micro_batch_fixed
+                                      ? "micro-batch " + std::to_string(w.micro_batch_size) +
+                                            ", M = " + std::to_string(w.micro_batches) + " micro-batches"
+                                      : "micro-batch searched (1, 2, 4, ... keeping the batch)";
+  std::printf("  workload: seq %d, %s, %lld tokens per step, recomputation %s\n", w.seq, micro_batch.c_str(),
+              static_cast<long long>(w.global_batch_tokens),
+              w.recompute_fixed ? recompute_name(w.recompute) : "searched (none, selective, full)");
   const BandwidthProfile* profile = cost.profile();
   std::printf("  network: %s (%s), priced by the %s\n", cost.network().name.c_str(), cost.network().description.c_str(),
               cost.model_description().c_str());
@@ -608,7 +614,7 @@ Status explain_schedule(const PlanOptions& o, const PlanSearch& search) {
     print_step_breakdown(*e, search.runner_up(), o.view, o.plan.empty() ? "chosen" : "plan", engine);
   LINS_ASSIGN_OR_RETURN(auto s,
                         build_schedule(o.work.model, e->plan, o.topo,
-                                       schedule_options(o.work.micro_batches, o.planner.bucket_bytes, o.planner.dtype,
+                                       schedule_options(e->micro_batches, o.planner.bucket_bytes, o.planner.dtype,
                                                         o.planner.engine, o.planner.overlap, /*expand=*/false)));
   print_explain(s, *o.cost, o.view);
   return Status::ok_status();
@@ -622,8 +628,8 @@ std::vector<std::string> plan_csv_row(const PlanOptions& o, const PlanSearch& se
   PlanRow row;
   row.set("model", w.model.name).set("params", w.model.param_count());
   row.set("gpus_per_node", o.topo.gpus_per_node).set("nodes", o.topo.nodes);
-  row.set("seq", w.seq).set("micro_batch_size", w.micro_batch_size).set("micro_batches", w.micro_batches);
-  row.set("recompute", w.recompute).set("network", cost.network().name);
+  row.set("seq", w.seq).set("micro_batch_size", e.micro_batch_size).set("micro_batches", e.micro_batches);
+  row.set("recompute", std::string(recompute_column(e.recompute))).set("network", cost.network().name);
   row.set("profile", cost.profile() ? cost.profile()->source() : "");
   row.set("gpu_mem_bytes", (o.planner.gpu_mem_bytes)).set("bucket_bytes", o.planner.bucket_bytes);
   row.set("name", e.label()).set("plan", e.plan.to_string()).set("engine", engine_name(e.plan.engine));
@@ -695,8 +701,9 @@ int fit_verdict(const PlanOptions& o, const PlanSearch& search) {
   if (search.best >= 0 || (search.plans.size() == 1 && search.plans[0].feasible)) return 0;
   // What could make a plan fit: only the levers this workload still has.
   std::string levers = "raise --gpu-mem";
-  if (!o.work.recompute) levers += ", use --recompute";
-  if (o.work.micro_batch_size > 1) levers += ", or shrink --micro-batch";
+  if (o.work.recompute_fixed && o.work.recompute != Recompute::full)
+    levers += ", use --recompute-mode full (or selective)";
+  if (o.work.micro_batch_fixed && o.work.micro_batch_size > 1) levers += ", or shrink --micro-batch";
   std::fprintf(stderr, "lins plan: no plan fits in %s per GPU; the smallest needs %s (%s)\n",
                format_bytes(o.planner.gpu_mem_bytes).c_str(),
                search.plans.empty() ? "?" : format_bytes(search.plans[0].memory.required_bytes()).c_str(),

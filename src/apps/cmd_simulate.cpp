@@ -222,10 +222,12 @@ ProjectionSetup projection_setup(const SimulateOptions& o) {
 }
 
 // One strategy on one cluster: a preset or 6-tuple as given, or the planner's choice for "lins" (nullopt, said on
-// stderr, when no plan fits).
+// stderr, when no plan fits). `run` receives the workload the strategy runs: the given one, or for "lins" the
+// micro-batch size and recomputation the planner chose where the workload leaves them open.
 Result<std::optional<Plan>> resolve_strategy(const SimulateOptions& o, const std::string& strategy,
-                                             const Workload& workload, const Topology& topo,
-                                             const PlannerOptions& popt) {
+                                             const Workload& workload, const Topology& topo, const PlannerOptions& popt,
+                                             Workload& run) {
+  run = workload;
   if (strategy != "lins") {
     auto p = parse_run_plan(strategy, topo, o.engine);
     if (!p) return make_error("strategy '" + strategy + "' on " + std::to_string(topo.world()) + " GPUs: " + p.error());
@@ -239,6 +241,8 @@ Result<std::optional<Plan>> resolve_strategy(const SimulateOptions& o, const std
   }
   Plan plan = search.chosen()->plan;
   plan.name = "lins";
+  LINS_ASSIGN_OR_RETURN(
+      run, workload_variant(workload, topo, search.chosen()->micro_batch_size, search.chosen()->recompute));
   return std::optional<Plan>(plan);
 }
 
@@ -372,7 +376,10 @@ Result<SweepTally> project_all(const SimulateOptions& o, const ParsedArgs& args,
         tally.reasons.push_back(model.name + " on " + std::to_string(gpus) + " GPUs: " + workload.error());
         continue;
       }
-      workload->recompute = args.flag("recompute") || (args.flag("paper-recompute") && model.name == "llama-30b");
+      if (args.flag("paper-recompute") && !workload->recompute_fixed) {  // the paper's choice, for every model
+        workload->recompute = model.name == "llama-30b" ? Recompute::full : Recompute::none;
+        workload->recompute_fixed = true;
+      }
       PlannerOptions popt;
       popt.gpu_mem_bytes = double(o.gpu_mem);
       popt.bucket_bytes = static_cast<int64_t>(o.bucket);
@@ -387,7 +394,8 @@ Result<SweepTally> project_all(const SimulateOptions& o, const ParsedArgs& args,
       // Per overlap mode, the strategies that fit and their steps, for the tiers after the cluster's rows.
       std::vector<std::vector<std::pair<std::string, double>>> fitting(o.overlaps.size());
       for (const auto& strategy : o.strategies) {
-        LINS_ASSIGN_OR_RETURN(auto plan, resolve_strategy(o, strategy, *workload, topo, popt));
+        Workload run;
+        LINS_ASSIGN_OR_RETURN(auto plan, resolve_strategy(o, strategy, *workload, topo, popt, run));
         if (!plan) {
           tally.skipped += int(o.overlaps.size());
           tally.reasons.push_back("lins for " + model.name + " on " + std::to_string(gpus) +
@@ -395,7 +403,7 @@ Result<SweepTally> project_all(const SimulateOptions& o, const ParsedArgs& args,
           continue;
         }
         for (std::size_t k = 0; k < o.overlaps.size(); ++k)
-          LINS_TRY(project_row(o, *workload, topo, strategy, *plan, o.overlaps[k], writer, tally, printed,
+          LINS_TRY(project_row(o, run, topo, strategy, *plan, o.overlaps[k], writer, tally, printed,
                                &fitting[k]));
       }
       for (std::size_t k = 0; k < o.overlaps.size(); ++k) {

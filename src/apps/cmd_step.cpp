@@ -360,7 +360,11 @@ Result<Plan> planner_choice(const StepOptions& o, const ParsedArgs& a, const Pea
   po.rank_by = o.pricing;
   po.include_baselines = o.objective == Objective::step;
   po.reserve = o.reserve;
-  auto search = search_plans(o.workload, o.topo, *o.cost, po);
+  // Every strategy of one run steps the same workload, so the planner plans for it as given (micro-batch size and
+  // recomputation fixed) rather than choosing its own.
+  Workload w = o.workload;
+  w.micro_batch_fixed = w.recompute_fixed = true;
+  auto search = search_plans(w, o.topo, *o.cost, po);
   if (!search) return make_error("lins: " + search.error());
   if (!search->chosen())
     return make_error("lins: no legal plan of " + o.model.name + " fits " + format_bytes(double(o.gpu_mem)) +
@@ -564,7 +568,8 @@ void print_run_header(const StepOptions& o, const Peak& peak, int world, const s
       "M %d, %lld tokens per step, overlap %s%s, %llu warm-up + %d timed steps per strategy\n",
       world, o.topo.nodes, o.topo.gpus_per_node, o.model.name.c_str(), std::to_string(o.model.param_count()).c_str(),
       w.seq, w.micro_batch_size, w.micro_batches, (long long)w.global_batch_tokens, overlap_name(o.overlap),
-      w.recompute ? ", recompute" : "", (unsigned long long)o.warmup, o.steps);
+      w.recompute == Recompute::none ? "" : (std::string(", recompute ") + recompute_name(w.recompute)).c_str(),
+      (unsigned long long)o.warmup, o.steps);
   std::printf("lins step: peak for MFU %.3f TFLOP/s per rank (%s); GEMM rate of this run %.3f TFLOP/s (%s)\n",
               peak.tflops, peak.source.c_str(), peak.gemm_tflops, peak.gemm_source.c_str());
   if (o.paced()) {
@@ -714,7 +719,7 @@ Status write_step_provenance(const StepOptions& o, const std::vector<Plan>& plan
   run["micro_batch_size"] = w.micro_batch_size;
   run["micro_batches"] = w.micro_batches;
   run["global_batch_tokens"] = (long long)w.global_batch_tokens;
-  run["recompute"] = w.recompute;
+  run["recompute"] = recompute_name(w.recompute);
   run["overlap"] = overlap_name(o.overlap);
   run["warmup_steps"] = (long long)o.warmup;
   run["timed_steps"] = o.steps;

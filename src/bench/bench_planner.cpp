@@ -38,7 +38,7 @@ lins::Workload workload(const std::string& model_name, int gpus, bool paper_reco
   w.micro_batch_size = 1;
   w.global_batch_tokens = global_batch_tokens;
   w.micro_batches = int(w.global_batch_tokens / (int64_t(w.seq) * gpus));  // 4M tokens per step
-  w.recompute = paper_recompute && model_name == "llama-30b";
+  w.recompute = paper_recompute && model_name == "llama-30b" ? lins::Recompute::full : lins::Recompute::none;
   return w;
 }
 

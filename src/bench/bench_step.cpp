@@ -81,7 +81,7 @@ void BM_StepVsSgemm(benchmark::State& state) {
   o.seq = seq;
   o.micro_batch_size = batch;
   o.micro_batches = 1;
-  o.recompute = recompute;
+  o.recompute = recompute ? lins::Recompute::full : lins::Recompute::none;
   auto ex = Executor::create(model, *plan, one, 0, nullptr, *be, o);
   if (!ex) {
     state.SkipWithError(ex.error().c_str());

@@ -41,7 +41,7 @@ struct ExecutorOptions {
   int seq = 64;
   int micro_batch_size = 1;
   int micro_batches = 1;  // M
-  bool recompute = false;
+  Recompute recompute = Recompute::none;  // activation recomputation (core/schedule/workload.h)
   Overlap overlap = Overlap::all;
   int64_t bucket_bytes = 25ll << 20;
   EngineOptions engine;  // the engines' settings (bucket_bytes above wins over engine.bucket_bytes)

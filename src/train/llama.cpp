@@ -184,11 +184,12 @@ Status LlamaModel::forward(int m, const void* p) {
   }
   if (s.input.empty()) return make_error("model: forward of '" + spec_->modules[m].name + "' before its input");
   if (kind == "attn" || kind == "mlp") {
-    const bool keep = !options_.recompute;
     LINS_ALLOC(saved_[m + 1]->input, T * H, MemCategory::activation);
     be_->copy(saved_[m + 1]->input.data(), s.input.data(), T * H * ab_);  // residual
     LINS_TRY(kind == "attn" ? forward_attn(m, p, s, true) : forward_mlp(m, p, s, true));
-    if (!keep) s.drop_intermediates();
+    if (options_.recompute == Recompute::full) s.drop_intermediates();
+    // Selective: the attention core's outputs go; q, k, v (its inputs) and everything outside the core stay.
+    if (options_.recompute == Recompute::selective && kind == "attn") s.o.reset(), s.lse.reset();
     return {};
   }
   // head: logits are turned into dlogits in place by the loss, which is all backward needs from them.
@@ -262,13 +263,26 @@ Status LlamaModel::backward(int m, const void* p, float* g) {
     be_->rmsnorm_backward(dxn.data(), s.input.data(), P(p, norm), s.rstd.f32(), dx_.data(), g + norm->offset, T, H);
   } else if (kind == "attn" || kind == "mlp") {
     if (s.input.empty()) return make_error("model: backward of '" + spec_->modules[m].name + "' before its forward");
-    if (options_.recompute) LINS_TRY(kind == "attn" ? forward_attn(m, p, s, false) : forward_mlp(m, p, s, false));
+    if (options_.recompute == Recompute::full)
+      LINS_TRY(kind == "attn" ? forward_attn(m, p, s, false) : forward_mlp(m, p, s, false));
+    if (options_.recompute == Recompute::selective && kind == "attn") LINS_TRY(recompute_attention_core(s));
     LINS_TRY(kind == "attn" ? backward_attn(m, p, g, s) : backward_mlp(m, p, g, s));
   } else {  // embed
     be_->embedding_backward(dx_.data(), ids_.i32(), g + slot(m, "tok_embeddings.weight")->offset, T, H);
   }
   saved_[m]->drop_intermediates();
   if (m + 1 < int(saved_.size())) saved_[m + 1]->input.reset();  // the output is no longer needed
+  return {};
+}
+
+Status LlamaModel::recompute_attention_core(Saved& s) {
+  const int64_t T = tokens(), H = spec_->dims.hidden;
+  const int heads = spec_->dims.heads, hd = int(H / heads), B = options_.micro_batch_size, S = options_.seq;
+  if (s.q.empty() || s.k.empty() || s.v.empty()) return make_error("model: attention recomputed without its q, k, v");
+  LINS_ALLOC(s.o, T * H, MemCategory::activation);
+  LINS_ALLOC_F32(s.lse, int64_t(B) * heads * S, MemCategory::activation);
+  // The same kernel on the same inputs as in forward: o and lse come back bit for bit.
+  be_->attention_forward(s.q.data(), s.k.data(), s.v.data(), s.o.data(), s.lse.f32(), B, S, heads, hd);
   return {};
 }
 

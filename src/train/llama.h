@@ -22,7 +22,9 @@ namespace lins {
 struct ModelOptions {
   int seq = 0;               // tokens per sequence
   int micro_batch_size = 1;  // sequences per micro-batch
-  bool recompute = false;    // keep only each layer module's input; recompute its intermediates in backward
+  // full: keep only each layer module's input and recompute its intermediates in backward; selective: drop the
+  // attention core's output o and logsumexp after forward and recompute them from the kept q, k, v in backward.
+  Recompute recompute = Recompute::none;
   float norm_eps = 1e-5f;
   float rope_theta = 10000.0f;
   float init_std = 0.02f;  // linear and embedding weights; wo and w2 use init_std / sqrt(2 L)
@@ -76,6 +78,8 @@ class LlamaModel {
   Status forward_mlp(int module, const void* p, Saved& s, bool keep);
   Status backward_attn(int module, const void* p, float* g, Saved& s);
   Status backward_mlp(int module, const void* p, float* g, Saved& s);
+  // Selective recomputation: the attention core's o and logsumexp again from the q, k, v kept in s.
+  Status recompute_attention_core(Saved& s);
   // Activations and scratch are written before they are read: no zero-fill.
   Result<DeviceBuffer> alloc(int64_t elems, MemCategory c, int elem_bytes);
   // The tensor at `s` of a module's parameters (compute dtype).

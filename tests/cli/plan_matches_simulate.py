@@ -16,23 +16,27 @@ VALIDATION = os.path.join(REPO, "data", "validation", "cpu-2core-4ranks")
 NETWORKS = os.path.join(REPO, "data", "networks")
 NCCL_TESTS = os.path.join(REPO, "tests", "unit", "core", "data", "all_reduce_perf_h100_8x2.txt")
 
-# (name, gpus per node, nodes, options both commands take, options of `lins plan` only)
+# (name, gpus per node, nodes, options both commands take, options of `lins plan` only). `lins simulate` projects a
+# strategy it is given at the given micro-batch size and recomputation, so the planner is held to the same ones (FIXED:
+# it searches them only where they are left open).
+FIXED = ["--micro-batch", "1", "--recompute-mode", "none"]
 SETUPS = [
-    ("llama-7b on the paper's 8 x 128", 8, 128, ["--model", "llama-7b"], []),
+    ("llama-7b on the paper's 8 x 128", 8, 128, ["--model", "llama-7b"], FIXED),
     ("llama-13b on 8 x 2 H100, nccl-tests measured, 60 GiB", 8, 2,
      ["--model", "llama-13b", "--network", os.path.join(NETWORKS, "h100-ndr.toml"), "--nccl-tests", NCCL_TESTS,
-      "--gpu-mem", "60GiB"], []),
+      "--gpu-mem", "60GiB"], FIXED),
     ("llama-30b recomputed on 8 x 8, alpha-beta, no broadcast overlap", 8, 8,
-     ["--model", "llama-30b", "--recompute", "--network-model", "alpha-beta", "--overlap", "no_bcast"], []),
+     ["--model", "llama-30b", "--recompute", "--network-model", "alpha-beta", "--overlap", "no_bcast"],
+     ["--micro-batch", "1"]),
     ("llama-7b on 4 x 4 of 100G Ethernet, 30 GiB, shared links", 4, 4,
-     ["--model", "llama-7b", "--network", "ethernet-100g", "--gpu-mem", "30GiB", "--pricing", "shared"], []),
+     ["--model", "llama-7b", "--network", "ethernet-100g", "--gpu-mem", "30GiB", "--pricing", "shared"], FIXED),
     ("small on 2 x 2 measured: profile and calibrated compute", 2, 2,
      ["--model", "small", "--seq", "128", "--micro-batch", "1", "--global-batch-tokens", "1024", "--overlap", "none",
       "--profile", os.path.join(VALIDATION, "profile.csv"), "--network", "cpu-local",
       "--calibrate", os.path.join(VALIDATION, "m2", "step.csv") + "," + os.path.join(VALIDATION, "m4", "step.csv"),
       "--calibrate-as", "ddp", "--bucket", "1M", "--ds-persistence-threshold", "14", "--ds-prefetch-bucket", "7200",
       "--peak-tflops", "1", "--gpu-mem", "10MiB", "--reserve-context", "0B", "--reserve-cublas", "0B",
-      "--reserve-nccl", "0B", "--reserve-fragmentation", "0"], []),
+      "--reserve-nccl", "0B", "--reserve-fragmentation", "0"], ["--recompute-mode", "none"]),
 ]
 
 

@@ -92,8 +92,15 @@ Result<Calibration> calibrate_from_step_text(std::string_view text, const std::s
     Sample s;
     s.M = num("micro_batches");
     s.compute_s = num("forward_s") + num("backward_s");
-    const double extra = t.text(r, "recompute") == "1" ? 4.0 / 3.0 : 1.0;
-    s.flops = model->flops_per_token(static_cast<int>(num("seq"))) * num("tokens") / std::max(world, 1.0) * extra;
+    // Recomputation's forward again: a third more under full (as the simulator prices it), the attention core's
+    // forward under selective.
+    const int seq = static_cast<int>(num("seq"));
+    const std::string rc = t.text(r, "recompute");
+    const double extra = rc == "1"           ? 4.0 / 3.0
+                         : rc == "selective" ? 1.0 + model->recompute_flops_per_token(seq, Recompute::selective) /
+                                                         model->flops_per_token(seq)
+                                             : 1.0;
+    s.flops = model->flops_per_token(seq) * num("tokens") / std::max(world, 1.0) * extra;
     s.other_s = num("step_time_s") - s.compute_s - num("optimizer_s") - num("exposed_comm_s");
     if (!bad) return make_error(bad.error() + " (expected a `lins step` CSV)");
     if (world < 1 || s.compute_s <= 0) continue;

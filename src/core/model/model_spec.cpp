@@ -33,6 +33,19 @@ double ModelSpec::causal_flops_per_token(int seq) const {
   return 72.0 * L * h * h * (1.0 + s / (12.0 * h) + V / (12.0 * L * h));
 }
 
+double ModelSpec::recompute_flops_per_token(int seq, Recompute r) const {
+  const double L = dims.layers, h = dims.hidden, s = seq;
+  switch (r) {
+    case Recompute::none:
+      return 0.0;
+    case Recompute::selective:
+      return 4.0 * L * h * s;
+    case Recompute::full:
+      return 24.0 * L * h * h + 4.0 * L * h * s;
+  }
+  return 0.0;
+}
+
 // 72 L h^2 (1 + s/(6h) + V/(12 L h)) = 72 L h^2 + 12 L h s + 6 h V; the causal s/(12h) gives 6 L h s instead.
 const std::vector<FlopsTerm>& flops_per_token_terms(bool causal) {
   static const std::vector<FlopsTerm> full = {

@@ -8,9 +8,34 @@
 #include <string_view>
 #include <vector>
 
+#include "core/util/names.h"
 #include "core/util/result.h"
 
 namespace lins {
+
+// Activation recomputation (docs/method.md, "Activation recomputation"), from least to most memory saved:
+//   none       every activation a module's backward reads is kept from its forward;
+//   selective  Megatron-LM's --recompute-granularity selective: the attention core (softmax(QK^T)V) is recomputed in
+//              backward from the q, k, v it keeps; lins's core is fused, so what is dropped is its output o and its
+//              logsumexp, and what is re-run is one attention-core forward per layer;
+//   full       only each layer module's input is kept; its whole forward is re-run inside its backward.
+enum class Recompute { none, selective, full };
+inline constexpr NameTable<Recompute, 3> kRecomputeNames{
+    "recompute mode",
+    {{
+        {Recompute::none, "none", "off", "every activation kept for backward"},
+        {Recompute::selective, "selective", "",
+         "the attention core's output and logsumexp dropped and recomputed from q, k, v in backward (Megatron-LM's "
+         "selective)"},
+        {Recompute::full, "full", "on", "only each layer module's input kept; its forward re-run in backward"},
+    }}};
+static_assert(kRecomputeNames.complete(Recompute::full));
+inline const char* recompute_name(Recompute r) { return kRecomputeNames.name(r); }
+// The `recompute` column of the step and plan CSVs: "0" none and "1" full, as the column has always read (a flag of
+// full recomputation), and "selective" for selective (docs/results-schema.md).
+inline const char* recompute_column(Recompute r) {
+  return r == Recompute::none ? "0" : r == Recompute::full ? "1" : kRecomputeNames.name(r);
+}
 
 struct ModelDims {
   int hidden = 0;  // h
@@ -51,6 +76,11 @@ struct ModelSpec {
   // The same with causal attention's FLOPs: the score and value products of a causal mask touch half the matrix,
   // 72*L*h^2*(1 + s/(12h) + V/(12*L*h)) (about 6% less than flops_per_token for LLaMA-7B at seq 4096).
   double causal_flops_per_token(int seq) const;
+  // The FLOPs per token recomputation adds in backward, beyond flops_per_token (which never counts it): full re-runs
+  // every layer's forward, 24 L h^2 + 4 L h s (a third of flops_per_token's layer terms, 72 L h^2 + 12 L h s);
+  // selective re-runs the attention core's forward alone, the score and value products, 4 L h s (a third of the
+  // 12 L h s term); none adds nothing. The head is never recomputed.
+  double recompute_flops_per_token(int seq, Recompute r) const;
 };
 
 // One monomial of a FLOPs-per-token formula: coefficient * L^layers * h^hidden * s^seq * V^vocab (the numbers are the

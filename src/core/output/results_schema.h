@@ -49,7 +49,7 @@ inline std::vector<Column> step_columns_head() {
       {"micro_batch_size", "sequences per micro-batch"},
       {"micro_batches", "M, gradient accumulation steps"},
       {"tokens", "tokens per step over all ranks"},
-      {"recompute", "1 with activation recomputation"},
+      {"recompute", "1 with full activation recomputation, 0 without, selective with selective", true},
       {"overlap", "all, no_bcast, no_allreduce or none (Table V)", true},
       {"step", "timed step index (warm-up steps are not written)"},
       {"step_time_s", "step wall time, max over ranks"},

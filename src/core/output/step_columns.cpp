@@ -14,7 +14,7 @@ void set_run_columns(StepRow& row, const std::string& source, const std::string&
   row.set("precision", dtype_name(precision)).set("compute", dtype_name(compute));
   row.set("world_size", topo.world()).set("gpus_per_node", topo.gpus_per_node).set("nodes", topo.nodes);
   row.set("seq", w.seq).set("micro_batch_size", w.micro_batch_size).set("micro_batches", w.micro_batches);
-  row.set("tokens", w.global_batch_tokens).set("recompute", w.recompute ? 1 : 0);
+  row.set("tokens", w.global_batch_tokens).set("recompute", std::string(recompute_column(w.recompute)));
   row.set("overlap", overlap_name(overlap));
 }
 

@@ -11,19 +11,39 @@
 
 namespace lins {
 
-double activation_bytes(const ModelSpec& model, int seq, int micro_batch_size, bool recompute) {
+double activation_bytes(const ModelSpec& model, int seq, int micro_batch_size, Recompute recompute) {
   const double s = seq, b = micro_batch_size, h = model.dims.hidden, L = model.dims.layers, V = model.dims.vocab;
   // Megatron-LM (Korthikanti et al. 2022) per layer in bf16: sbh(34 + 5as/h); FlashAttention never materialises
   // the a*s*s attention scores, which leaves 34*s*b*h bytes per layer (the paper's memory analysis does the same). The
   // SwiGLU MLP keeps a few more tensors than GPT's GeLU MLP; the estimate ignores that, as the paper's source does.
   const double layer = 34.0 * s * b * h;
-  // Full recomputation keeps only each layer's input (bf16, 2*s*b*h) and re-runs one layer at a time in backward,
-  // so one layer's full working set is alive on top of the checkpoints.
-  const double layers = recompute ? L * 2.0 * s * b * h + layer : L * layer;
+  double layers = L * layer;
+  switch (recompute) {
+    case Recompute::none:
+      break;
+    case Recompute::selective:
+      // The attention core's output o (bf16, 2*s*b*h: the attention-over-values output of Megatron's 34) is dropped
+      // after forward; backward recomputes it one layer at a time, so one layer's o is alive again on top. (Its fp32
+      // logsumexp, 4*a*s*b bytes, goes too; the 34 never counted it.)
+      layers = L * (layer - 2.0 * s * b * h) + 2.0 * s * b * h;
+      break;
+    case Recompute::full:
+      // Full recomputation keeps only each layer's input (bf16, 2*s*b*h) and re-runs one layer at a time in
+      // backward, so one layer's full working set is alive on top of the checkpoints.
+      layers = L * 2.0 * s * b * h + layer;
+      break;
+  }
   // Logits: bf16 [s*b, V] kept for backward plus an fp32 copy inside the cross-entropy (assumption: the loss is not
   // fused and not chunked), 6 bytes per logit.
   const double logits = 6.0 * s * b * V;
   return layers + logits;
+}
+
+void set_activation_bytes(MemoryEstimate& m, double bytes, const MemoryReserve& r) {
+  const double fragmentation = r.fragmentation_fraction * m.total_bytes;
+  m.activation_bytes = bytes;
+  m.total_bytes = m.state_bytes + m.activation_bytes + m.buffer_bytes;
+  if (m.reserve_bytes > 0) m.reserve_bytes += r.fragmentation_fraction * m.total_bytes - fragmentation;
 }
 
 StateBytes executor_state_bytes(DType storage, DType compute) {

@@ -1,7 +1,8 @@
 // Memory per GPU of one plan: model states from the same ShardLayout the executor allocates, activations
-// (Megatron-style estimate, with or without full recomputation) and communication buffers; plus the reserve a real
-// GPU run loses outside those tensors (CUDA context, cuBLAS workspace, NCCL buffers, allocator fragmentation), which
-// the planner adds before comparing with the GPU's memory. docs/cost-model.md gives the formulas and their sources.
+// (Megatron-style estimate, under no, selective or full recomputation) and communication buffers; plus the reserve a
+// real GPU run loses outside those tensors (CUDA context, cuBLAS workspace, NCCL buffers, allocator fragmentation),
+// which the planner adds before comparing with the GPU's memory. docs/cost-model.md gives the formulas and their
+// sources.
 #pragma once
 
 #include <cstdint>
@@ -59,7 +60,12 @@ enum class MemoryOf { worst_rank, schedule_rank };
 MemoryEstimate estimate_memory(const Schedule& s, const Workload& w, StateBytes b = {},
                                MemoryOf which = MemoryOf::worst_rank);
 
-// Activation bytes of one micro-batch on one GPU; split out for tests and the simulator.
-double activation_bytes(const ModelSpec& model, int seq, int micro_batch_size, bool recompute);
+// Activation bytes of one micro-batch on one GPU in bf16 (estimate_memory scales them to the compute dtype); split
+// out for tests and the planner.
+double activation_bytes(const ModelSpec& model, int seq, int micro_batch_size, Recompute recompute);
+// `m` with its activations replaced by `bytes`: total_bytes again, and the reserve's fragmentation share of it when
+// add_memory_reserve has filled the reserve. What the planner asks of each recomputation level: the states and
+// buffers are the same under every level.
+void set_activation_bytes(MemoryEstimate& m, double bytes, const MemoryReserve& r);
 
 }  // namespace lins

@@ -204,6 +204,9 @@ Result<PlanEvaluation> evaluate_plan(const Workload& w, const Topology& topo, co
   PlanEvaluation e;
   e.plan = plan;
   e.baseline = plan.engine != Engine::lins;
+  e.micro_batch_size = w.micro_batch_size;
+  e.micro_batches = w.micro_batches;
+  e.recompute = w.recompute;
   e.memory = estimate_memory(s, w, opt.state_bytes, MemoryOf::worst_rank);
   add_memory_reserve(e.memory, s, opt.reserve);
   cost.price_both(s, &e.isolated, &e.shared);
@@ -296,6 +299,66 @@ PlanSearch rank_plans(std::vector<PlanEvaluation> evals, Pricing rank_by, Object
   return out;
 }
 
+namespace {
+
+// The micro-batch sizes a search tries: the given one, or 1, 2, 4, ... while micro-batch x M x world = the global
+// batch with M a whole number of at least 1.
+std::vector<int> micro_batch_sizes(const Workload& w, const Topology& topo) {
+  if (w.micro_batch_fixed) return {w.micro_batch_size};
+  std::vector<int> out;
+  for (int b = 1; b <= (1 << 20); b *= 2)
+    if (workload_variant(w, topo, b, w.recompute))
+      out.push_back(b);
+    else if (int64_t(w.seq) * b * topo.world() > w.global_batch_tokens)
+      break;
+  if (out.empty()) out.push_back(w.micro_batch_size);  // the given batch holds no power of two: keep what was given
+  return out;
+}
+
+// Whether `a` is a better way to run its plan than `b`: fits first, then the objective, then less memory; of two that
+// do not fit, the one needing less.
+bool better_variant(const PlanEvaluation& a, const PlanEvaluation& b, const PlannerOptions& opt) {
+  if (a.feasible != b.feasible) return a.feasible;
+  if (a.feasible) {
+    const double ta = a.objective_s(opt.objective, opt.rank_by), tb = b.objective_s(opt.objective, opt.rank_by);
+    if (ta != tb) return ta < tb;
+  }
+  return a.memory.required_bytes() < b.memory.required_bytes();
+}
+
+// One plan under every workload the search leaves open (search_plans): its best evaluation.
+Result<PlanEvaluation> evaluate_variants(const Workload& w, const Topology& topo, const Plan& plan,
+                                         const CostModel& cost, const PlannerOptions& opt,
+                                         const std::vector<int>& sizes) {
+  std::vector<Recompute> levels = {w.recompute};
+  if (!w.recompute_fixed) levels = {Recompute::none, Recompute::selective, Recompute::full};
+  std::optional<PlanEvaluation> best;
+  for (int b : sizes) {
+    LINS_ASSIGN_OR_RETURN(Workload wb, workload_variant(w, topo, b, levels[0]));
+    LINS_ASSIGN_OR_RETURN(PlanEvaluation e, evaluate_plan(wb, topo, plan, cost, opt));
+    if (!e.feasible && levels.size() > 1) {
+      // States and buffers are the same under every level: the least level whose activations fit is the one to
+      // project (more recomputation only adds compute); the last level when none does.
+      for (std::size_t l = 1; l < levels.size(); ++l) {
+        MemoryEstimate m = e.memory;
+        set_activation_bytes(m, activation_bytes(w.model, w.seq, b, levels[l]) * opt.state_bytes.activation / 2.0,
+                             opt.reserve);
+        if (m.required_bytes() <= opt.gpu_mem_bytes || l + 1 == levels.size()) {
+          wb.recompute = levels[l];
+          LINS_ASSIGN_OR_RETURN(e, evaluate_plan(wb, topo, plan, cost, opt));
+          break;
+        }
+      }
+    }
+    const bool fits = e.feasible;
+    if (!best || better_variant(e, *best, opt)) best = std::move(e);
+    if (!fits) break;  // a larger micro-batch keeps more activations
+  }
+  return std::move(*best);
+}
+
+}  // namespace
+
 int available_cores() {
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
@@ -312,6 +375,8 @@ Result<PlanSearch> search_plans(const Workload& w, const Topology& topo, const C
   }
   if (opt.include_baselines)
     for (auto& b : baseline_plans(topo)) candidates.push_back(std::move(b));
+  const std::vector<int> sizes = micro_batch_sizes(w, topo);
+  const bool open = sizes.size() > 1 || sizes[0] != w.micro_batch_size || !w.recompute_fixed;
   // Each candidate is evaluated alone (a schedule of its own, read-only inputs), so they run on opt.threads threads,
   // each taking the next candidate; every result lands in its candidate's slot.
   std::vector<std::optional<Result<PlanEvaluation>>> results(candidates.size());
@@ -322,7 +387,8 @@ Result<PlanSearch> search_plans(const Workload& w, const Topology& topo, const C
   auto work = [&] {
     for (std::size_t i = next++; i < candidates.size(); i = next++) {
       try {
-        results[i].emplace(evaluate_plan(w, topo, candidates[i], cost, opt));
+        results[i].emplace(open ? evaluate_variants(w, topo, candidates[i], cost, opt, sizes)
+                                : evaluate_plan(w, topo, candidates[i], cost, opt));
       } catch (...) {
         thrown[i] = std::current_exception();
       }

@@ -69,6 +69,11 @@ struct PlannerOptions {
 struct PlanEvaluation {
   Plan plan;
   bool baseline = false;  // a preset on its own system's engine (not a candidate for the chosen plan)
+  // The workload it was evaluated under: the given one, or the micro-batch size and recomputation the search chose
+  // for this plan (search_plans).
+  int micro_batch_size = 1;
+  int micro_batches = 1;
+  Recompute recompute = Recompute::none;
   MemoryEstimate memory;
   CommTimeBreakdown isolated;      // Pricing::paper_isolated
   CommTimeBreakdown shared;        // Pricing::shared_links
@@ -123,7 +128,12 @@ std::vector<Plan> baseline_plans(const Topology& topo);
 // The cores this process may run on (its CPU affinity; at least 1): PlannerOptions::threads for lins plan and lins
 // simulate.
 int available_cores();
-// Evaluates every candidate and ranks them; fills rank and why.
+// Evaluates every candidate and ranks them; fills rank and why. Where `w` leaves them open (micro_batch_fixed,
+// recompute_fixed false), each candidate is also tried at every micro-batch size 1, 2, 4, ... that keeps the global
+// batch and under each recomputation level, and keeps its best (fits first, then the objective, then less memory; of
+// those that do not fit, the one needing least). Recomputation only adds compute, so for each plan and size only the
+// least level that fits is projected; a size that fits under no level ends the sizes tried (a larger one needs more).
+// Each plan appears once in the ranking, with the micro-batch size and recomputation it was evaluated under.
 Result<PlanSearch> search_plans(const Workload& w, const Topology& topo, const CostModel& cost,
                                 const PlannerOptions& opt);
 // Ranks already evaluated plans by `objective` (exposed so a single --plan evaluation gets the same feasibility text);

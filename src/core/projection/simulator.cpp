@@ -14,12 +14,26 @@ double module_forward_flops(const ModelSpec& model, int module, double tokens, i
   return flops;
 }
 
+double module_recompute_flops(const ModelSpec& model, int module, double tokens, int seq, Recompute r) {
+  switch (r) {
+    case Recompute::none:
+      return 0.0;
+    case Recompute::selective:  // QK^T and the product with V: 2*seq*h each per token
+      return model.modules[static_cast<std::size_t>(module)].kind == "attn"
+                 ? 4.0 * double(seq) * model.dims.hidden * tokens
+                 : 0.0;
+    case Recompute::full:  // one more forward of every module, as full recomputation has always been priced
+      return module_forward_flops(model, module, tokens, seq);
+  }
+  return 0.0;
+}
+
 namespace {
 constexpr double kOptimizerBytesPerElem = 3 * 4 * 2 + 2 + 2;  // master, m, v read+write; grad read; param write
 }  // namespace
 
 std::vector<double> compute_task_seconds(const Schedule& s, const ModelSpec& model, int seq, int micro_batch_size,
-                                         bool recompute, const ComputeRates& rates) {
+                                         Recompute recompute, const ComputeRates& rates) {
   const double tokens = double(seq) * micro_batch_size;
   std::vector<double> out(static_cast<std::size_t>(s.shape.task_count()));
   for (int t = 0; t < s.shape.task_count(); ++t) {
@@ -30,15 +44,22 @@ std::vector<double> compute_task_seconds(const Schedule& s, const ModelSpec& mod
       continue;
     }
     if (rates.roofline) {  // each kernel of the module at its own rate (roofline.h)
-      const double fwd = rates.roofline->forward_s(model, task.module, tokens, seq);
+      const Roofline& r = *rates.roofline;
+      const double fwd = r.forward_s(model, task.module, tokens, seq);
+      // Recomputed in backward: the whole forward (full), or the attention core alone (selective).
+      const double again = recompute == Recompute::full ? fwd
+                           : recompute == Recompute::selective &&
+                                   model.modules[static_cast<std::size_t>(task.module)].kind == "attn"
+                               ? r.attention_forward_s(model, tokens, seq)
+                               : 0.0;
       out[static_cast<std::size_t>(t)] =
-          task.kind == TaskKind::forward
-              ? fwd
-              : rates.roofline->backward_s(model, task.module, tokens, seq) + (recompute ? fwd : 0);
+          task.kind == TaskKind::forward ? fwd : r.backward_s(model, task.module, tokens, seq) + again;
       continue;
     }
     const double fwd = module_forward_flops(model, task.module, tokens, seq) / rates.sustained_flops_per_s;
-    out[static_cast<std::size_t>(t)] = task.kind == TaskKind::forward ? fwd : 2 * fwd + (recompute ? fwd : 0);
+    const double again =
+        module_recompute_flops(model, task.module, tokens, seq, recompute) / rates.sustained_flops_per_s;
+    out[static_cast<std::size_t>(t)] = task.kind == TaskKind::forward ? fwd : 2 * fwd + again;
   }
   return out;
 }
@@ -91,17 +112,18 @@ std::vector<TraceEvent> timeline_trace(const Schedule& s, const ModelSpec& model
   return out;
 }
 
-StepProjection project_step(const Schedule& s, const ModelSpec& model, int seq, int micro_batch_size, bool recompute,
-                            const ComputeRates& rates, const std::function<double(const CommOp&)>& op_seconds,
-                            std::vector<TraceEvent>* trace, const HostModel* host) {
+StepProjection project_step(const Schedule& s, const ModelSpec& model, int seq, int micro_batch_size,
+                            Recompute recompute, const ComputeRates& rates,
+                            const std::function<double(const CommOp&)>& op_seconds, std::vector<TraceEvent>* trace,
+                            const HostModel* host) {
   std::vector<double> op_s(s.ops.size());
   for (std::size_t i = 0; i < s.ops.size(); ++i) op_s[i] = op_seconds(s.ops[i]);
   return project_step(s, model, seq, micro_batch_size, recompute, rates, op_s, trace, host);
 }
 
-StepProjection project_step(const Schedule& s, const ModelSpec& model, int seq, int micro_batch_size, bool recompute,
-                            const ComputeRates& rates, const std::vector<double>& op_s, std::vector<TraceEvent>* trace,
-                            const HostModel* host, const Contention* contention,
+StepProjection project_step(const Schedule& s, const ModelSpec& model, int seq, int micro_batch_size,
+                            Recompute recompute, const ComputeRates& rates, const std::vector<double>& op_s,
+                            std::vector<TraceEvent>* trace, const HostModel* host, const Contention* contention,
                             const std::vector<double>* op_latency_s) {
   const std::vector<double> task_s = compute_task_seconds(s, model, seq, micro_batch_size, recompute, rates);
   TimelineCosts costs;

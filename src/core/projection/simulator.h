@@ -46,22 +46,29 @@ struct StepProjection {
 // parameter per token, attention 4*seq*h per token for QK^T and AV, the causal mask not halving it).
 double module_forward_flops(const ModelSpec& model, int module, double tokens, int seq);
 
-// Seconds of each compute task of `s` (backward = 2x forward, plus one forward with recomputation; the optimizer
-// reads and writes fp32 master, m and v and reads the gradient and writes the parameter of every owned element).
+// The forward FLOPs a module's backward re-runs under recomputation `r`: full, the module's whole forward (priced for
+// every module, the head's included, as it always was; the executor keeps the head's logits, so this overcounts by
+// the head's forward); selective, the attention core's forward alone in an attn
+// module (its score and value products, 4*seq*h per token: ModelSpec::recompute_flops_per_token); none, nothing.
+double module_recompute_flops(const ModelSpec& model, int module, double tokens, int seq, Recompute r);
+
+// Seconds of each compute task of `s` (backward = 2x forward plus what recomputation re-runs,
+// module_recompute_flops; the optimizer reads and writes fp32 master, m and v and reads the gradient and writes the
+// parameter of every owned element).
 std::vector<double> compute_task_seconds(const Schedule& s, const ModelSpec& model, int seq, int micro_batch_size,
-                                         bool recompute, const ComputeRates& rates);
+                                         Recompute recompute, const ComputeRates& rates);
 
 // `schedule` must be expanded (one copy per micro-batch). `op_seconds` prices one collective. `trace`, when given,
 // receives the projected step as trace events (compute, waits, each stream's collectives).
 StepProjection project_step(const Schedule& schedule, const ModelSpec& model, int seq, int micro_batch_size,
-                            bool recompute, const ComputeRates& rates,
+                            Recompute recompute, const ComputeRates& rates,
                             const std::function<double(const CommOp&)>& op_seconds,
                             std::vector<TraceEvent>* trace = nullptr, const HostModel* host = nullptr);
 // The same with every op's seconds given (op_s[i] for s.ops[i]). `host`, when given, gives the step a host of its
 // own (host_model.h): its work runs ahead of the device, its synchronisations wait for it. `contention`, when given
 // and not free, slows what runs side by side; `op_latency_s` (op_s's part that does not stretch) may then be given.
 StepProjection project_step(const Schedule& schedule, const ModelSpec& model, int seq, int micro_batch_size,
-                            bool recompute, const ComputeRates& rates, const std::vector<double>& op_s,
+                            Recompute recompute, const ComputeRates& rates, const std::vector<double>& op_s,
                             std::vector<TraceEvent>* trace = nullptr, const HostModel* host = nullptr,
                             const Contention* contention = nullptr, const std::vector<double>* op_latency_s = nullptr);
 

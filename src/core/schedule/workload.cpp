@@ -35,8 +35,24 @@ std::vector<OptionSpec> workload_options(const std::string& default_seq, const s
        "--global-batch-tokens"},
       {"global-batch-tokens", 0, "TOKENS", default_global_batch_tokens,
        "tokens per step over all GPUs; M = TOKENS / (seq x micro-batch x GPUs), a whole number"},
-      {"recompute", 0, "", "", "full activation recomputation"},
+      {"recompute", 0, "", "", "full activation recomputation (the same as --recompute-mode full)"},
+      {"recompute-mode", 0, "none|selective|full", "",
+       "activation recomputation: " + kRecomputeNames.described() +
+           " (absent: none, or what the planner chooses where it searches)"},
   };
+}
+
+Result<Workload> workload_variant(const Workload& w, const Topology& topo, int b, Recompute r) {
+  const int64_t per_micro_step = int64_t(w.seq) * b * topo.world();
+  if (b < 1 || w.global_batch_tokens % per_micro_step != 0 || w.global_batch_tokens / per_micro_step < 1)
+    return make_error("micro-batch " + std::to_string(b) + " does not divide the global batch of " +
+                      std::to_string(w.global_batch_tokens) + " tokens into whole micro-batches of seq " +
+                      std::to_string(w.seq) + " x " + std::to_string(topo.world()) + " GPUs");
+  Workload out = w;
+  out.micro_batch_size = b;
+  out.micro_batches = static_cast<int>(w.global_batch_tokens / per_micro_step);
+  out.recompute = r;
+  return out;
 }
 
 std::vector<OptionSpec> engine_options() {
@@ -200,7 +216,17 @@ Result<Workload> parse_workload(const ParsedArgs& args, const ModelSpec& model, 
   if (!mbs) return make_error(mbs.error());
   w.seq = *seq;
   w.micro_batch_size = *mbs;
-  w.recompute = args.flag("recompute");
+  // A given M fixes the global batch through the micro-batch size, so it fixes that size too.
+  w.micro_batch_fixed = args.has("micro-batch") || args.has("micro-batches");
+  w.recompute_fixed = args.flag("recompute") || args.has("recompute-mode");
+  if (args.flag("recompute")) w.recompute = Recompute::full;
+  if (args.has("recompute-mode")) {
+    LINS_ASSIGN_OR_RETURN(const Recompute r, args.get_enum("recompute-mode", kRecomputeNames));
+    if (args.flag("recompute") && r != Recompute::full)
+      return make_error("--recompute is --recompute-mode full, but --recompute-mode " + args.get("recompute-mode") +
+                        " was given too; give one of them");
+    w.recompute = r;
+  }
   const int64_t per_micro_step = int64_t(w.seq) * w.micro_batch_size * topo.world();  // tokens of one micro-batch
   if (args.has("micro-batches") && args.has("global-batch-tokens"))
     return make_error(

@@ -20,7 +20,12 @@ struct Workload {
   int micro_batch_size = 1;         // sequences per micro-batch (b)
   int micro_batches = 1;            // M, gradient accumulation steps per optimizer step
   int64_t global_batch_tokens = 0;  // seq * micro_batch_size * micro_batches * world
-  bool recompute = false;           // full activation recomputation
+  Recompute recompute = Recompute::none;  // activation recomputation
+  // Whether the user fixed the micro-batch size (--micro-batch, or --micro-batches: M and the size make the batch) and
+  // the recomputation (--recompute,
+  // --recompute-mode); the planner searches what is not fixed (PlannerOptions::search_workload).
+  bool micro_batch_fixed = true;
+  bool recompute_fixed = true;
 
   int64_t tokens_per_micro_batch() const { return int64_t(seq) * micro_batch_size; }  // per rank
 };
@@ -32,8 +37,9 @@ std::vector<OptionSpec> model_options(const std::string& default_model = "llama-
 // world size).
 std::vector<OptionSpec> topology_options(const std::string& default_gpus_per_node = "8",
                                          const std::string& default_nodes = "128");
-// --seq, --micro-batch, --micro-batches, --global-batch-tokens, --recompute. When neither count flag is given the
-// default of --global-batch-tokens is used if it has one, else M = 1.
+// --seq, --micro-batch, --micro-batches, --global-batch-tokens, --recompute, --recompute-mode. When neither count
+// flag is given the default of --global-batch-tokens is used if it has one, else M = 1. --recompute alone is
+// --recompute-mode full, as it always was.
 std::vector<OptionSpec> workload_options(const std::string& default_seq = "4096",
                                          const std::string& default_micro_batch = "1",
                                          const std::string& default_global_batch_tokens = "4M");
@@ -44,8 +50,11 @@ Result<ModelSpec> parse_model(const ParsedArgs& args);
 // R x N must equal world.
 Result<Topology> parse_topology(const ParsedArgs& args, int world = 0);
 // M from --micro-batches, or from --global-batch-tokens = seq * micro-batch * M * world (a whole M >= 1 or an error);
-// giving both is an error.
+// giving both is an error. micro_batch_fixed and recompute_fixed say whether those options were given.
 Result<Workload> parse_workload(const ParsedArgs& args, const ModelSpec& model, const Topology& topo);
+// The same workload with micro-batch size `b` and recomputation `r`, keeping its global batch: M = tokens / (seq x b x
+// world). An error when that is not a whole number of at least 1.
+Result<Workload> workload_variant(const Workload& w, const Topology& topo, int b, Recompute r);
 
 // The engines' settings (core/schedule.h EngineOptions), with their real systems' defaults: --ddp-first-bucket,
 // --ds-reduce-bucket, --ds-prefetch-bucket, --ds-max-reuse-distance, --ds-persistence-threshold, --ds-overlap-comm.

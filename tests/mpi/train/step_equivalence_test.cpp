@@ -54,7 +54,7 @@ constexpr double kBf16ParamMeanTol = 5e-5;
 using test::world_rank;
 using test::world_size;
 
-ExecutorOptions options(int micro_batches, bool recompute = false, DType dtype = DType::fp32) {
+ExecutorOptions options(int micro_batches, Recompute recompute = Recompute::none, DType dtype = DType::fp32) {
   ExecutorOptions o;
   o.state_dtype = dtype;
   o.seq = kSeq;
@@ -80,7 +80,8 @@ const Reference& reference(const ModelSpec& model, int world, DType dtype, DType
   auto be = make_cpu_backend(compute);
   const Topology one{1, 1};
   auto plan = parse_plan("ddp", one);
-  auto ex = Executor::create(model, *plan, one, 0, nullptr, *be, options(kMicroBatches * world, false, dtype));
+  auto ex =
+      Executor::create(model, *plan, one, 0, nullptr, *be, options(kMicroBatches * world, Recompute::none, dtype));
   EXPECT_TRUE(ex.ok()) << ex.error();
   for (int s = 0; s < kSteps; ++s) {
     auto st = (*ex)->step();
@@ -118,7 +119,7 @@ struct Tolerances {
 constexpr Tolerances kQuantized{3e-3, 6.5e-3, 5e-4};
 
 void run_and_check(const ModelSpec& model, const Topology& topo, const std::string& plan_text, int micro_batches,
-                   bool recompute = false, Overlap overlap = Overlap::all, DType dtype = DType::fp32,
+                   Recompute recompute = Recompute::none, Overlap overlap = Overlap::all, DType dtype = DType::fp32,
                    DType compute = DType::fp32, const EngineOptions& engine = EngineOptions{},
                    const Tolerances* quantized = nullptr) {
   const int world = topo.world(), rank = world_rank();
@@ -126,7 +127,8 @@ void run_and_check(const ModelSpec& model, const Topology& topo, const std::stri
   SCOPED_TRACE(std::string(dtype_name(dtype)) + " storage, " + dtype_name(compute) + " compute, plan " + plan_text +
                " on " + std::to_string(topo.gpus_per_node) + " per node x " + std::to_string(topo.nodes) +
                " nodes, M " + std::to_string(micro_batches) + ", overlap " + overlap_name(overlap) +
-               (recompute ? ", recompute" : "") + ", rank " + std::to_string(rank));
+               (recompute != Recompute::none ? std::string(", recompute ") + recompute_name(recompute) : "") +
+               ", rank " + std::to_string(rank));
   auto plan = parse_plan(plan_text, topo);
   ASSERT_TRUE(plan.ok()) << plan.error();
   auto world_comm = make_communicator(Backend::mpi, MPI_COMM_WORLD);
@@ -259,12 +261,14 @@ TEST(StepEquivalence, OverlapModesAndRecomputationChangeNothing) {
   const std::string plan = "p=" + std::to_string(R) + "x1,g=" + std::to_string(R) + "x1,os=" + std::to_string(R) + "x" +
                            std::to_string(topo.nodes);
   for (Overlap o : {Overlap::no_bcast, Overlap::no_allreduce, Overlap::none})
-    run_and_check(tiny(), topo, plan, kMicroBatches, false, o);
-  run_and_check(tiny(), topo, plan, kMicroBatches, true);
-  run_and_check(tiny(), topo, "zero3", kMicroBatches, true);
-  // In the GPU's precision too (bf16 states and activations): recomputation re-runs the forward from bf16 weights.
-  run_and_check(tiny(), topo, plan, kMicroBatches, true, Overlap::none, DType::bf16, DType::bf16);
-  run_and_check(tiny(), topo, "zero3", kMicroBatches, true, Overlap::no_bcast, DType::bf16, DType::bf16);
+    run_and_check(tiny(), topo, plan, kMicroBatches, Recompute::none, o);
+  for (Recompute r : {Recompute::selective, Recompute::full}) {
+    run_and_check(tiny(), topo, plan, kMicroBatches, r);
+    run_and_check(tiny(), topo, "zero3", kMicroBatches, r);
+    // In the GPU's precision too (bf16 states and activations): recomputation re-runs the forward from bf16 weights.
+    run_and_check(tiny(), topo, plan, kMicroBatches, r, Overlap::none, DType::bf16, DType::bf16);
+    run_and_check(tiny(), topo, "zero3", kMicroBatches, r, Overlap::no_bcast, DType::bf16, DType::bf16);
+  }
 }
 
 TEST(StepEquivalence, MixedPrecisionPresetsAndLinsPlansTrackOneRankDdpInTheSamePrecision) {
@@ -277,7 +281,7 @@ TEST(StepEquivalence, MixedPrecisionPresetsAndLinsPlansTrackOneRankDdpInTheSameP
                           std::string("mics"), std::string("zeropp"), "p=1x1,g=1x1,os=" + all,
                           "p=" + node + ",g=" + all + ",os=" + all, "p=1x1,g=" + all + ",os=" + all})
       for (DType compute : {DType::fp32, DType::bf16})
-        run_and_check(tiny(), topo, p, kMicroBatches, false, Overlap::all, DType::bf16, compute);
+        run_and_check(tiny(), topo, p, kMicroBatches, Recompute::none, Overlap::all, DType::bf16, compute);
   }
 }
 
@@ -294,21 +298,24 @@ TEST(StepEquivalence, EngineSettingsMatchOneRankDdp) {
     EngineOptions overlap = every;
     overlap.ds_overlap_comm = true;
     for (const char* p : {"zero3", "mics", "zeropp", "zero2"}) {
-      run_and_check(tiny(), topo, p, kMicroBatches, false, Overlap::all, DType::fp32, DType::fp32, every);
-      run_and_check(tiny(), topo, p, kMicroBatches, false, Overlap::all, DType::fp32, DType::fp32, prefetch);
+      run_and_check(tiny(), topo, p, kMicroBatches, Recompute::none, Overlap::all, DType::fp32, DType::fp32, every);
+      run_and_check(tiny(), topo, p, kMicroBatches, Recompute::none, Overlap::all, DType::fp32, DType::fp32, prefetch);
     }
     for (const char* p : {"zero1", "zero2"})
-      run_and_check(tiny(), topo, p, kMicroBatches, false, Overlap::all, DType::fp32, DType::fp32, overlap);
+      run_and_check(tiny(), topo, p, kMicroBatches, Recompute::none, Overlap::all, DType::fp32, DType::fp32, overlap);
     // Stage 3 with overlap_comm off: every reduce-scatter (and MiCS replica all-reduce) waited where issued.
     EngineOptions no_overlap = every;
     no_overlap.ds_overlap_comm = false;
     for (const char* p : {"zero3", "mics"})
-      run_and_check(tiny(), topo, p, kMicroBatches, false, Overlap::all, DType::fp32, DType::fp32, no_overlap);
+      run_and_check(tiny(), topo, p, kMicroBatches, Recompute::none, Overlap::all, DType::fp32, DType::fp32,
+                    no_overlap);
     std::vector<std::string> fsdp = {"fsdp", "fsdp:noreshard"};
     if (R % 2 == 0) fsdp.push_back("fsdp:2");
     for (const auto& p : fsdp) run_and_check(tiny(), topo, p, kMicroBatches);
-    run_and_check(tiny(), topo, "zeropp", kMicroBatches, true, Overlap::none, DType::bf16, DType::bf16, every);
-    run_and_check(tiny(), topo, "hsdp", kMicroBatches, false, Overlap::no_allreduce, DType::bf16, DType::fp32);
+    run_and_check(tiny(), topo, "zeropp", kMicroBatches, Recompute::full, Overlap::none, DType::bf16, DType::bf16,
+                  every);
+    run_and_check(tiny(), topo, "hsdp", kMicroBatches, Recompute::none, Overlap::no_allreduce, DType::bf16,
+                  DType::fp32);
   }
 }
 
@@ -322,7 +329,7 @@ TEST(StepEquivalence, ZeroppQuantizedTracksOneRankDdp) {
     if (topo.nodes < 2) continue;
     for (const char* p : {"zeropp+qwz", "zeropp+qgz", "zeropp+qwz+qgz", "zero3+qwz+qgz"})
       for (DType dtype : {DType::fp32, DType::bf16})
-        run_and_check(tiny(), topo, p, kMicroBatches, false, Overlap::all, dtype, DType::fp32, gather_everything(),
+        run_and_check(tiny(), topo, p, kMicroBatches, Recompute::none, Overlap::all, dtype, DType::fp32, gather_everything(),
                       &kQuantized);
   }
   // DeepSpeed's own qgZ average (R times the mean) is not the same optimisation: only bytes, states and buffers hold.

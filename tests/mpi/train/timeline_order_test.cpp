@@ -51,7 +51,7 @@ void check_order(const Topology& topo, const std::string& plan_text, Overlap ove
   // The simulator's projected trace goes through the same program: its waits in the same order.
   std::vector<TraceEvent> projected;
   const auto proj = project_step(
-      e.schedule(), model, 8, 1, false, ComputeRates{1e9, 1e9, 0.0, nullptr},
+      e.schedule(), model, 8, 1, Recompute::none, ComputeRates{1e9, 1e9, 0.0, nullptr},
       [](const CommOp& op) { return 1e-6 * double(op.bytes()); }, &projected);
   EXPECT_GT(proj.step_s, 0);
   for (int step = 0; step < 3; ++step) {

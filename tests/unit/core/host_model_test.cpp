@@ -126,8 +126,8 @@ struct Projected {
   }
   StepProjection run(const Schedule& s, const HostModel* host) {
     return project_step(
-        s, model, 128, 2, false, ComputeRates{1e12, 1e12, 0.0, nullptr}, [](const CommOp& op) { return 1e-6 + op.bytes() * 1e-10; },
-        nullptr, host);
+        s, model, 128, 2, Recompute::none, ComputeRates{1e12, 1e12, 0.0, nullptr},
+        [](const CommOp& op) { return 1e-6 + op.bytes() * 1e-10; }, nullptr, host);
   }
 };
 
@@ -220,7 +220,7 @@ TEST(HostModel, OnACpuDeviceEveryHostCostAddsToTheStep) {
   const Schedule s = p.schedule("zero3", Topology{8, 4});
   auto run = [&](const HostModel& h) {
     return project_step(
-        s, p.model, 128, 2, false, ComputeRates{1e12, 1e12, 0.0, nullptr}, [](const CommOp&) { return 0.0; }, nullptr, &h);
+        s, p.model, 128, 2, Recompute::none, ComputeRates{1e12, 1e12, 0.0, nullptr}, [](const CommOp&) { return 0.0; }, nullptr, &h);
   };
   const StepProjection g = run(gpu), c = run(cpu);
   EXPECT_NEAR(c.step_s, c.compute_s() + c.host_work_s, 1e-9);

@@ -14,7 +14,7 @@ namespace {
 // Every module's size is a multiple of 64: no padding up to 64 shards.
 ModelSpec even_model() { return make_model({64, 2, 4, 128, 256}).value(); }
 
-Workload workload(const ModelSpec& m, int M = 1, bool recompute = false) {
+Workload workload(const ModelSpec& m, int M = 1, Recompute recompute = Recompute::none) {
   Workload w;
   w.model = m;
   w.seq = 128;
@@ -118,10 +118,30 @@ TEST(MemoryModel, CpuStateBytes) {
 TEST(MemoryModel, Activations) {
   const auto m = make_model_preset("llama-7b").value();
   const double s = 4096, h = 4096, L = 32, V = 32000;
-  EXPECT_DOUBLE_EQ(activation_bytes(m, 4096, 1, false), L * 34 * s * h + 6 * s * V);
-  EXPECT_DOUBLE_EQ(activation_bytes(m, 4096, 1, true), L * 2 * s * h + 34 * s * h + 6 * s * V);
-  EXPECT_DOUBLE_EQ(activation_bytes(m, 4096, 2, false), 2 * activation_bytes(m, 4096, 1, false));
-  EXPECT_LT(activation_bytes(m, 4096, 1, true), activation_bytes(m, 4096, 1, false) / 5);
+  const Recompute none = Recompute::none, selective = Recompute::selective, full = Recompute::full;
+  EXPECT_DOUBLE_EQ(activation_bytes(m, 4096, 1, none), L * 34 * s * h + 6 * s * V);
+  EXPECT_DOUBLE_EQ(activation_bytes(m, 4096, 1, full), L * 2 * s * h + 34 * s * h + 6 * s * V);
+  // Selective: every layer's attention output o (2sbh of Megatron's 34) dropped, one layer's recomputed in backward.
+  EXPECT_DOUBLE_EQ(activation_bytes(m, 4096, 1, selective), L * 32 * s * h + 2 * s * h + 6 * s * V);
+  EXPECT_DOUBLE_EQ(activation_bytes(m, 4096, 2, none), 2 * activation_bytes(m, 4096, 1, none));
+  EXPECT_DOUBLE_EQ(activation_bytes(m, 4096, 2, selective), 2 * activation_bytes(m, 4096, 1, selective));
+  EXPECT_LT(activation_bytes(m, 4096, 1, full), activation_bytes(m, 4096, 1, none) / 5);
+  EXPECT_LT(activation_bytes(m, 4096, 1, full), activation_bytes(m, 4096, 1, selective));
+  EXPECT_LT(activation_bytes(m, 4096, 1, selective), activation_bytes(m, 4096, 1, none));
+  // set_activation_bytes: another level's activations with the reserve's fragmentation share following the total.
+  {
+    const Topology t4{4, 1};
+    const auto sched = schedule(m, parse_plan("zero3", t4).value(), t4);
+    const MemoryReserve r;
+    auto at_none = estimate_memory(sched, workload(m));
+    add_memory_reserve(at_none, sched, r);
+    auto at_selective = estimate_memory(sched, workload(m, 1, selective));
+    add_memory_reserve(at_selective, sched, r);
+    MemoryEstimate derived = at_none;
+    set_activation_bytes(derived, at_selective.activation_bytes, r);
+    EXPECT_DOUBLE_EQ(derived.total_bytes, at_selective.total_bytes);
+    EXPECT_NEAR(derived.reserve_bytes, at_selective.reserve_bytes, 1e-6 * at_selective.reserve_bytes);
+  }
   // fp32 compute keeps every activation in 4 bytes instead of bf16's 2: twice the estimate, states unchanged.
   const Topology t{4, 1};
   const auto sched = schedule(m, parse_plan("zero3", t).value(), t);

@@ -157,6 +157,24 @@ list(LENGTH lines n)
 if(NOT n EQUAL 2)
   message(FATAL_ERROR "one.csv has ${n} lines, expected 2")
 endif()
+
+# The micro-batch size and recomputation: searched when not given (the chosen plan says what it runs), kept in every
+# plan's row when given.
+run(0 plan --model llama-13b --nodes 16 --global-batch-tokens 2M --top 1)
+expect_in("${OUT}" "micro-batch searched" "plan: micro-batch searched")
+expect_in("${OUT}" "recomputation searched" "plan: recomputation searched")
+expect_in("${OUT}" "  runs micro-batch " "plan: the chosen micro-batch")
+run(0 plan --model llama-13b --nodes 16 --global-batch-tokens 2M --micro-batch 2 --recompute-mode selective --top 1
+    --csv ${WORK}/fixed.csv)
+expect_in("${OUT}" "runs micro-batch 2 x M = 2 micro-batches, recomputation selective" "plan: a fixed micro-batch")
+file(STRINGS ${WORK}/fixed.csv lines)
+list(POP_FRONT lines header)
+expect_in("${header}" "seq,micro_batch_size,micro_batches,recompute," "plan CSV: workload columns")
+foreach(line IN LISTS lines)
+  expect_in("${line}" ",4096,2,2,selective," "plan CSV: every plan at the fixed micro-batch and recomputation")
+endforeach()
+run(2 plan --recompute --recompute-mode none)
+expect_in("${ERR}" "--recompute-mode none" "plan: --recompute against --recompute-mode")
 file(REMOVE_RECURSE ${WORK})
 
 # lins simulate's table: the memory a GPU needs is shown with the reserve (what the oom verdict compares), and a

@@ -14,7 +14,7 @@
 namespace lins {
 namespace {
 
-Workload workload(const std::string& model, int M, int seq, bool recompute = false) {
+Workload workload(const std::string& model, int M, int seq, Recompute recompute = Recompute::none) {
   Workload w;
   w.model = make_model_preset(model).value();
   w.seq = seq;
@@ -143,7 +143,7 @@ TEST(PlannerStep, PricingEachDistinctCollectiveOnceChangesNothing) {
   std::mt19937 rng(11);
   const Topology t{8, 4};
   const auto cost = CostModel::make(resolve_network_spec("paper-a800").value(), NetworkModel::nccl).value();
-  const Workload w = workload("llama-7b", 3, 2048, true);
+  const Workload w = workload("llama-7b", 3, 2048, Recompute::full);
   auto plans = enumerate_legal_plans(t);
   for (auto& b : baseline_plans(t)) plans.push_back(b);
   PlannerOptions opt;
@@ -239,6 +239,75 @@ TEST(PlannerStep, TheOtherRankIsThePapersRankingAndBack) {
     }
     ASSERT_NE(search->runner_up(), nullptr);
     EXPECT_EQ(search->runner_up()->rank, search->chosen()->rank == 1 ? 2 : 1);
+  }
+}
+
+// The planner searches the micro-batch size and recomputation where the workload leaves them open. A limit between
+// what selective and no recomputation need for the one plan searched: only selective (at micro-batch 1) fits, and it is
+// chosen; with the limit raised, none at the larger micro-batch; fixed, the given micro-batch and level are kept.
+TEST(PlannerStep, SearchesMicroBatchAndRecomputation) {
+  const Topology t{8, 2};
+  const auto cost = CostModel::make(resolve_network_spec("h100-ndr").value(), NetworkModel::nccl).value();
+  Workload w = workload("llama-7b", 4, 4096);
+  w.global_batch_tokens = int64_t(4096) * 4 * t.world();  // M b = 4
+  PlannerOptions opt;
+  opt.include_legal = false;
+  opt.include_baselines = true;  // the eight presets are the candidates
+  // What zero3 needs at micro-batch 1 under each level (the fixed workload: evaluated as given).
+  const Plan zero3 = parse_plan("zero3", t).value();
+  opt.gpu_mem_bytes = std::numeric_limits<double>::max();
+  double need[3];
+  for (Recompute r : kRecomputeNames.values()) {
+    Workload fixed = workload_variant(w, t, 1, r).value();
+    auto e = evaluate_plan(fixed, t, zero3, cost, opt);
+    ASSERT_TRUE(e) << e.error();
+    need[int(r)] = e->memory.required_bytes();
+  }
+  ASSERT_LT(need[int(Recompute::selective)], need[int(Recompute::none)]);
+  ASSERT_LT(need[int(Recompute::full)], need[int(Recompute::selective)]);
+
+  Workload open = w;
+  open.micro_batch_fixed = open.recompute_fixed = false;
+  opt.gpu_mem_bytes = (need[int(Recompute::selective)] + need[int(Recompute::none)]) / 2;
+  auto search = search_plans(open, t, cost, opt);
+  ASSERT_TRUE(search) << search.error();
+  EXPECT_EQ(search->plans.size(), baseline_plans(t).size());  // each plan once, at its best variant
+  const PlanEvaluation* z = nullptr;
+  for (const auto& e : search->plans)
+    if (e.plan.name == "zero3") z = &e;
+  ASSERT_NE(z, nullptr);
+  EXPECT_TRUE(z->feasible) << z->why;
+  EXPECT_EQ(z->recompute, Recompute::selective);
+  EXPECT_EQ(z->micro_batch_size, 1);
+  EXPECT_EQ(z->micro_batches, 4);
+  ASSERT_NE(search->chosen(), nullptr);
+  for (const auto& e : search->plans)
+    if (e.feasible) {
+      EXPECT_LE(e.memory.required_bytes(), opt.gpu_mem_bytes) << e.label();
+    }
+
+  // The same limit with the workload fixed at no recomputation: zero3 does not fit.
+  auto fixed = search_plans(w, t, cost, opt);
+  ASSERT_TRUE(fixed) << fixed.error();
+  for (const auto& e : fixed->plans) {
+    EXPECT_EQ(e.recompute, Recompute::none);
+    EXPECT_EQ(e.micro_batch_size, 1);
+    if (e.plan.name == "zero3") {
+      EXPECT_FALSE(e.feasible);
+    }
+  }
+
+  // Memory to spare: no recomputation (it only adds compute), and the micro-batch of the fastest step.
+  opt.gpu_mem_bytes = std::numeric_limits<double>::max();
+  auto roomy = search_plans(open, t, cost, opt);
+  ASSERT_TRUE(roomy) << roomy.error();
+  for (const auto& e : roomy->plans) {
+    EXPECT_EQ(e.recompute, Recompute::none) << e.label();
+    for (int b : {1, 2, 4}) {  // its micro-batch is the fastest of the three
+      auto alone = evaluate_plan(workload_variant(w, t, b, Recompute::none).value(), t, e.plan, cost, opt);
+      ASSERT_TRUE(alone) << alone.error();
+      EXPECT_LE(e.step.step_s, alone->step.step_s) << e.label() << " at micro-batch " << b;
+    }
   }
 }
 

@@ -69,7 +69,7 @@ TEST(Planner, AgreesWithBruteForceOnThePapersCluster) {
       opt.rank_by = p;
       opt.include_baselines = true;
       auto w = workload(model);
-      w.recompute = std::string(model) == "llama-30b";
+      w.recompute = std::string(model) == "llama-30b" ? Recompute::full : Recompute::none;
       auto search = search_plans(w, t, cost, opt);
       ASSERT_TRUE(search) << search.error();
       EXPECT_EQ(search->legal_count, 121);

@@ -68,11 +68,14 @@ TEST(Workload, MicroBatchesFromGlobalBatchTokens) {
   ASSERT_TRUE(w) << w.error();
   EXPECT_EQ(w->micro_batches, 128);
   EXPECT_EQ(w->global_batch_tokens, 4 << 20);
-  EXPECT_FALSE(w->recompute);
+  EXPECT_EQ(w->recompute, Recompute::none);
+  EXPECT_FALSE(w->recompute_fixed);
+  EXPECT_FALSE(w->micro_batch_fixed);
   auto w1024 = parse_workload(parse({"--recompute"}), model, Topology{8, 128});
   ASSERT_TRUE(w1024);
   EXPECT_EQ(w1024->micro_batches, 1);
-  EXPECT_TRUE(w1024->recompute);
+  EXPECT_EQ(w1024->recompute, Recompute::full);
+  EXPECT_TRUE(w1024->recompute_fixed);
   auto explicit_m = parse_workload(parse({"--micro-batches", "4", "--seq", "128"}), model, Topology{2, 1});
   ASSERT_TRUE(explicit_m);
   EXPECT_EQ(explicit_m->micro_batches, 4);
@@ -117,6 +120,53 @@ TEST(Workload, OneDefaultBucketForEveryCommand) {
   auto one = parse_args(s, {"--bucket", "1M"});
   ASSERT_TRUE(one);
   EXPECT_EQ(*parse_bucket(*one), 1 << 20);
+}
+
+}  // namespace
+}  // namespace lins
+
+namespace lins {
+namespace {
+
+TEST(Workload, RecomputeModes) {
+  auto model = *make_model_preset("llama-7b");
+  const Topology t{8, 4};
+  for (Recompute r : kRecomputeNames.values()) {
+    auto w = parse_workload(parse({"--recompute-mode", recompute_name(r)}), model, t);
+    ASSERT_TRUE(w) << w.error();
+    EXPECT_EQ(w->recompute, r);
+    EXPECT_TRUE(w->recompute_fixed);
+  }
+  // --recompute is full, and with --recompute-mode full it is the same request.
+  auto both = parse_workload(parse({"--recompute", "--recompute-mode", "full"}), model, t);
+  ASSERT_TRUE(both) << both.error();
+  EXPECT_EQ(both->recompute, Recompute::full);
+  auto clash = parse_workload(parse({"--recompute", "--recompute-mode", "selective"}), model, t);
+  ASSERT_FALSE(clash);
+  EXPECT_NE(clash.error().find("--recompute-mode selective"), std::string::npos) << clash.error();
+  auto bad = parse_workload(parse({"--recompute-mode", "some"}), model, t);
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().find("none, selective, full"), std::string::npos) << bad.error();
+  auto fixed = parse_workload(parse({"--micro-batch", "2"}), model, t);
+  ASSERT_TRUE(fixed) << fixed.error();
+  EXPECT_TRUE(fixed->micro_batch_fixed);
+}
+
+TEST(Workload, VariantsKeepTheGlobalBatch) {
+  auto model = *make_model_preset("llama-7b");
+  const Topology t{8, 16};
+  auto w = parse_workload(parse({"--global-batch-tokens", "2M"}), model, t);  // 512 sequences on 128 GPUs: M b = 4
+  ASSERT_TRUE(w) << w.error();
+  for (int b : {1, 2, 4}) {
+    auto v = workload_variant(*w, t, b, Recompute::selective);
+    ASSERT_TRUE(v) << v.error();
+    EXPECT_EQ(v->micro_batch_size, b);
+    EXPECT_EQ(v->micro_batches, 4 / b);
+    EXPECT_EQ(v->global_batch_tokens, w->global_batch_tokens);
+    EXPECT_EQ(v->recompute, Recompute::selective);
+  }
+  EXPECT_FALSE(workload_variant(*w, t, 8, Recompute::none));
+  EXPECT_FALSE(workload_variant(*w, t, 3, Recompute::none));
 }
 
 }  // namespace

@@ -21,7 +21,7 @@ struct Harness {
   std::vector<int32_t> ids, targets;
   ModelOptions opt;
 
-  explicit Harness(bool recompute, int seq = 6, int batch = 2) {
+  explicit Harness(Recompute recompute, int seq = 6, int batch = 2) {
     spec = *make_model_preset("tiny");
     opt.seq = seq;
     opt.micro_batch_size = batch;
@@ -54,7 +54,7 @@ struct Harness {
   }
 };
 
-void check_gradients(bool recompute) {
+void check_gradients(Recompute recompute) {
   Harness h(recompute);
   const double loss = h.run(true);
   EXPECT_GT(loss, 0.5);
@@ -78,7 +78,7 @@ void check_gradients(bool recompute) {
       for (int64_t i = 0; i < n; ++i) h.params[m].f32()[off + i] = keep[i];
       const double numeric = (lp - lm) / (2 * eps);
       EXPECT_NEAR(analytic, numeric, 0.02 * std::fabs(numeric) + 1e-5)
-          << h.spec.tensors[t].name << " (recompute " << recompute << ")";
+          << h.spec.tensors[t].name << " (recompute " << recompute_name(recompute) << ")";
       EXPECT_GT(std::fabs(analytic), 1e-4) << h.spec.tensors[t].name << " has no gradient to check";
       ++checked;
       off += n;
@@ -87,20 +87,45 @@ void check_gradients(bool recompute) {
   EXPECT_EQ(checked, int(h.spec.tensors.size()));
 }
 
-TEST(LlamaModel, BackwardMatchesFiniteDifferences) { check_gradients(false); }
-TEST(LlamaModel, BackwardMatchesFiniteDifferencesWithRecomputation) { check_gradients(true); }
+TEST(LlamaModel, BackwardMatchesFiniteDifferences) { check_gradients(Recompute::none); }
+TEST(LlamaModel, BackwardMatchesFiniteDifferencesWithRecomputation) { check_gradients(Recompute::full); }
+TEST(LlamaModel, BackwardMatchesFiniteDifferencesWithSelectiveRecomputation) { check_gradients(Recompute::selective); }
 
 TEST(LlamaModel, RecomputationGivesTheSameGradient) {
-  Harness a(false), b(true);
-  const double la = a.run(true), lb = b.run(true);
-  EXPECT_DOUBLE_EQ(la, lb);
-  for (size_t m = 0; m < a.spec.modules.size(); ++m)
-    for (int64_t i = 0; i < a.spec.modules[m].elems; ++i)
-      ASSERT_EQ(a.grads[m].f32()[i], b.grads[m].f32()[i]) << a.spec.modules[m].name << " element " << i;
+  for (Recompute r : {Recompute::selective, Recompute::full}) {
+    SCOPED_TRACE(recompute_name(r));
+    Harness a(Recompute::none), b(r);
+    const double la = a.run(true), lb = b.run(true);
+    EXPECT_DOUBLE_EQ(la, lb);
+    for (size_t m = 0; m < a.spec.modules.size(); ++m)
+      for (int64_t i = 0; i < a.spec.modules[m].elems; ++i)
+        ASSERT_EQ(a.grads[m].f32()[i], b.grads[m].f32()[i]) << a.spec.modules[m].name << " element " << i;
+  }
+}
+
+// The activations a micro-batch holds at its peak: selective drops every attention layer's o ([T, H]) and logsumexp
+// ([batch, heads, seq] fp32) after forward and brings back one layer's at a time in backward, so its peak is lower
+// than none's by those of all layers but at most one; full keeps only the layer inputs and is lower still.
+TEST(LlamaModel, SelectiveRecomputationHoldsLessActivationMemory) {
+  const int seq = 32, batch = 2;
+  int64_t peak[3] = {};
+  for (Recompute r : kRecomputeNames.values()) {
+    Harness h(r, seq, batch);
+    h.be->reset_peak_memory();
+    const int64_t before = h.be->memory().current_bytes[int(MemCategory::activation)];
+    h.run(true);
+    peak[int(r)] = h.be->memory().peak_bytes[int(MemCategory::activation)] - before;
+  }
+  const int64_t T = int64_t(seq) * batch, H = 16, heads = 2, L = 2;   // the tiny model
+  const int64_t core = T * H * 4 + int64_t(batch) * heads * seq * 4;  // o and lse of one layer, fp32
+  const int64_t saved = peak[int(Recompute::none)] - peak[int(Recompute::selective)];
+  EXPECT_GE(saved, (L - 1) * core) << "none " << peak[0] << ", selective " << peak[1];
+  EXPECT_LE(saved, L * core) << "none " << peak[0] << ", selective " << peak[1];
+  EXPECT_LT(peak[int(Recompute::full)], peak[int(Recompute::selective)]);
 }
 
 TEST(LlamaModel, InitialisationDependsOnlyOnTensorNameAndIndex) {
-  Harness h(false);
+  Harness h(Recompute::none);
   auto model = LlamaModel::create(h.spec, *h.be, h.opt);
   const int m = 1;  // layers.0.attn
   const int64_t n = h.spec.modules[m].elems;
@@ -146,7 +171,7 @@ namespace {
 // The step's loss stays on the device, one slot per micro-batch, and is read once: over more micro-batches than there
 // are slots it still equals the per-micro-batch sums added on the host in order, to the bit.
 TEST(LlamaModel, LossOfManyMicroBatchesIsTheirSumInOrder) {
-  Harness h(false);
+  Harness h(Recompute::none);
   auto model = LlamaModel::create(h.spec, *h.be, h.opt);
   ASSERT_TRUE(model.ok()) << model.error();
   SyntheticTask task{3, h.spec.dims.vocab, h.opt.seq};
