@@ -353,10 +353,6 @@ TEST(TimelineProgress, WithoutContentionEveryGoldenProgramTimesAsThePlainEventMo
       auto s = build_case(c, mode);
       ASSERT_TRUE(s) << s.error();
       const std::vector<Action> program = step_program(*s);
-      std::vector<int> issued_at(s->ops.size(), int(program.size()));  // each op's issue position in the program
-      for (std::size_t pos = 0; pos < program.size(); ++pos)
-        if (program[pos].kind == Action::Kind::issue && !program[pos].carried)
-          issued_at[static_cast<std::size_t>(program[pos].index)] = int(pos);
       for (int variant = 0; variant < 4; ++variant) {
         TimelineCosts costs;
         costs.compute_s = [&](int t) { return spread(t, 1.3e-3); };
@@ -370,11 +366,7 @@ TEST(TimelineProgress, WithoutContentionEveryGoldenProgramTimesAsThePlainEventMo
         if (variant >= 2) {  // a host of its own
           costs.host_ahead_s = [](int pos) { return pos % 4 == 0 ? 4e-4 : 3e-5; };
           costs.host_sync = [](int pos) { return pos % 17 == 0; };
-          // The host waits only for an op already issued (as the host model's waits are).
-          costs.host_wait_op = [&](int pos) {
-            const int op = pos % 11 == 0 && pos > 0 ? (pos / 11) % int(s->ops.size()) : -1;
-            return op >= 0 && issued_at[static_cast<std::size_t>(op)] < pos ? op : -1;
-          };
+          costs.host_wait_op = [&](int pos) { return pos % 11 == 0 && pos > 0 ? (pos / 11) % int(s->ops.size()) : -1; };
         }
         if (variant == 3) {  // rates given, all 1
           costs.rates.compute = [](int, const int*) { return 1.0; };
