@@ -113,7 +113,7 @@ double closed_form_buffer_bytes(const Schedule& s, const ModelSpec& model, const
   }
   // ZeRO++'s quantization buffers: those of the largest quantized op, for each of the two units gathered at once and
   // for a module's two exchanges of qgZ.
-  const DType storage = b.p >= 4 ? DType::fp32 : DType::bf16;
+  const DType storage = b.storage();
   int64_t quantized = 0;
   for (const auto& op : s.ops) quantized = std::max(quantized, quantization_buffer_bytes(op, storage));
   out += 2.0 * double(quantized);
@@ -136,7 +136,7 @@ double walk_buffer_bytes(const Schedule& s, const ModelSpec& model, const StateB
   std::vector<double> held(s.ops.size(), 0.0);  // what each op holds from its issue, in bytes
   std::vector<double> quantized(s.ops.size(), 0.0);  // ZeRO++'s quantization buffers, from its issue to its wait
   std::vector<bool> until_task(s.ops.size(), false);
-  const DType storage = b.p >= 4 ? DType::fp32 : DType::bf16;
+  const DType storage = b.storage();
   for (std::size_t i = 0; i < s.ops.size(); ++i) {
     const OpHold h = op_hold(s.ops[i], purpose_rule(s.ops[i].purpose, ctx), reads.op_modules[i].size());
     held[i] = double(h.elems) * (h.state == HeldState::p ? b.p : b.g);

@@ -23,6 +23,8 @@ struct StateBytes {
   double p = 2, g = 2, os = 12;
   double activation = 2;
   double weight_grad = 2;
+  // The dtype P is stored in: fp32 at 4 bytes an element, else bf16 (what ZeRO++'s quantizers convert from).
+  DType storage() const { return p >= 4 ? DType::fp32 : DType::bf16; }
 };
 
 // The bytes of lins's own executor (lins step and the step tests): P and G in the storage dtype with fp32 master

@@ -67,7 +67,7 @@ Result<PlanProjection> project_plan(const ProjectionSetup& setup, const Workload
   // ZeRO++'s quantize and dequantize passes run on the op's stream before and after its collectives: memory-bound
   // kernels, priced at the memory rate.
   const double memory_rate = setup.compute.rates_for(plan.engine).optimizer_bytes_per_s;
-  const DType storage = setup.state_bytes.p >= 4 ? DType::fp32 : DType::bf16;
+  const DType storage = setup.state_bytes.storage();
   for (std::size_t i = 0; i < sched.ops.size(); ++i)
     if (memory_rate > 0) op_s[i] += double(quantization_pass_bytes(sched.ops[i], storage)) / memory_rate;
   out.step = project_step(sched, w.model, w.seq, w.micro_batch_size, w.recompute, setup.compute.rates_for(plan.engine),

@@ -101,20 +101,21 @@ Result<EngineOptions> parse_engine_options(const ParsedArgs& args) {
     if (f.positive && *v == 0) return make_error(std::string("--") + f.name + " must be at least 1");
     *f.value = static_cast<int64_t>(*v);
   }
-  if (const std::string v = args.get("ds-overlap-comm"); !v.empty()) {
-    if (v != "on" && v != "off")
-      return make_error("--ds-overlap-comm " + v +
-                        ": valid values are on and off (absent: DeepSpeed's default, off "
-                        "for zero1/2 and on for zero3, mics and zeropp)");
-    e.ds_overlap_comm = v == "on";
-  }
-  for (auto [name, field] : {std::pair{"ds-quantized-weights", &e.ds_quantized_weights},
-                             std::pair{"ds-quantized-gradients", &e.ds_quantized_gradients}}) {
+  // An on|off option: nullopt when absent; `absent` says what that means, in the error.
+  auto on_off = [&](const char* name, const std::string& absent) -> Result<std::optional<bool>> {
     const std::string v = args.get(name);
-    if (v.empty()) continue;
-    if (v != "on" && v != "off") return make_error(std::string("--") + name + " " + v + ": valid values are on and off");
-    *field = v == "on";
-  }
+    if (v.empty()) return std::optional<bool>();
+    if (v != "on" && v != "off")
+      return make_error(std::string("--") + name + " " + v + ": valid values are on and off" + absent);
+    return std::optional<bool>(v == "on");
+  };
+  LINS_ASSIGN_OR_RETURN(e.ds_overlap_comm,
+                        on_off("ds-overlap-comm", " (absent: DeepSpeed's default, off for zero1/2 and on for zero3, "
+                                                  "mics and zeropp)"));
+  LINS_ASSIGN_OR_RETURN(auto weights, on_off("ds-quantized-weights", ""));
+  LINS_ASSIGN_OR_RETURN(auto gradients, on_off("ds-quantized-gradients", ""));
+  e.ds_quantized_weights = weights.value_or(false);
+  e.ds_quantized_gradients = gradients.value_or(false);
   if (const std::string v = args.get("ds-qgz-average"); !v.empty()) {
     if (v != "mean" && v != "deepspeed")
       return make_error("--ds-qgz-average " + v +

@@ -288,7 +288,7 @@ double holdings_peak(const Schedule& s, const StateBytes& b) {
     holds.push_back(op_hold(s.ops[i], purpose_rule(s.ops[i].purpose, ctx), reads.op_modules[i].size()));
   auto bytes = [&](std::size_t i) { return double(holds[i].elems) * (holds[i].state == HeldState::p ? b.p : b.g); };
   // ZeRO++'s quantization buffers, from the op's issue to its wait.
-  const DType storage = b.p >= 4 ? DType::fp32 : DType::bf16;
+  const DType storage = b.storage();
   auto quantized = [&](std::size_t i) { return double(quantization_buffer_bytes(s.ops[i], storage)); };
   double always = 0;
   for (int m : s.persistent_modules) always += padded(m) * b.p;
