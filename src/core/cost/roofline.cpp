@@ -2,13 +2,12 @@
 #include "core/cost/roofline.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <vector>
 
 #include "core/util/csv.h"
-
-#include <cstdio>
-#include <cstdlib>
 
 namespace lins {
 
