@@ -85,9 +85,10 @@ check([r for r in plans0 if r["recommended"] == "1"][0]["why"] == "chosen", "--t
 check("within 0% of the fastest" in out0, "--tie 0 is printed")
 
 # The inputs line: every default assumed; given options and measured files each under their word.
-check("assumed: compute efficiency 0.6 x peak, collectives priced by the nccl model of network h100-ndr, contention "
-      "priors of network h100-ndr, memory reserve, GPU numbers of the network h100-ndr's gpu preset h100-sxm, host "
-      "costs built in (today" in out and "given: -; measured: -" in out, "plan: the inputs line by default")
+check("assumed: collectives priced by the nccl model of network h100-ndr, contention priors of network h100-ndr, "
+      "memory reserve, GPU numbers of the network h100-ndr's gpu preset h100-sxm, host costs built in (today" in out
+      and "given: -; measured: compute by roofline, kernel rates of sm90, measured on an H200" in out,
+      "plan: the inputs line by default")
 small = ["--model", "small", "--seq", "128", "--micro-batch", "1", "--global-batch-tokens", "1024", "--gpus-per-node",
          "2", "--network", "cpu-local"]
 validation = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "data", "validation",

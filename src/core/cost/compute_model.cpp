@@ -14,10 +14,11 @@ ComputeRates ComputeModel::rates_for(Engine engine) const {
 
 std::vector<OptionSpec> compute_options() {
   return {
-      {"compute-model", 0, "NAME", "efficiency",
-       "how compute is timed: efficiency (one sustained rate, --compute-efficiency x peak, assumed) or roofline (each "
-       "kernel of each task at the GPU generation's measured or published GEMM, attention and memory rates: "
-       "predicted, MFU an output; docs/cost-model.md, \"Compute\")"},
+      {"compute-model", 0, "NAME", "roofline",
+       "how compute is timed: roofline (each kernel of each task at the GPU generation's measured or published GEMM, "
+       "attention and memory rates: predicted, MFU an output; docs/cost-model.md, \"Compute\") or efficiency (one "
+       "sustained rate: --compute-efficiency x peak, --sustained-tflops, or --calibrate); giving one of those three "
+       "selects efficiency, as does a planner without a GPU generation (lins step on CPUs)"},
       {"kernel-rates", 0, "FILE", "",
        "--compute-model roofline: the kernel rates a GPU check measured (bench_kernels_gpu.csv of "
        "scripts/gpu-check.sh) instead of the GPU generation's built-in ones"},
@@ -36,11 +37,24 @@ std::vector<OptionSpec> compute_options() {
 Result<ComputeModel> parse_compute_model(const ParsedArgs& args, double peak_tflops, double hbm_gbps,
                                          int compute_capability) {
   ComputeModel m;
-  const std::string mode = args.get("compute-model");
-  if (mode != "efficiency" && mode != "roofline" && !mode.empty())
-    return make_error("--compute-model " + mode + ": valid models are efficiency and roofline");
+  std::string mode = args.get("compute-model");
+  if (mode != "efficiency" && mode != "roofline")
+    return make_error("--compute-model " + mode + ": valid models are roofline and efficiency");
+  if (args.has("sustained-tflops") && args.has("calibrate"))
+    return make_error("give --sustained-tflops or --calibrate, not both");
+  if (args.has("calibrate-as") && !args.has("calibrate"))
+    return make_error("--calibrate-as needs --calibrate (the measured rows to take the engine's calibration from)");
+  // The default is the roofline; a rate given, or no GPU generation to take kernel rates from, means efficiency.
+  if (!args.has("compute-model") &&
+      (compute_capability == 0 || args.has("compute-efficiency") || args.has("sustained-tflops") ||
+       args.has("calibrate")))
+    mode = "efficiency";
   if (args.has("kernel-rates") && mode != "roofline")
-    return make_error("--kernel-rates sets the roofline's kernel rates: give it with --compute-model roofline");
+    return make_error("--kernel-rates sets the roofline's kernel rates: it does not go with --compute-model efficiency, "
+                      "--compute-efficiency, --sustained-tflops or --calibrate");
+  if (mode == "roofline" && compute_capability == 0)
+    return make_error("--compute-model roofline takes its kernel rates from a GPU generation, and this command has "
+                      "none (lins step on CPUs measures its own peak): use --compute-model efficiency");
   if (mode == "roofline") {
     for (const char* rate : {"compute-efficiency", "sustained-tflops", "calibrate"})
       if (args.has(rate))
@@ -66,10 +80,6 @@ Result<ComputeModel> parse_compute_model(const ParsedArgs& args, double peak_tfl
   m.optimizer_bytes_per_s = hbm_gbps * 1e9;
   m.sustained_flops_per_s = *eff * peak_tflops * 1e12;
   m.rate_source = "compute-efficiency " + args.get("compute-efficiency") + " x peak";
-  if (args.has("sustained-tflops") && args.has("calibrate"))
-    return make_error("give --sustained-tflops or --calibrate, not both");
-  if (args.has("calibrate-as") && !args.has("calibrate"))
-    return make_error("--calibrate-as needs --calibrate (the measured rows to take the engine's calibration from)");
   if (args.has("sustained-tflops")) {
     auto v = args.get_double("sustained-tflops");
     if (!v || *v <= 0) return make_error(v ? "--sustained-tflops must be positive" : v.error());

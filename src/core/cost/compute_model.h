@@ -1,5 +1,6 @@
-// How fast a GPU computes, for projecting a step: one sustained forward/backward rate (efficiency x peak, given, or
-// fitted per engine to measured `lins step` rows with --calibrate) and the optimizer's memory rate. Shared by
+// How fast a GPU computes, for projecting a step: by default a roofline of each task's kernels at the GPU generation's
+// kernel rates (roofline.h); else one sustained forward/backward rate (efficiency x peak, given, or fitted per engine
+// to measured `lins step` rows with --calibrate); and the optimizer's memory rate. Shared by
 // `lins simulate`, `lins plan` and `lins step` (which all read the same flags) so that a plan is ranked with the
 // compute the simulator projects it with.
 #pragma once
@@ -44,6 +45,8 @@ struct ComputeModel {
 std::vector<OptionSpec> compute_options();
 // The compute model of those options; `peak_tflops` is the peak per GPU that --compute-efficiency scales, `hbm_gbps`
 // the optimizer's memory rate (both as parse_gpu_assumption resolves them: the network's GPU or the options).
+// `compute_capability` is the GPU's generation whose kernel rates the roofline takes; 0 (none, as for lins step's
+// planner on CPUs) makes efficiency the default.
 Result<ComputeModel> parse_compute_model(const ParsedArgs& args, double peak_tflops, double hbm_gbps,
                                          int compute_capability = 0);
 

@@ -76,9 +76,16 @@ set(h100 plan --model llama-13b --nodes 16 --network h100-ndr --global-batch-tok
 run(0 ${h100})
 set(from "(network h100-ndr's gpu preset h100-sxm)")
 expect_in("${OUT}" "peak 989.4 TFLOP/s for MFU ${from}" "h100-ndr: the H100's peak")
-expect_in("${OUT}" "optimizer at 3350 GB/s ${from}" "h100-ndr: the H100's HBM bandwidth")
+expect_in("${OUT}" "AdamW at 0.74 of the HBM's 3350 GB/s, network h100-ndr's gpu preset h100-sxm" "h100-ndr: the H100's HBM bandwidth")
 expect_in("${OUT}" "memory limit 80.00 GiB per GPU ${from}" "h100-ndr: the H100's memory")
-expect_in("${OUT}" "593.6 TFLOP/s sustained per GPU" "h100-ndr: 0.6 x the H100's peak")
+# Compute is predicted by default: a roofline at Hopper's measured kernel rates (GEMMs at 0.76 x 989.4), said measured.
+expect_in("${OUT}" "compute: predicted per task by a roofline of its kernels" "h100-ndr: roofline by default")
+expect_in("${OUT}" "GEMMs at 751.9 TFLOP/s" "h100-ndr: 0.76 x the H100's peak")
+expect_in("${OUT}" "measured: compute by roofline" "the inputs line: the roofline's rates measured")
+# An efficiency given is the one sustained rate, labelled as given.
+run(0 ${h100} --compute-efficiency 0.6)
+expect_in("${OUT}" "593.6 TFLOP/s sustained per GPU" "--compute-efficiency: 0.6 x the H100's peak")
+expect_in("${OUT}" "given: compute efficiency 0.6 x peak (--compute-efficiency)" "--compute-efficiency labelled given")
 expect_not_in("${ERR}" "warning" "h100-ndr alone")
 run(0 plan --nodes 2 --plan zero3)
 expect_in("${OUT}" "peak 312 TFLOP/s for MFU (network paper-a800's gpu preset a800-sxm)" "paper-a800: the A800's peak")
@@ -86,14 +93,14 @@ expect_in("${OUT}" "peak 312 TFLOP/s for MFU (network paper-a800's gpu preset a8
 # taken as given with a warning, one of the same generation without.
 run(0 ${h100} --peak-tflops 312 --gpu-mem 64GiB)
 expect_in("${OUT}" "peak 312 TFLOP/s for MFU (--peak-tflops)" "--peak-tflops replaces the network's")
-expect_in("${OUT}" "187.2 TFLOP/s sustained per GPU" "--peak-tflops scaled by --compute-efficiency")
+expect_in("${OUT}" "GEMMs at 237.1 TFLOP/s" "--peak-tflops scaled by the GEMM rate")
 expect_in("${OUT}" "memory limit 64.00 GiB per GPU (--gpu-mem)" "--gpu-mem replaces the network's")
 expect_in("${ERR}" "lins plan: warning: --peak-tflops 312 is the dense bf16 peak of a800-sxm and a100-sxm (sm80), but network h100-ndr has gpu_arch = \"sm90\"" "a peak of another generation")
 run(0 ${h100} --peak-tflops 989)
 expect_not_in("${ERR}" "warning" "a peak of the network's generation")
 # lins simulate says the same in its first line.
 run(0 simulate --network h100-ndr --model llama-7b --gpus 64 --strategies zero3 --hbm-gbps 3000 --out ${WORK}/sim-h100.csv)
-expect_in("${OUT}" "lins simulate: GPU peak 989.4 TFLOP/s for MFU ${from}, optimizer at 3000 GB/s (--hbm-gbps), 80.00 GiB per GPU ${from}" "simulate: the network's GPU")
+expect_in("${OUT}" "lins simulate: GPU peak 989.4 TFLOP/s for MFU ${from}, HBM 3000 GB/s (--hbm-gbps), 80.00 GiB per GPU ${from}" "simulate: the network's GPU")
 
 # NVLS: the alpha-beta model does not price it and says so; the nccl model refuses it, naming --network-model only
 # when it was given.
