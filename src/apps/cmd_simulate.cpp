@@ -459,8 +459,12 @@ Status write_simulate_provenance(const SimulateOptions& o, const ParsedArgs& arg
       "no_allreduce also waits for each all-reduce where it is issued; none issues every gather where it is "
       "needed and waits for every op where it is issued";
   assume["compute"] =
-      "module FLOPs (2 per weight per token, attention 4*seq*h per token, backward 2x forward, "
-      "recomputation +1 forward) at the sustained rate";
+      o.compute.roofline
+          ? "each task by the roofline of its kernels (docs/cost-model.md, Compute): every GEMM at the larger of its "
+            "FLOPs over the GEMM rate and its bytes over the memory rate, the attention core at the fused kernel's "
+            "rate (causal FLOPs), element-wise kernels at the memory rate; recomputation repeats its forward kernels"
+          : "module FLOPs (2 per weight per token, attention 4*seq*h per token, backward 2x forward, "
+            "recomputation +1 forward) at the sustained rate";
   assume["memory_limit_bytes"] = double(o.gpu_mem);
   assume["memory_limit_from"] = o.gpu.mem_from;
   if (o.host) {
