@@ -268,9 +268,17 @@ TextTable sweep_table() {
 
 // One projected row: the step of `plan` under overlap mode `ov` (project_plan, as the planner projects it), written
 // to the CSV (and its trace), printed as a row of `printed`.
+// One projected row of a cluster, kept until the cluster's tiers are known.
+struct ClusterRow {
+  StepRow row;
+  std::string strategy;
+  double step_s = 0;
+  bool feasible = false;
+};
+
 Status project_row(const SimulateOptions& o, const Workload& workload, const Topology& topo,
-                   const std::string& strategy, const Plan& plan, Overlap ov, CsvWriter& writer, SweepTally& tally,
-                   TextTable& printed, std::vector<std::pair<std::string, double>>* fitting) {
+                   const std::string& strategy, const Plan& plan, Overlap ov, SweepTally& tally, TextTable& printed,
+                   std::vector<ClusterRow>* rows) {
   const ModelSpec& model = workload.model;
   const int gpus = topo.world();
   ProjectionSetup setup = projection_setup(o);
@@ -313,7 +321,6 @@ Status project_row(const SimulateOptions& o, const Workload& workload, const Top
   // The reserve beside the tensors: model_mem_bytes + reserve_bytes is the need printed below, which `feasible`
   // compares with the limit.
   row.set("reserve_bytes", mem.reserve_bytes);
-  if (auto s = writer.write_row(row.ordered()); !s) return s;
   ++tally.rows;
   tally.infeasible += feasible ? 0 : 1;
   printed.row().add(model.name).add(std::to_string(gpus));
@@ -332,30 +339,36 @@ Status project_row(const SimulateOptions& o, const Workload& workload, const Top
     printed.note(" fits within 5% of --gpu-mem: depends on the reserve's assumptions (docs/cost-model.md)");
   }
   printed.print_row(std::cout, printed.row_count() - 1);
-  if (feasible) fitting->emplace_back(strategy, proj.step_s);
+  rows->push_back(ClusterRow{std::move(row), strategy, proj.step_s, feasible});
   return Status::ok_status();
 }
 
-// One line per cluster and overlap mode: its strategies that fit, in tiers (a tier holds those within `tie` of its
-// fastest; differences inside one are not evidence, the projection's error being larger).
-void print_tiers(std::vector<std::pair<std::string, double>> fitting, double tie) {
-  if (fitting.size() < 2) return;
-  std::stable_sort(fitting.begin(), fitting.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+// The tiers of one cluster and overlap mode: each row that fits gets one (a tier holds those within `tie` of its
+// fastest; differences inside one are not evidence, the projection's error being larger), each that does not 0; the
+// `tier` column is set and, with two or more that fit, one line printed.
+void set_tiers(std::vector<ClusterRow>& rows, double tie) {
+  std::vector<ClusterRow*> fitting;
+  for (auto& r : rows) {
+    r.row.set("tier", 0);
+    if (r.feasible) fitting.push_back(&r);
+  }
+  std::stable_sort(fitting.begin(), fitting.end(), [](const auto* a, const auto* b) { return a->step_s < b->step_s; });
   char pct[32];
   std::snprintf(pct, sizeof pct, "%g%%", 100 * tie);
   std::string line = std::string("  tiers (within ") + pct + " of a tier's fastest, --tie):";
   int tier = 0;
   double first = 0;
-  for (const auto& [name, step] : fitting) {
-    if (tier == 0 || step > first * (1 + tie)) {
-      ++tier, first = step;
+  for (ClusterRow* r : fitting) {
+    if (tier == 0 || r->step_s > first * (1 + tie)) {
+      ++tier, first = r->step_s;
       line += (tier > 1 ? " |" : "") + std::string(" tier ") + std::to_string(tier) + ":";
     } else {
       line += ",";
     }
-    line += " " + name;
+    line += " " + r->strategy;
+    r->row.set("tier", tier);
   }
-  std::printf("%s\n", line.c_str());
+  if (fitting.size() >= 2) std::printf("%s\n", line.c_str());
 }
 
 // Every (model, GPU count, strategy, overlap mode) in order; returns what was projected and skipped.
@@ -391,8 +404,8 @@ Result<SweepTally> project_all(const SimulateOptions& o, const ParsedArgs& args,
       popt.engine = o.engine;
       popt.host = o.host;
       popt.threads = cores;
-      // Per overlap mode, the strategies that fit and their steps, for the tiers after the cluster's rows.
-      std::vector<std::vector<std::pair<std::string, double>>> fitting(o.overlaps.size());
+      // Per overlap mode, the cluster's rows, written once their tiers are known.
+      std::vector<std::vector<ClusterRow>> rows(o.overlaps.size());
       for (const auto& strategy : o.strategies) {
         Workload run;
         LINS_ASSIGN_OR_RETURN(auto plan, resolve_strategy(o, strategy, *workload, topo, popt, run));
@@ -403,13 +416,15 @@ Result<SweepTally> project_all(const SimulateOptions& o, const ParsedArgs& args,
           continue;
         }
         for (std::size_t k = 0; k < o.overlaps.size(); ++k)
-          LINS_TRY(project_row(o, run, topo, strategy, *plan, o.overlaps[k], writer, tally, printed,
-                               &fitting[k]));
+          LINS_TRY(project_row(o, run, topo, strategy, *plan, o.overlaps[k], tally, printed, &rows[k]));
       }
       for (std::size_t k = 0; k < o.overlaps.size(); ++k) {
-        if (o.overlaps.size() > 1) std::printf("  overlap %s:\n", overlap_name(o.overlaps[k]));
-        print_tiers(fitting[k], o.tie);
+        if (o.overlaps.size() > 1 && rows[k].size() > 1) std::printf("  overlap %s:\n", overlap_name(o.overlaps[k]));
+        set_tiers(rows[k], o.tie);
       }
+      // In the order projected: each strategy's row of every overlap mode.
+      for (std::size_t i = 0; i < rows[0].size(); ++i)
+        for (auto& of_mode : rows) LINS_TRY(writer.write_row(of_mode[i].row.ordered()));
     }
   }
   return tally;

@@ -125,6 +125,9 @@ check(len(tiers) == 1 and "tier 1:" in tiers[0] and "zero3" in tiers[0] and "ddp
       f"simulate: one tiers line naming both strategies, got {tiers}")
 out0 = run(["simulate", *small, "--gpus", "4", "--strategies", "zero3,ddp", "--tie", "0", "--out", sim_csv])
 check(any("tier 2:" in line for line in out0.splitlines()), "simulate --tie 0: every strategy a tier of its own")
+# The CSV's tier column says the same: at --tie 0 the faster strategy is tier 1, the other tier 2.
+sim = sorted(rows(sim_csv), key=lambda r: float(r["step_time_s"]))
+check([r["tier"] for r in sim] == ["1", "2"], f"simulate --tie 0: CSV tiers {[r['tier'] for r in sim]}, expected 1, 2")
 out = run(["simulate", *small, "--gpus", "4", "--strategies", "zero3", "--host-model", "off", "--out", sim_csv])
 r = rows(sim_csv)[0]
 check(r["host_model"] == "off" and r["label"].startswith("device"), "simulate --host-model off: label device")
@@ -169,6 +172,8 @@ out = run(["simulate", "--model", "llama-13b", "--gpus", "64", "--strategies", "
 for r in rows(sim_csv):
     need = float(r["model_mem_bytes"]) + float(r["reserve_bytes"])
     check(float(r["reserve_bytes"]) > 0, f"simulate {r['strategy']}: no reserve")
+    check((r["tier"] == "0") == (r["feasible"] == "0"), f"simulate {r['strategy']}: tier {r['tier']} but feasible "
+          f"{r['feasible']} (0 is the tier of a row that does not fit)")
     check((need <= 80 * 2**30) == (r["feasible"] == "1"), f"simulate {r['strategy']}: feasible={r['feasible']} but "
           f"tensors + reserve = {need / 2**30:.2f} GiB against 80 GiB")
     shown = re.search(rf"^llama-13b +64 +{r['strategy']} .* ([0-9.]+) GiB", out, re.M)

@@ -129,6 +129,11 @@ inline std::vector<Column> step_columns_tail() {
        "projected rows: what a GPU run needs per rank beyond the memory model's tensors (CUDA context, cuBLAS "
        "workspace, NCCL buffers per communicator, fragmentation; --reserve-*); model_mem_bytes + reserve_bytes is "
        "the need the console shows, which feasible compares with the memory limit; empty in measured rows"},
+      {"tier",
+       "projected rows of lins simulate: 1 when the row's step is within --tie (0.2, the projection's validated "
+       "error) of the fastest strategy that fits on its cluster (model, GPUs, overlap mode), 2 when within it of the "
+       "fastest outside tier 1, and so on; 0 = does not fit; strategies of one tier are a tie as far as the "
+       "projection can tell; empty in measured rows"},
   };
 }
 }  // namespace detail

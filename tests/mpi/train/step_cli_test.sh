@@ -39,7 +39,7 @@ sys.exit(1 if bad else 0)
 PY
 header=$(head -n 1 "$csv")
 case "$header" in
-  source,strategy,engine,plan,*,feasible,fabric,mfu_causal,peak_source,gemm_tflops,host_model,label,host_work_s,host_stall_s,overrun_tasks,contention_compute_s,contention_comm_s,reserve_bytes) ;;
+  source,strategy,engine,plan,*,feasible,fabric,mfu_causal,peak_source,gemm_tflops,host_model,label,host_work_s,host_stall_s,overrun_tasks,contention_compute_s,contention_comm_s,reserve_bytes,tier) ;;
   *) echo "unexpected header: $header"; exit 1 ;;
 esac
 traces=$(ls "$out"/trace.*.rank*.json | wc -l)
