@@ -22,6 +22,8 @@
 #include "comm/provenance.h"
 #include "comm/watchdog.h"
 #include "core/cost/cost_model.h"  // kProfileHeader, the columns the planner reads
+#include "core/cost/link_fit.h"
+#include "core/cost/network_spec.h"
 #include "core/output/results_schema.h"
 #include "core/util/cli.h"
 #include "core/util/csv.h"
@@ -59,6 +61,10 @@ const CommandSpec& comm_spec() {
           {"csv", 0, "FILE", "", "also write the rows as CSV (units in column names) and FILE's .provenance.json"},
           {"profile", 0, "FILE", "",
            "sweep every op over every mesh the planner may use and write the profile CSV `lins plan --profile` reads"},
+          {"fit-network", 0, "NET", "cpu-local",
+           "--profile: fit this network's alpha-beta link terms (a preset or a network file) to the profile just "
+           "measured and print them beside the file's, with each measured mesh's error, as `lins plan --profile` "
+           "does (docs/cost-model.md, \"Fitting the link terms\")"},
           {"contention", 0, "FILE", "",
            "measure what compute and collectives cost each other side by side (compute alone and beside a "
            "collective, a collective beside compute, two groups on one link, both fabrics at once) over the intra "
@@ -105,6 +111,7 @@ struct Settings {
   MpiProgress progress = MpiProgress::thread;
   double timeout_s = 0;
   std::string gpn_text, group, csv, profile, contention;
+  std::optional<NetworkSpec> fit_network;  // --profile: the network whose link terms are fitted to it
   bool sweep_given = false;  // -b or -e on the command line (--contention has its own default sweep)
   uint64_t contention_bytes = 0;
   int repeats = 5;
@@ -207,6 +214,13 @@ Result<Settings> read_settings(const ParsedArgs& a) {
   s.profile = a.get("profile");
   if (!s.profile.empty() && a.has("group"))
     return make_error("--profile sweeps every mesh itself; drop --group (or drop --profile to measure one group)");
+  if (a.has("fit-network") && s.profile.empty())
+    return make_error("--fit-network fits link terms to the profile --profile measures; give --profile FILE");
+  if (!s.profile.empty()) {
+    auto net = resolve_network_spec(a.get("fit-network"));
+    if (!net) return make_error("--fit-network: " + net.error());
+    s.fit_network = std::move(*net);
+  }
   LINS_TRY(read_contention(a, s));
   LINS_ASSIGN_OR_RETURN(s.timeout_s, a.get_double("timeout"));
   s.memory_check = !a.flag("no-memory-check");
@@ -578,6 +592,18 @@ int write_profile(const Settings& s, const SweepResult& r, const std::vector<std
     return 2;
   }
   if (rank == 0) std::printf("# wrote profile %s\n", s.profile.c_str());
+  if (rank == 0 && s.fit_network) {
+    // The link terms every mesh would be priced with, fitted to what was just measured.
+    auto profile = BandwidthProfile::load(s.profile);
+    if (!profile) {
+      std::fprintf(stderr, "lins comm: --fit-network: %s\n", profile.error().c_str());
+      return 2;
+    }
+    const LinkFit fit = fit_link_terms(alpha_beta_of(*s.fit_network), link_fit_points(*profile));
+    std::printf("# network %s's link terms fitted to %s (lins plan --profile %s --network %s prices with them):\n",
+                s.fit_network->name.c_str(), s.profile.c_str(), s.profile.c_str(), s.fit_network->name.c_str());
+    for (const auto& line : link_fit_lines(fit, true)) std::printf("#%s\n", line.c_str());
+  }
   return 0;
 }
 
