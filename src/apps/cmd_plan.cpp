@@ -105,6 +105,7 @@ struct View {
   double peak_flops = 0;      // per GPU, for MFU (the GPU assumption's peak)
   double flops_per_step = 0;  // model FLOPs per GPU per step (Megatron counting)
   bool priced_by_fit = false;  // the network model prices with link terms fitted to the measurements
+  double gpu_mem_bytes = 0;    // the memory limit a plan's need is held to
 };
 
 // A table of `lins plan`: text columns (plan, 6-tuple, why) left-aligned, numbers right-aligned, two spaces apart.
@@ -223,7 +224,12 @@ void print_plan_detail(const char* title, const PlanEvaluation& e, const View& v
       format_bytes(m.total_bytes).c_str());
   std::printf("  reserve: %s (CUDA context, cuBLAS workspace, %d NCCL communicators, fragmentation); needs %s\n",
               format_bytes(m.reserve_bytes).c_str(), m.communicators, format_bytes(m.required_bytes()).c_str());
-  if (!e.feasible) std::printf("  does not fit: %s\n", e.infeasible_reason.c_str());
+  if (!e.feasible)
+    std::printf("  does not fit: %s\n", e.infeasible_reason.c_str());
+  else if (m.required_bytes() > 0.95 * v.gpu_mem_bytes)
+    std::printf("  fits within 5%% of the %s limit: the verdict depends on the reserve's assumptions (fragmentation "
+                "and NCCL buffers; --reserve-*, docs/cost-model.md)\n",
+                format_bytes(v.gpu_mem_bytes).c_str());
   auto comm = [&](const char* name, const CommTimeBreakdown& b) {
     std::printf("  comm per step (%s pricing): %s = T_p %s + T_g %s + T_os0 %s + T_os1 %s\n", name,
                 format_seconds(b.total_s()).c_str(), format_seconds(b.param_s).c_str(),
@@ -425,6 +431,7 @@ Result<PlanOptions> read_plan_options(const ParsedArgs& args) {
   o.view.objective = objective;
   o.view.overlap = overlap;
   o.view.priced_by_fit = o.cost->priced_by_fit();
+  o.view.gpu_mem_bytes = o.gpu.mem_bytes;
   o.view.peak_flops = o.gpu.peak_tflops * 1e12;
   o.view.flops_per_step =
       o.work.model.flops_per_token(o.work.seq) * double(o.work.global_batch_tokens) / double(o.topo.world());

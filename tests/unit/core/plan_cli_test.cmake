@@ -200,3 +200,11 @@ if(NOT zero1_row OR CMAKE_MATCH_1 LESS_EQUAL 80)
 endif()
 run(0 simulate --model llama-13b --gpus 64 --strategies zero3 --gpu-mem 41GiB --out ${WORK}/sim-near.csv)
 expect_in("${OUT}" "fits within 5% of --gpu-mem: depends on the reserve's assumptions" "simulate: near the limit")
+# lins plan says it of its chosen plan (30B on 16 x 8 by the paper's objective needs 79.5 GiB of 80), and not of one
+# far below the limit.
+run(0 plan --model llama-30b --nodes 16 --objective comm --host-model off --recompute-mode full --micro-batch 1
+    --global-batch-tokens 4M --top 1)
+expect_in("${OUT}" "fits within 5% of the 80.00 GiB limit: the verdict depends on the reserve's assumptions"
+          "plan: near the limit")
+run(0 plan --model llama-13b --nodes 4 --plan zero3 --gpu-mem 1TiB)
+expect_not_in("${OUT}" "within 5%" "plan: far below the limit")
