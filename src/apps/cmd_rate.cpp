@@ -14,6 +14,7 @@
 #include "core/projection/simulator.h"
 #include "core/schedule/workload.h"
 #include "core/util/cli.h"
+#include "core/util/stats.h"
 #include "train/backend.h"
 #include "train/executor.h"
 
@@ -36,12 +37,6 @@ CommandSpec rate_spec() {
       "them, over the time the tasks took) and of the optimizer (its bytes), then their minimum, median and maximum, "
       "and last one line `tasks_tflops_min=X optimizer_gbps_min=Y` for scripts (scripts/cluster.sh up reads it).\n";
   return spec;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 }  // namespace

@@ -52,10 +52,10 @@ Result<ComputeModel> parse_compute_model(const ParsedArgs& args, double peak_tfl
   if (args.has("kernel-rates") && mode != "roofline")
     return make_error("--kernel-rates sets the roofline's kernel rates: it does not go with --compute-model efficiency, "
                       "--compute-efficiency, --sustained-tflops or --calibrate");
-  if (mode == "roofline" && compute_capability == 0)
-    return make_error("--compute-model roofline takes its kernel rates from a GPU generation, and this command has "
-                      "none (lins step on CPUs measures its own peak): use --compute-model efficiency");
   if (mode == "roofline") {
+    if (compute_capability == 0)
+      return make_error("--compute-model roofline takes its kernel rates from a GPU generation, and this command has "
+                        "none (lins step on CPUs measures its own peak): use --compute-model efficiency");
     for (const char* rate : {"compute-efficiency", "sustained-tflops", "calibrate"})
       if (args.has(rate))
         return make_error(std::string("--compute-model roofline times each kernel by its own rate: --") + rate +

@@ -7,6 +7,8 @@
 #include <map>
 #include <tuple>
 
+#include "core/util/stats.h"
+
 namespace lins {
 namespace {
 
@@ -128,13 +130,6 @@ int chosen_form(const std::vector<LinkForm>& forms, const LinkForm& x) {
   for (int k = 1; k < static_cast<int>(forms.size()); ++k)
     if (form_time(forms[k], x) > form_time(forms[best], x)) best = k;
   return best;
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 // The error of largest magnitude, with its sign.

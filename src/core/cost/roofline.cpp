@@ -3,16 +3,21 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
-#include <map>
 #include <vector>
 
 #include "core/util/csv.h"
+#include "core/util/stats.h"
 
 namespace lins {
 
 namespace {
 constexpr double kActivationBytes = 2;  // bf16 activations and weights, as the GPU step runs them
+
+// The attention core's forward FLOPs: the score and value products over the causal half, 2 s h a token (4 s h counted
+// full). Its backward does 2.5 times as many.
+double attention_forward_flops(const ModelSpec& model, double tokens, int seq) {
+  return 2.0 * double(seq) * model.dims.hidden * tokens;
+}
 }  // namespace
 
 KernelEfficiency kernel_efficiency(int compute_capability) {
@@ -52,22 +57,19 @@ KernelEfficiency kernel_efficiency(int compute_capability) {
 
 Result<KernelEfficiency> kernel_efficiency_from_bench(const std::string& path, int compute_capability,
                                                       double peak_tflops, double hbm_gbps) {
-  LINS_ASSIGN_OR_RETURN(auto rows, read_csv_file(path));
-  if (rows.empty()) return make_error(path + ": empty; expected bench_kernels_gpu.csv from scripts/gpu-check.sh");
-  std::map<std::string, std::size_t> col;
-  for (std::size_t i = 0; i < rows[0].fields.size(); ++i) col[rows[0].fields[i]] = i;
-  for (const char* c : {"kind", "kernel", "achieved_gbps", "achieved_tflops", "device"})
-    if (!col.count(c))
-      return make_error(path + ": no column '" + c + "'; expected bench_kernels_gpu.csv from scripts/gpu-check.sh");
+  LINS_ASSIGN_OR_RETURN(const std::string file, read_text_file(path));
+  LINS_ASSIGN_OR_RETURN(const CsvTable t,
+                        CsvTable::parse(file, path, "bench_kernels_gpu.csv from scripts/gpu-check.sh"));
+  LINS_TRY(t.require({"kind", "kernel", "achieved_gbps", "achieved_tflops", "device"}));
   std::vector<double> gemm, memory;
   double attn_fwd = 0, attn_bwd = 0, cudnn_fwd = 0, cudnn_bwd = 0, adamw = 0;
   std::string device;
-  for (std::size_t r = 1; r < rows.size(); ++r) {
-    const auto& f = rows[r].fields;
-    if (f.size() < rows[0].fields.size() || f[col["kind"]] != "measured") continue;
-    const std::string& k = f[col["kernel"]];
-    const double tflops = std::atof(f[col["achieved_tflops"]].c_str()), gbps = std::atof(f[col["achieved_gbps"]].c_str());
-    device = f[col["device"]];
+  for (std::size_t r = 0; r < t.rows(); ++r) {
+    if (!t.check_width(r) || t.text(r, "kind") != "measured") continue;
+    const std::string& k = t.text(r, "kernel");
+    LINS_ASSIGN_OR_RETURN(const double tflops, t.number(r, "achieved_tflops"));
+    LINS_ASSIGN_OR_RETURN(const double gbps, t.number(r, "achieved_gbps"));
+    device = t.text(r, "device");
     if (k.rfind("gemm_", 0) == 0) gemm.push_back(tflops);
     else if (k == "attention_forward") attn_fwd = tflops;
     else if (k == "attention_backward") attn_bwd = tflops;
@@ -76,10 +78,6 @@ Result<KernelEfficiency> kernel_efficiency_from_bench(const std::string& path, i
     else if (k == "adamw") adamw = gbps;
     else if (gbps > 0) memory.push_back(gbps);
   }
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.empty() ? 0.0 : v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-  };
   const double fwd = cudnn_fwd > 0 ? cudnn_fwd : attn_fwd, bwd = cudnn_bwd > 0 ? cudnn_bwd : attn_bwd;
   if (gemm.empty() || fwd <= 0 || bwd <= 0 || memory.empty() || adamw <= 0)
     return make_error(path + ": lacks a measured GEMM, attention forward and backward, element-wise kernel or AdamW "
@@ -112,8 +110,7 @@ double Roofline::gemm_s(double m, double n, double k) const {
 }
 
 double Roofline::attention_forward_s(const ModelSpec& model, double tokens, int seq) const {
-  // The score and value products over the causal half: 2 s h FLOPs a token (4 s h counted full).
-  return 2.0 * double(seq) * model.dims.hidden * tokens / (peak_flops_per_s * kernels.attention_forward);
+  return attention_forward_flops(model, tokens, seq) / (peak_flops_per_s * kernels.attention_forward);
 }
 
 namespace {
@@ -159,7 +156,7 @@ double Roofline::backward_s(const ModelSpec& model, int module, double tokens, i
       }
     }
   if (m.kind == "attn")
-    t += 2.5 * 2.0 * double(seq) * model.dims.hidden * tokens / (peak_flops_per_s * kernels.attention_backward);
+    t += 2.5 * attention_forward_flops(model, tokens, seq) / (peak_flops_per_s * kernels.attention_backward);
   return t;
 }
 
