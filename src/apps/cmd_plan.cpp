@@ -59,11 +59,11 @@ CommandSpec plan_spec() {
            "overlap mode of the projected steps (step objective): " + kOverlapNames.list()},
           bucket_option(),
           {"top", 0, "N", "10", "alternatives shown in the table (the CSV has all)"},
-          {"tie", 0, "FRACTION", "0.2",
-           "plans whose objective is within this fraction of the best form tier 1, a tie as far as the projection "
-           "can tell; the recommendation prefers a plan PyTorch or DeepSpeed runs within it. 0.2: the projection's "
-           "validated error, every strategy's projected step within 20% of the measured one (REPRODUCE.md, "
-           "section 7; docs/cost-model.md, \"What a projection rests on\")"},
+          tie_option(
+              "plans whose objective is within this fraction of the best form tier 1, a tie as far as the projection "
+              "can tell; the recommendation prefers a plan PyTorch or DeepSpeed runs within it. 0.2: the projection's "
+              "validated error, every strategy's projected step within 20% of the measured one (REPRODUCE.md, "
+              "section 7; docs/cost-model.md, \"What a projection rests on\")"),
           {"plan", 0, "PLAN", "", "evaluate just this plan: " + presets},
           {"explain", 0, "", "",
            "print where the chosen (or --plan) plan's projected step time goes beside the runner-up's, and its "
@@ -447,10 +447,7 @@ Result<PlanOptions> read_plan_options(const ParsedArgs& args) {
   o.planner.include_baselines = !args.flag("no-baselines");
   o.planner.reserve = reserve;
   o.planner.threads = available_cores();
-  LINS_ASSIGN_OR_RETURN(o.planner.tie, args.get_double("tie"));
-  if (!(o.planner.tie >= 0 && o.planner.tie <= 1))
-    return make_error("--tie " + args.get("tie") +
-                      ": give a fraction from 0 to 1 (0.2: plans within 20% of the best are a tie)");
+  LINS_ASSIGN_OR_RETURN(o.planner.tie, parse_tie(args));
   o.inputs = inputs_line(args, *o.cost, o.planner.compute, o.gpu, o.planner.host ? &*o.planner.host : nullptr);
   if (args.has("plan") && args.get("plan") != "lins") o.plan = args.get("plan");
   o.explain = args.flag("explain");

@@ -49,10 +49,10 @@ CommandSpec simulate_spec() {
        "recompute activations for llama-30b only, as the paper does (also with "
        "--recompute: every model)"},
       {"out", 'o', "FILE", "results/simulate/projection.csv", "CSV to write (a .json provenance file beside it)"},
-      {"tie", 0, "FRACTION", "0.2",
-       "strategies whose projected steps on one cluster lie within this fraction of a tier's fastest share its tier "
-       "(printed after each cluster's rows): the default, 0.2, is the worst error of the projection against measured "
-       "steps the project reports (REPRODUCE.md, section 7)"},
+      tie_option(
+          "strategies whose projected steps on one cluster lie within this fraction of a tier's fastest share its "
+          "tier (printed after each cluster's rows): the default, 0.2, is the worst error of the projection against "
+          "measured steps the project reports (REPRODUCE.md, section 7)"),
       {"label", 0, "TEXT", "",
        "the label column of every row, which the figures show (default: the host model, the contention and "
        "--ds-overlap-comm, e.g. 'device' (overlap free), 'device contention=priors', 'host=paper contention=priors "
@@ -182,9 +182,7 @@ Result<SimulateOptions> read_simulate_options(const ParsedArgs& args) {
   LINS_ASSIGN_OR_RETURN(o.engine, parse_engine_options(args));
   LINS_ASSIGN_OR_RETURN(o.host, parse_host_model(args));
   LINS_ASSIGN_OR_RETURN(o.objective, args.get_enum("objective", kObjectiveNames));
-  LINS_ASSIGN_OR_RETURN(o.tie, args.get_double("tie"));
-  if (!(o.tie >= 0 && o.tie < 10))
-    return make_error("--tie " + args.get("tie") + ": give a fraction of the fastest step, at least 0 (0.2 = 20%)");
+  LINS_ASSIGN_OR_RETURN(o.tie, parse_tie(args));
   o.label = args.get("label");
   if (o.label.empty()) {
     o.label = o.host ? "host=" + host_model_name(&*o.host) : "device";
@@ -266,8 +264,6 @@ TextTable sweep_table() {
                     {.header = "need", .align = Align::right, .width = 10}});
 }
 
-// One projected row: the step of `plan` under overlap mode `ov` (project_plan, as the planner projects it), written
-// to the CSV (and its trace), printed as a row of `printed`.
 // One projected row of a cluster, kept until the cluster's tiers are known.
 struct ClusterRow {
   StepRow row;
@@ -275,6 +271,9 @@ struct ClusterRow {
   double step_s = 0;
   bool feasible = false;
 };
+
+// One projected row: the step of `plan` under overlap mode `ov` (project_plan, as the planner projects it), its trace
+// written, printed as a row of `printed` and kept in `rows` for the CSV.
 
 Status project_row(const SimulateOptions& o, const Workload& workload, const Topology& topo,
                    const std::string& strategy, const Plan& plan, Overlap ov, SweepTally& tally, TextTable& printed,
@@ -353,20 +352,17 @@ void set_tiers(std::vector<ClusterRow>& rows, double tie) {
     if (r.feasible) fitting.push_back(&r);
   }
   std::stable_sort(fitting.begin(), fitting.end(), [](const auto* a, const auto* b) { return a->step_s < b->step_s; });
+  std::vector<double> steps;
+  for (const ClusterRow* r : fitting) steps.push_back(r->step_s);
+  const std::vector<int> tiers = tiers_in_order(steps, tie);
   char pct[32];
   std::snprintf(pct, sizeof pct, "%g%%", 100 * tie);
   std::string line = std::string("  tiers (within ") + pct + " of a tier's fastest, --tie):";
-  int tier = 0;
-  double first = 0;
-  for (ClusterRow* r : fitting) {
-    if (tier == 0 || r->step_s > first * (1 + tie)) {
-      ++tier, first = r->step_s;
-      line += (tier > 1 ? " |" : "") + std::string(" tier ") + std::to_string(tier) + ":";
-    } else {
-      line += ",";
-    }
-    line += " " + r->strategy;
-    r->row.set("tier", tier);
+  for (std::size_t i = 0; i < fitting.size(); ++i) {
+    const bool opens = i == 0 || tiers[i] != tiers[i - 1];
+    line += opens ? (i > 0 ? " |" : "") + std::string(" tier ") + std::to_string(tiers[i]) + ":" : std::string(",");
+    line += " " + fitting[i]->strategy;
+    fitting[i]->row.set("tier", tiers[i]);
   }
   if (fitting.size() >= 2) std::printf("%s\n", line.c_str());
 }

@@ -87,19 +87,14 @@ std::string why_loses_step(const PlanEvaluation& e, const PlanEvaluation& best, 
   return s;
 }
 
-// Tiers over the feasible plans, already in rank order: a tier holds the plans within `tie` of its first (fastest).
+// Tiers over the feasible plans, already in rank order; the infeasible get 0.
 void assign_tiers(std::vector<PlanEvaluation>& plans, Objective objective, Pricing rank_by, double tie) {
-  int tier = 0;
-  double first = 0;
-  for (auto& e : plans) {
-    if (!e.feasible) {
-      e.tier = 0;
-      continue;
-    }
-    const double t = e.objective_s(objective, rank_by);
-    if (tier == 0 || t > first * (1 + tie)) ++tier, first = t;
-    e.tier = tier;
-  }
+  std::vector<double> in_order;
+  for (const auto& e : plans)
+    if (e.feasible) in_order.push_back(e.objective_s(objective, rank_by));
+  const std::vector<int> tiers = tiers_in_order(in_order, tie);
+  std::size_t next = 0;
+  for (auto& e : plans) e.tier = e.feasible ? tiers[next++] : 0;
 }
 
 // Orders feasible plans by `objective` (ties: less memory, a 6-tuple first, plan text), the infeasible after them.
@@ -415,6 +410,27 @@ Result<PlanSearch> search_plans(const Workload& w, const Topology& topo, const C
   PlanSearch out = rank_plans(std::move(evals), opt.rank_by, opt.objective, opt.tie, &engine);
   out.legal_count = legal;
   return out;
+}
+
+std::vector<int> tiers_in_order(const std::vector<double>& in_order, double tie) {
+  std::vector<int> tiers;
+  int tier = 0;
+  double first = 0;
+  for (double t : in_order) {
+    if (tier == 0 || t > first * (1 + tie)) ++tier, first = t;
+    tiers.push_back(tier);
+  }
+  return tiers;
+}
+
+OptionSpec tie_option(const std::string& help) { return {"tie", 0, "FRACTION", "0.2", help}; }
+
+Result<double> parse_tie(const ParsedArgs& args) {
+  LINS_ASSIGN_OR_RETURN(const double tie, args.get_double("tie"));
+  if (!(tie >= 0 && tie <= 1))
+    return make_error("--tie " + args.get("tie") + ": give a fraction from 0 to 1 (0.2: within 20% of the fastest is a "
+                      "tie)");
+  return tie;
 }
 
 }  // namespace lins

@@ -42,6 +42,11 @@ const char* objective_name(Objective o);
 // strategy's projected step within 20% of the measured one, data/validation/cpu-2core-4ranks; largest error 19.4%).
 // Differences smaller than that are not evidence that one plan is faster.
 inline constexpr double kDefaultTie = 0.2;
+// The tiers of steps (or objectives) in order, fastest first: a tier holds those within `tie` of its first; 1, 2, ...
+std::vector<int> tiers_in_order(const std::vector<double>& in_order, double tie);
+// --tie of lins plan and lins simulate (`help` says what shares a tier there), and its value: a fraction from 0 to 1.
+OptionSpec tie_option(const std::string& help);
+Result<double> parse_tie(const ParsedArgs& args);
 
 struct PlannerOptions {
   double gpu_mem_bytes = 80.0 * (1ull << 30);  // the memory limit per GPU
