@@ -493,19 +493,9 @@ void print_plan_header(const PlanOptions& o) {
   std::printf("  memory limit %s per GPU (%s), reserve included; bucket %s; communication priced by %s pricing\n",
               format_bytes(o.planner.gpu_mem_bytes).c_str(), o.gpu.mem_from.c_str(),
               format_bytes(double(o.planner.bucket_bytes)).c_str(), ranking_words(o.view.rank_by));
-  const ComputeModel& c = o.planner.compute;
-  if (c.roofline)  // each task at its kernels' rates: no one sustained rate, MFU comes out of the projection
-    std::printf(
-        "  compute: predicted per task by a roofline of its kernels (kernel rates %s; GEMMs at %.1f TFLOP/s), optimizer "
-        "at %.0f GB/s (AdamW at %g of the HBM's %g GB/s, %s), peak %g TFLOP/s for MFU (%s)\n",
-        c.roofline->kernels.source.c_str(), c.sustained_flops_per_s / 1e12, c.optimizer_bytes_per_s / 1e9,
-        c.roofline->kernels.optimizer, c.roofline->hbm_bytes_per_s / 1e9, o.gpu.hbm_from.c_str(),
-        o.view.peak_flops / 1e12, o.gpu.peak_from.c_str());
-  else
-    std::printf(
-        "  compute: %.1f TFLOP/s sustained per GPU (%s), optimizer at %g GB/s (%s), peak %g TFLOP/s for MFU (%s)\n",
-        c.sustained_flops_per_s / 1e12, c.rate_source.c_str(), c.optimizer_bytes_per_s / 1e9, o.gpu.hbm_from.c_str(),
-        o.view.peak_flops / 1e12, o.gpu.peak_from.c_str());
+  std::printf("  compute: %s, peak %g TFLOP/s for MFU (%s)\n",
+              compute_description(o.planner.compute, o.gpu.hbm_from).c_str(), o.view.peak_flops / 1e12,
+              o.gpu.peak_from.c_str());
   if (o.planner.host)
     std::printf("  host side: %s, %s (--host-model; off: the device schedule alone)\n",
                 host_model_name(&*o.planner.host).c_str(),

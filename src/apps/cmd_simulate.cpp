@@ -518,14 +518,7 @@ int run_simulate(const Args& argv) {
   std::printf("lins simulate: GPU peak %g TFLOP/s for MFU (%s), HBM %g GB/s (%s), %s per GPU (%s)\n",
               opt->peak_tflops, opt->gpu.peak_from.c_str(), opt->gpu.hbm_gbps, opt->gpu.hbm_from.c_str(),
               format_bytes(double(opt->gpu_mem)).c_str(), opt->gpu.mem_from.c_str());
-  if (const auto& r = opt->compute.roofline)
-    std::printf("lins simulate: compute predicted per task by a roofline of its kernels (kernel rates %s); optimizer "
-                "at %.0f GB/s\n",
-                r->kernels.source.c_str(), opt->compute.optimizer_bytes_per_s / 1e9);
-  else
-    std::printf("lins simulate: compute at %.1f TFLOP/s sustained per GPU (%s); optimizer at %g GB/s\n",
-                opt->compute.sustained_flops_per_s / 1e12, opt->compute.rate_source.c_str(),
-                opt->compute.optimizer_bytes_per_s / 1e9);
+  std::printf("lins simulate: compute %s\n", compute_description(opt->compute, opt->gpu.hbm_from).c_str());
   std::printf("lins simulate: host side %s; %s\n",
               opt->host ? (host_model_name(&*opt->host) + " (--host-model)").c_str()
                         : "off, the device schedule alone (--host-model)",

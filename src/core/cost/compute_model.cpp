@@ -1,6 +1,8 @@
 // The compute model of a projection and its options; see compute_model.h.
 #include "core/cost/compute_model.h"
 
+#include <cstdio>
+
 #include "core/cost/cost_options.h"
 
 namespace lins {
@@ -32,6 +34,22 @@ std::vector<OptionSpec> compute_options() {
        "synchronisation between modules, such as ddp, measures the contended compute rate the others also pay)"},
       {"hbm-gbps", 0, "X", "", hbm_gbps_help()},
   };
+}
+
+std::string compute_description(const ComputeModel& c, const std::string& hbm_from) {
+  char text[160];
+  if (c.roofline) {  // each task at its kernels' rates: no one sustained rate, MFU comes out of the projection
+    std::snprintf(text, sizeof text,
+                  "; GEMMs at %.1f TFLOP/s), optimizer at %.0f GB/s (AdamW at %g of the HBM's %g GB/s, ",
+                  c.sustained_flops_per_s / 1e12, c.optimizer_bytes_per_s / 1e9, c.roofline->kernels.optimizer,
+                  c.roofline->hbm_bytes_per_s / 1e9);
+    return "predicted per task by a roofline of its kernels (kernel rates " + c.roofline->kernels.source + text +
+           hbm_from + ")";
+  }
+  std::snprintf(text, sizeof text, "%.1f TFLOP/s sustained per GPU (", c.sustained_flops_per_s / 1e12);
+  std::string s = text + c.rate_source;
+  std::snprintf(text, sizeof text, "), optimizer at %g GB/s (", c.optimizer_bytes_per_s / 1e9);
+  return s + text + hbm_from + ")";
 }
 
 Result<ComputeModel> parse_compute_model(const ParsedArgs& args, double peak_tflops, double hbm_gbps,

@@ -43,6 +43,9 @@ struct ComputeModel {
 // --compute-model, --sustained-tflops, --compute-efficiency, --calibrate, --calibrate-as, --hbm-gbps (the command adds
 // --peak-tflops).
 std::vector<OptionSpec> compute_options();
+// How compute is timed, for a console: the roofline with its kernel rates and GEMM rate, or the one sustained rate
+// with its source; then the optimizer's rate (`hbm_from`: where the HBM bandwidth came from).
+std::string compute_description(const ComputeModel& c, const std::string& hbm_from);
 // The compute model of those options; `peak_tflops` is the peak per GPU that --compute-efficiency scales, `hbm_gbps`
 // the optimizer's memory rate (both as parse_gpu_assumption resolves them: the network's GPU or the options).
 // `compute_capability` is the GPU's generation whose kernel rates the roofline takes; 0 (none, as for lins step's
