@@ -309,7 +309,7 @@ void print_step_breakdown(const PlanEvaluation& a, const PlanEvaluation* b, cons
     for (int x = 0; x < 2; ++x)
       if (p.exposed_kind_axis_s[k][x] > worst) worst = p.exposed_kind_axis_s[k][x], wk = k, wa = x;
   if (wk >= 0) {
-    const std::string setting = exposed_setting(a.plan, CollKind(wk), wa, engine);
+    const std::string setting = exposed_setting(a.plan, CollKind(wk), engine);
     std::printf("  its largest exposed wait: %s %s, %s%s\n", wa ? "inter-node" : "intra-node",
                 kCollKindNames.prose(CollKind(wk)), format_seconds(worst).c_str(),
                 setting.empty() ? " (no engine setting of lins decides it)" : ("; " + setting).c_str());
@@ -515,8 +515,7 @@ Result<PlanSearch> evaluate_given_plan(const PlanOptions& o) {
   auto plan = parse_run_plan(o.plan, o.topo, o.planner.engine);
   if (!plan) return make_error("--plan: " + plan.error());
   LINS_ASSIGN_OR_RETURN(auto e, evaluate_plan(o.work, o.topo, *plan, *o.cost, o.planner));
-  EngineOptions engine = o.planner.engine;
-  engine.bucket_bytes = o.planner.bucket_bytes;
+  const EngineOptions engine = o.planner.scheduled_engine();
   PlanSearch search = rank_plans({e}, o.view.rank_by, o.view.objective, o.planner.tie, &engine);
   if (search.best < 0 && search.plans[0].feasible) search.best = 0;
   std::printf("\n");
@@ -610,8 +609,7 @@ Result<PlanSearch> search_every_plan(const PlanOptions& o) {
 // --explain: where the chosen (or given) plan's projected step goes beside the runner-up's, then its schedule.
 Status explain_schedule(const PlanOptions& o, const PlanSearch& search) {
   const PlanEvaluation* e = search.best >= 0 ? &search.plans[search.best] : &search.plans[0];
-  EngineOptions engine = o.planner.engine;
-  engine.bucket_bytes = o.planner.bucket_bytes;
+  const EngineOptions engine = o.planner.scheduled_engine();
   if (e->projected)
     print_step_breakdown(*e, search.runner_up(), o.view, o.plan.empty() ? "chosen" : "plan", engine);
   LINS_ASSIGN_OR_RETURN(auto s,

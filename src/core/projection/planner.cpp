@@ -69,19 +69,19 @@ std::string why_loses_step(const PlanEvaluation& e, const PlanEvaluation& best, 
   if (e.step.fixed_s - best.step.fixed_s > worst) worst = e.step.fixed_s - best.step.fixed_s, what = "host time";
   if (e.step.host_stall_s - best.step.host_stall_s > worst)
     worst = e.step.host_stall_s - best.step.host_stall_s, what = "device idle for the host";
-  int wk = -1, wa = -1;
+  int wk = -1;
   for (int k = 0; k < kCollKindCount; ++k)
     for (int a = 0; a < 2; ++a) {
       const double d = e.step.exposed_kind_axis_s[k][a] - best.step.exposed_kind_axis_s[k][a];
       if (d > worst)
-        worst = d, wk = k, wa = a,
+        worst = d, wk = k,
         what = std::string("exposed ") + (a == 1 ? "inter-node " : "intra-node ") +
                kCollKindNames.prose(static_cast<CollKind>(k));
     }
   std::string s = percent(tb > 0 ? (te - tb) / tb : 1.0) + " step vs best";
   if (worst > 0) {
     s += ": more " + what + " (+" + format_seconds(worst);
-    const std::string setting = wk >= 0 && engine ? exposed_setting(e.plan, CollKind(wk), wa, *engine) : "";
+    const std::string setting = wk >= 0 && engine ? exposed_setting(e.plan, CollKind(wk), *engine) : "";
     s += setting.empty() ? ")" : "; " + setting + ")";
   }
   return s;
@@ -115,8 +115,7 @@ void sort_plans(std::vector<PlanEvaluation>& evals, Pricing rank_by, Objective o
 
 const char* objective_name(Objective o) { return kObjectiveNames.name(o); }
 
-std::string exposed_setting(const Plan& plan, CollKind k, int axis, const EngineOptions& engine) {
-  (void)axis;  // the settings below act on both axes alike
+std::string exposed_setting(const Plan& plan, CollKind k, const EngineOptions& engine) {
   const EngineOptions defaults;
   const bool gather = k == CollKind::all_gather;
   const bool reduce = k == CollKind::reduce_scatter || k == CollKind::all_reduce;
@@ -405,8 +404,7 @@ Result<PlanSearch> search_plans(const Workload& w, const Topology& topo, const C
     if (!e) return make_error("plan " + candidates[i].to_string() + ": " + e.error());
     evals.push_back(std::move(*e));
   }
-  EngineOptions engine = opt.engine;
-  engine.bucket_bytes = opt.bucket_bytes;  // what build_schedule gives the engines
+  const EngineOptions engine = opt.scheduled_engine();
   PlanSearch out = rank_plans(std::move(evals), opt.rank_by, opt.objective, opt.tie, &engine);
   out.legal_count = legal;
   return out;

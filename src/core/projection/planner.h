@@ -69,6 +69,13 @@ struct PlannerOptions {
   int threads = 1;
   // Tiers (PlanEvaluation::tier): plans within this fraction of a tier's fastest share its tier.
   double tie = kDefaultTie;
+
+  // The engines' settings as build_schedule gives them to the engines: `engine` with the bucket U.
+  EngineOptions scheduled_engine() const {
+    EngineOptions e = engine;
+    e.bucket_bytes = bucket_bytes;
+    return e;
+  }
 };
 
 struct PlanEvaluation {
@@ -147,10 +154,10 @@ Result<PlanSearch> search_plans(const Workload& w, const Topology& topo, const C
 PlanSearch rank_plans(std::vector<PlanEvaluation> evals, Pricing rank_by, Objective objective = Objective::comm,
                       double tie = kDefaultTie, const EngineOptions* engine = nullptr);
 
-// The engine setting that decides how much of `plan`'s collectives of kind `k` on axis `axis` (0 inside a node, 1
-// across nodes) compute waits for, when it is at its default: "overlap_comm is off by default for ZeRO stage 2
+// The engine setting that decides how much of `plan`'s collectives of kind `k` (on either axis: the settings act on
+// both alike) compute waits for, when it is at its default: "overlap_comm is off by default for ZeRO stage 2
 // (--ds-overlap-comm on overlaps it)", "--ds-prefetch-bucket 50000000 elements (the default)", ... ; "" when no
 // setting of lins's decides it or the setting was given.
-std::string exposed_setting(const Plan& plan, CollKind k, int axis, const EngineOptions& engine);
+std::string exposed_setting(const Plan& plan, CollKind k, const EngineOptions& engine);
 
 }  // namespace lins

@@ -261,13 +261,13 @@ TEST(PlannerTiers, ExposedSetting) {
   const Topology t{8, 4};
   EngineOptions engine;
   const Plan zero2 = parse_plan("zero2", t).value(), zero3 = parse_plan("zero3", t).value();
-  EXPECT_NE(exposed_setting(zero2, CollKind::all_reduce, 1, engine).find("--ds-overlap-comm on"), std::string::npos);
-  EXPECT_NE(exposed_setting(zero3, CollKind::all_gather, 1, engine).find("--ds-prefetch-bucket"), std::string::npos);
-  EXPECT_EQ(exposed_setting(zero3, CollKind::all_gather, 1, engine).find("overlap_comm"), std::string::npos);
-  EXPECT_EQ(exposed_setting(parse_plan("fsdp", t).value(), CollKind::all_gather, 1, engine), "");
+  EXPECT_NE(exposed_setting(zero2, CollKind::all_reduce, engine).find("--ds-overlap-comm on"), std::string::npos);
+  EXPECT_NE(exposed_setting(zero3, CollKind::all_gather, engine).find("--ds-prefetch-bucket"), std::string::npos);
+  EXPECT_EQ(exposed_setting(zero3, CollKind::all_gather, engine).find("overlap_comm"), std::string::npos);
+  EXPECT_EQ(exposed_setting(parse_plan("fsdp", t).value(), CollKind::all_gather, engine), "");
   engine.ds_overlap_comm = true;
   engine.ds_reduce_bucket_elems = 1000;
-  EXPECT_EQ(exposed_setting(zero2, CollKind::all_reduce, 1, engine), "");
+  EXPECT_EQ(exposed_setting(zero2, CollKind::all_reduce, engine), "");
 }
 
 }  // namespace
