@@ -8,7 +8,7 @@ namespace lins {
 std::string inputs_line(const ParsedArgs& args, const CostModel& cost, const ComputeModel& compute,
                         const GpuAssumption& gpu, const HostModel* host) {
   std::vector<std::string> assumed, given, measured;
-  // Compute: a rate fitted to measured steps, one given, or the efficiency times the GPU's peak.
+  // Compute: the roofline's kernel rates, a rate fitted to measured steps, one given, or the efficiency times the peak.
   if (compute.roofline) {  // each kernel at its generation's rate: measured on one of its GPUs, else published/assumed
     const KernelEfficiency& k = compute.roofline->kernels;
     const std::string rates = args.has("kernel-rates") ? " measured in " + args.get("kernel-rates")
@@ -46,12 +46,11 @@ std::string inputs_line(const ParsedArgs& args, const CostModel& cost, const Com
   }
   // The memory reserve.
   std::string reserve;
+  int reserve_given = 0;
   for (const char* o : {"reserve-context", "reserve-cublas", "reserve-nccl", "reserve-fragmentation"})
-    if (args.has(o)) reserve += (reserve.empty() ? "" : ", ") + std::string("--") + o;
-  if (!reserve.empty()) given.push_back("memory reserve (" + reserve + ")");
-  if (reserve.empty() || !(args.has("reserve-context") && args.has("reserve-cublas") && args.has("reserve-nccl") &&
-                           args.has("reserve-fragmentation")))
-    assumed.push_back(reserve.empty() ? "memory reserve" : "the rest of the memory reserve");
+    if (args.has(o)) reserve += (reserve_given++ ? ", " : "") + std::string("--") + o;
+  if (reserve_given > 0) given.push_back("memory reserve (" + reserve + ")");
+  if (reserve_given < 4) assumed.push_back(reserve_given == 0 ? "memory reserve" : "the rest of the memory reserve");
   // The GPU: each number from an option, or from the network's GPU (a datasheet).
   std::string gpu_given, gpu_assumed_from;
   for (const std::string* from : {&gpu.peak_from, &gpu.hbm_from, &gpu.mem_from}) {
