@@ -2,7 +2,11 @@
 #include "core/cost/roofline.h"
 
 #include <algorithm>
+#include <array>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <optional>
 #include <vector>
 
 #include "core/util/csv.h"
@@ -18,11 +22,47 @@ constexpr double kActivationBytes = 2;  // bf16 activations and weights, as the 
 double attention_forward_flops(const ModelSpec& model, double tokens, int seq) {
   return 2.0 * double(seq) * model.dims.hidden * tokens;
 }
+
+// Streaming multiprocessors per GPU generation, from NVIDIA's architecture whitepapers: A100 (and the A800, the same
+// die) 108; H100 SXM5 and H200 SXM 132; B200 148. Others take Hopper's.
+int sm_count_of(int compute_capability) {
+  if (compute_capability == 80) return 108;
+  if (compute_capability == 100) return 148;
+  return 132;
+}
+
+// m, n and k of a bench_kernels_gpu GEMM's shape ("m=4096,n=12288,k=4096,ta=0,tb=1"); nullopt when one is missing.
+std::optional<std::array<double, 3>> gemm_shape(const std::string& shape) {
+  std::array<double, 3> mnk{0, 0, 0};
+  const char* keys[3] = {"m=", "n=", "k="};
+  for (int i = 0; i < 3; ++i) {
+    const std::size_t at = shape.find(keys[i]);
+    if (at == std::string::npos || (at > 0 && shape[at - 1] != ',')) return std::nullopt;
+    mnk[std::size_t(i)] = std::atof(shape.c_str() + at + 2);
+    if (!(mnk[std::size_t(i)] >= 1)) return std::nullopt;
+  }
+  return mnk;
+}
 }  // namespace
+
+GemmTileFill gemm_tile_fill(double m, double n, double k, int sm_count) {
+  constexpr double kTileLong = 256, kTileShort = 128, kMinSliceK = 256;
+  const double sms = std::max(1, sm_count);
+  GemmTileFill best{0, 1};
+  for (const auto& [tm, tn] : {std::pair{kTileLong, kTileShort}, std::pair{kTileShort, kTileLong}}) {
+    const double tiles = std::ceil(m / tm) * std::ceil(n / tn);
+    const double splits = std::max(1.0, std::min(std::floor(sms / tiles), std::floor(k / kMinSliceK)));
+    const double waves = std::ceil(tiles * splits / sms);
+    const double fill = (m * n / (tm * tn)) * splits / (waves * sms);
+    if (fill > best.fill) best = {fill, splits};
+  }
+  return best;
+}
 
 KernelEfficiency kernel_efficiency(int compute_capability) {
   KernelEfficiency k;
   k.compute_capability = compute_capability;
+  k.sm_count = sm_count_of(compute_capability);
   if (compute_capability == 80) {
     // Ampere (A100, A800): no device of this generation ran here.
     k.gemm = 0.80;
@@ -31,27 +71,30 @@ KernelEfficiency kernel_efficiency(int compute_capability) {
     k.memory = 0.84;
     k.optimizer = 0.74;
     k.source =
-        "sm80 (not measured here): GEMM 0.80 of peak assumed; attention 0.60 forward and 0.50 backward, the lower "
+        "sm80 (not measured here): GEMM 0.80 of peak at full tiles assumed; attention 0.60 forward and 0.50 backward, "
+        "the lower "
         "half of the 50-73% of A100's peak FlashAttention-2 reports (Dao 2023, arXiv 2307.08691); memory 0.84 and "
         "AdamW 0.74 of HBM assumed as Hopper's measured";
     return k;
   }
   // Hopper (H100, H200), measured on an H200 with cuBLAS and cuDNN (data/gpu/h200-2026-12-04/bench_kernels_gpu.csv):
-  // the 7B layer's eight GEMMs at 4096 tokens ran at 652-797 TFLOP/s of 989 (median 0.76), cuDNN attention at seq
-  // 4096, head 128 at 542 (forward) and 449 (backward) TFLOP/s counted causal, the element-wise kernels at
-  // 3,730-4,330 GB/s of 4,800 (median 0.84; a copy 0.88), the fused AdamW at 3,547 GB/s (0.74).
-  k.gemm = 0.76;
+  // the 7B layer's GEMMs at 4096 tokens and an 8192 square ran at 652-797 TFLOP/s of 989, 0.776 of the peak at full
+  // tiles (the median of each divided by its tile fill, 0.948-0.993); cuDNN attention at seq 4096, head 128 at 542
+  // (forward) and 449 (backward) TFLOP/s counted causal; the element-wise kernels at 3,730-4,330 GB/s of 4,800 (median
+  // 0.84; a copy 0.88); the fused AdamW at 3,547 GB/s (0.74).
+  k.gemm = 0.776;
   k.attention_forward = 0.548;
   k.attention_backward = 0.454;
   k.memory = 0.84;
   k.optimizer = 0.74;
   k.measured = compute_capability == 90;
   k.source =
-      "sm90, measured on an H200 (data/gpu/h200-2026-12-04): GEMM 0.76, attention 0.548 / 0.454, memory 0.84, AdamW "
+      "sm90, measured on an H200 (data/gpu/h200-2026-12-04): GEMM 0.776 at full tiles, attention 0.548 / 0.454, memory "
+      "0.84, AdamW "
       "0.74";
   if (compute_capability != 90)
-    k.source = "sm" + std::to_string(compute_capability) + " (not measured here): Hopper's measured fractions assumed (" +
-               k.source + ")";
+    k.source = "sm" + std::to_string(compute_capability) +
+               " (not measured here): Hopper's measured fractions assumed (" + k.source + ")";
   return k;
 }
 
@@ -60,7 +103,8 @@ Result<KernelEfficiency> kernel_efficiency_from_bench(const std::string& path, i
   LINS_ASSIGN_OR_RETURN(const std::string file, read_text_file(path));
   LINS_ASSIGN_OR_RETURN(const CsvTable t,
                         CsvTable::parse(file, path, "bench_kernels_gpu.csv from scripts/gpu-check.sh"));
-  LINS_TRY(t.require({"kind", "kernel", "achieved_gbps", "achieved_tflops", "device"}));
+  LINS_TRY(t.require({"kind", "kernel", "shape", "achieved_gbps", "achieved_tflops", "device"}));
+  const int sm_count = sm_count_of(compute_capability);
   std::vector<double> gemm, memory;
   double attn_fwd = 0, attn_bwd = 0, cudnn_fwd = 0, cudnn_bwd = 0, adamw = 0;
   std::string device;
@@ -70,20 +114,33 @@ Result<KernelEfficiency> kernel_efficiency_from_bench(const std::string& path, i
     LINS_ASSIGN_OR_RETURN(const double tflops, t.number(r, "achieved_tflops"));
     LINS_ASSIGN_OR_RETURN(const double gbps, t.number(r, "achieved_gbps"));
     device = t.text(r, "device");
-    if (k.rfind("gemm_", 0) == 0) gemm.push_back(tflops);
-    else if (k == "attention_forward") attn_fwd = tflops;
-    else if (k == "attention_backward") attn_bwd = tflops;
-    else if (k == "attention_cudnn_forward") cudnn_fwd = tflops;
-    else if (k == "attention_cudnn_backward") cudnn_bwd = tflops;
-    else if (k == "adamw") adamw = gbps;
-    else if (gbps > 0) memory.push_back(gbps);
+    if (k.rfind("gemm_", 0) == 0) {
+      const auto mnk = gemm_shape(t.text(r, "shape"));
+      if (!mnk)
+        return make_error(path + ": GEMM row " + k + " has shape '" + t.text(r, "shape") +
+                          "', expected m=M,n=N,k=K (its tile fill needs them)");
+      gemm.push_back(tflops / gemm_tile_fill((*mnk)[0], (*mnk)[1], (*mnk)[2], sm_count).fill);
+    } else if (k == "attention_forward")
+      attn_fwd = tflops;
+    else if (k == "attention_backward")
+      attn_bwd = tflops;
+    else if (k == "attention_cudnn_forward")
+      cudnn_fwd = tflops;
+    else if (k == "attention_cudnn_backward")
+      cudnn_bwd = tflops;
+    else if (k == "adamw")
+      adamw = gbps;
+    else if (gbps > 0)
+      memory.push_back(gbps);
   }
   const double fwd = cudnn_fwd > 0 ? cudnn_fwd : attn_fwd, bwd = cudnn_bwd > 0 ? cudnn_bwd : attn_bwd;
   if (gemm.empty() || fwd <= 0 || bwd <= 0 || memory.empty() || adamw <= 0)
-    return make_error(path + ": lacks a measured GEMM, attention forward and backward, element-wise kernel or AdamW "
-                             "row (a complete run of bench_kernels_gpu has them all)");
+    return make_error(path +
+                      ": lacks a measured GEMM, attention forward and backward, element-wise kernel or AdamW "
+                      "row (a complete run of bench_kernels_gpu has them all)");
   KernelEfficiency k;
   k.compute_capability = compute_capability;
+  k.sm_count = sm_count;
   k.gemm = median(gemm) / peak_tflops;
   k.attention_forward = fwd / peak_tflops;
   k.attention_backward = bwd / peak_tflops;
@@ -91,9 +148,9 @@ Result<KernelEfficiency> kernel_efficiency_from_bench(const std::string& path, i
   k.optimizer = adamw / hbm_gbps;
   k.measured = true;
   char text[256];
-  std::snprintf(text, sizeof text, "measured on %s (%s): GEMM %.3g, attention %.3g / %.3g, memory %.3g, AdamW %.3g",
-                device.c_str(), path.c_str(), k.gemm, k.attention_forward, k.attention_backward, k.memory,
-                k.optimizer);
+  std::snprintf(text, sizeof text,
+                "measured on %s (%s): GEMM %.3g at full tiles, attention %.3g / %.3g, memory %.3g, AdamW %.3g",
+                device.c_str(), path.c_str(), k.gemm, k.attention_forward, k.attention_backward, k.memory, k.optimizer);
   k.source = text;
   for (double x : {k.gemm, k.attention_forward, k.attention_backward, k.memory, k.optimizer})
     if (!(x > 0 && x <= 1.05))
@@ -104,9 +161,12 @@ Result<KernelEfficiency> kernel_efficiency_from_bench(const std::string& path, i
 }
 
 double Roofline::gemm_s(double m, double n, double k) const {
+  const GemmTileFill tiles = gemm_tile_fill(m, n, k, kernels.sm_count);
   const double flops = 2 * m * n * k;
-  const double bytes = kActivationBytes * (m * k + k * n + m * n);
-  return std::max(flops / (peak_flops_per_s * kernels.gemm), bytes / (hbm_bytes_per_s * kernels.memory));
+  // Split-K writes each slice's fp32 partial output and reads them back to sum them.
+  const double bytes =
+      kActivationBytes * (m * k + k * n + m * n) + (tiles.k_splits > 1 ? 2 * 4 * tiles.k_splits * m * n : 0);
+  return std::max(flops / (peak_flops_per_s * kernels.gemm * tiles.fill), bytes / (hbm_bytes_per_s * kernels.memory));
 }
 
 double Roofline::attention_forward_s(const ModelSpec& model, double tokens, int seq) const {
@@ -123,10 +183,14 @@ double elementwise_bytes_per_token(const ModelSpec& model, int module) {
   const auto& m = model.modules[static_cast<std::size_t>(module)];
   const double h = model.dims.hidden, f = model.dims.ffn, v = model.dims.vocab;
   double elems = 0;
-  if (m.kind == "attn") elems = 2 * h + 4 * h + 3 * h;
-  else if (m.kind == "mlp") elems = 2 * h + 3 * f + 3 * h;
-  else if (m.kind == "embed") elems = 2 * h;
-  else elems = 2 * h + 3 * v;  // the head: final norm and the loss over the vocabulary
+  if (m.kind == "attn")
+    elems = 2 * h + 4 * h + 3 * h;
+  else if (m.kind == "mlp")
+    elems = 2 * h + 3 * f + 3 * h;
+  else if (m.kind == "embed")
+    elems = 2 * h;
+  else
+    elems = 2 * h + 3 * v;  // the head: final norm and the loss over the vocabulary
   return elems * kActivationBytes;
 }
 
