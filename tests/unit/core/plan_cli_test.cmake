@@ -78,9 +78,10 @@ set(from "(network h100-ndr's gpu preset h100-sxm)")
 expect_in("${OUT}" "peak 989.4 TFLOP/s for MFU ${from}" "h100-ndr: the H100's peak")
 expect_in("${OUT}" "AdamW at 0.74 of the HBM's 3350 GB/s, network h100-ndr's gpu preset h100-sxm" "h100-ndr: the H100's HBM bandwidth")
 expect_in("${OUT}" "memory limit 80.00 GiB per GPU ${from}" "h100-ndr: the H100's memory")
-# Compute is predicted by default: a roofline at Hopper's measured kernel rates (GEMMs at 0.76 x 989.4), said measured.
+# Compute is predicted by default: a roofline at Hopper's measured kernel rates (GEMMs at 0.776 x 989.4 where their
+# tiles fill the SMs), said measured.
 expect_in("${OUT}" "compute: predicted per task by a roofline of its kernels" "h100-ndr: roofline by default")
-expect_in("${OUT}" "GEMMs at 751.9 TFLOP/s" "h100-ndr: 0.76 x the H100's peak")
+expect_in("${OUT}" "GEMMs at 767.8 TFLOP/s at full tiles, times each one's tile fill" "h100-ndr: 0.776 x the H100's peak")
 expect_in("${OUT}" "measured: compute by roofline" "the inputs line: the roofline's rates measured")
 # An efficiency given is the one sustained rate, labelled as given.
 run(0 ${h100} --compute-efficiency 0.6)
@@ -93,7 +94,7 @@ expect_in("${OUT}" "peak 312 TFLOP/s for MFU (network paper-a800's gpu preset a8
 # taken as given with a warning, one of the same generation without.
 run(0 ${h100} --peak-tflops 312 --gpu-mem 64GiB)
 expect_in("${OUT}" "peak 312 TFLOP/s for MFU (--peak-tflops)" "--peak-tflops replaces the network's")
-expect_in("${OUT}" "GEMMs at 237.1 TFLOP/s" "--peak-tflops scaled by the GEMM rate")
+expect_in("${OUT}" "GEMMs at 242.1 TFLOP/s at full tiles" "--peak-tflops scaled by the GEMM rate")
 expect_in("${OUT}" "memory limit 64.00 GiB per GPU (--gpu-mem)" "--gpu-mem replaces the network's")
 expect_in("${ERR}" "lins plan: warning: --peak-tflops 312 is the dense bf16 peak of a800-sxm and a100-sxm (sm80), but network h100-ndr has gpu_arch = \"sm90\"" "a peak of another generation")
 run(0 ${h100} --peak-tflops 989)
