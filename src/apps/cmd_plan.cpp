@@ -421,8 +421,9 @@ Result<PlanOptions> read_plan_options(const ParsedArgs& args) {
   LINS_ASSIGN_OR_RETURN(auto bucket, parse_bucket(args));
   LINS_ASSIGN_OR_RETURN(o.top, args.get_positive_int("top"));
   LINS_ASSIGN_OR_RETURN(o.view, read_view(args));
-  LINS_ASSIGN_OR_RETURN(o.cost, parse_cost_model(args, o.topo.gpus_per_node));
-  LINS_ASSIGN_OR_RETURN(o.gpu, parse_gpu_assumption(args));
+  LINS_ASSIGN_OR_RETURN(const NetworkSpec net, parse_network(args));
+  LINS_ASSIGN_OR_RETURN(o.cost, parse_cost_model(args, net, o.topo.gpus_per_node));
+  LINS_ASSIGN_OR_RETURN(o.gpu, parse_gpu_assumption(args, net));
   LINS_ASSIGN_OR_RETURN(auto reserve, parse_memory_reserve(args));
   LINS_ASSIGN_OR_RETURN(auto objective, args.get_enum("objective", kObjectiveNames));
   LINS_ASSIGN_OR_RETURN(auto overlap, args.get_enum("overlap", kOverlapNames));

@@ -156,8 +156,8 @@ Status read_sweep(const ParsedArgs& args, SimulateOptions& o) {
 }
 
 // The GPU (the network's, or --gpu-mem, --peak-tflops, --hbm-gbps), --bucket and the compute model.
-Status read_machine(const ParsedArgs& args, SimulateOptions& o) {
-  LINS_ASSIGN_OR_RETURN(o.gpu, parse_gpu_assumption(args));
+Status read_machine(const ParsedArgs& args, const NetworkSpec& net, SimulateOptions& o) {
+  LINS_ASSIGN_OR_RETURN(o.gpu, parse_gpu_assumption(args, net));
   o.gpu_mem = static_cast<uint64_t>(o.gpu.mem_bytes);
   LINS_ASSIGN_OR_RETURN(auto bucket, parse_bucket(args));
   o.bucket = static_cast<uint64_t>(bucket);
@@ -171,13 +171,14 @@ Result<SimulateOptions> read_simulate_options(const ParsedArgs& args) {
   SimulateOptions o;
   LINS_ASSIGN_OR_RETURN(o.models, read_models(args));
   LINS_TRY(read_sweep(args, o));
-  LINS_ASSIGN_OR_RETURN(o.cost, parse_cost_model(args, o.gpus_per_node));
+  LINS_ASSIGN_OR_RETURN(const NetworkSpec net, parse_network(args));
+  LINS_ASSIGN_OR_RETURN(o.cost, parse_cost_model(args, net, o.gpus_per_node));
   if (o.cost->profile())
     for (const auto& note : o.cost->profile()->notes()) std::fprintf(stderr, "lins simulate: %s\n", note.c_str());
   for (const auto& w : o.cost->warnings()) std::fprintf(stderr, "lins simulate: warning: %s\n", w.c_str());
   LINS_ASSIGN_OR_RETURN(o.reserve, parse_memory_reserve(args));
   LINS_ASSIGN_OR_RETURN(o.pricing, parse_pricing(args.get("pricing")));
-  LINS_TRY(read_machine(args, o));
+  LINS_TRY(read_machine(args, net, o));
   for (const auto& w : o.gpu.warnings) std::fprintf(stderr, "lins simulate: warning: %s\n", w.c_str());
   LINS_ASSIGN_OR_RETURN(o.engine, parse_engine_options(args));
   LINS_ASSIGN_OR_RETURN(o.host, parse_host_model(args));

@@ -276,10 +276,11 @@ Result<StepOptions> read_step_options(const ParsedArgs& a, const Args& args, int
   LINS_TRY(read_run(a, o));
   LINS_TRY(read_numerics(a, o));
   LINS_TRY(read_device(a, o));
-  LINS_ASSIGN_OR_RETURN(o.cost, parse_cost_model(a, o.topo.gpus_per_node));
+  LINS_ASSIGN_OR_RETURN(const NetworkSpec net, parse_network(a));
+  LINS_ASSIGN_OR_RETURN(o.cost, parse_cost_model(a, net, o.topo.gpus_per_node));
   // Of the network's GPU the step takes the HBM rate alone (its planner's optimizer): the peak for MFU is this
   // machine's (peak_rate), the memory --gpu-mem's.
-  LINS_ASSIGN_OR_RETURN(auto gpu, parse_gpu_assumption(a));
+  LINS_ASSIGN_OR_RETURN(auto gpu, parse_gpu_assumption(a, net));
   o.hbm_gbps = gpu.hbm_gbps;
   LINS_ASSIGN_OR_RETURN(o.engine, parse_engine_options(a));
   LINS_ASSIGN_OR_RETURN(auto reserve, parse_memory_reserve(a));

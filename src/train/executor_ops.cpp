@@ -149,16 +149,16 @@ Status Executor::Impl::issue_quantized_gather(int i, Flight& f, const void* send
   const int64_t blocks = op.quant_blocks / n;
   if (blocks <= 0 || part % 8 != 0 || blocks * n != op.quant_blocks)
     return make_error("executor: quantized gather of " + op.label + " has no block layout");
-  LINS_ASSIGN_OR_RETURN(f.quant, be->allocate(quantization_buffer_bytes(op, sd), MemCategory::buffer, false));
-  // fp32 first (4-byte aligned), then the int8 values: [in S][out nS] (storage other than fp32) [scales g][all ng]
-  // [values S][all nS].
+  // [in S][out nS] (storage other than fp32) [scales g][all ng][values S][all nS] (quantization_buffer_layout).
+  const QuantBufferLayout l = quantization_buffer_layout(op, sd);
+  LINS_ASSIGN_OR_RETURN(f.quant, be->allocate(l.bytes, MemCategory::buffer, false));
   char* base = static_cast<char*>(f.quant.data());
-  float* in = mixed() ? reinterpret_cast<float*>(base) : nullptr;
-  float* out = mixed() ? in + part : nullptr;
-  float* scales = reinterpret_cast<float*>(base + (mixed() ? 4 * (part + n * part) : 0));
-  float* all_scales = scales + blocks;
-  int8_t* values = reinterpret_cast<int8_t*>(all_scales + n * blocks);
-  int8_t* all_values = values + part;
+  float* in = mixed() ? reinterpret_cast<float*>(base + l.fp32_in) : nullptr;
+  float* out = mixed() ? reinterpret_cast<float*>(base + l.fp32_out) : nullptr;
+  float* scales = reinterpret_cast<float*>(base + l.scales);
+  float* all_scales = reinterpret_cast<float*>(base + l.received_scales);
+  int8_t* values = reinterpret_cast<int8_t*>(base + l.values);
+  int8_t* all_values = reinterpret_cast<int8_t*>(base + l.received_values);
   void* gathered = f.buf.data();
   const DType storage = sd;
   f.first = c->then([this, send, in, part, blocks, values, scales, storage](void* stream) {
@@ -199,19 +199,21 @@ Status Executor::Impl::issue_qgz_node_exchange(int i, Flight& f) {
     return make_error("executor: qgZ exchange of " + op.label + " before the backward of " +
                       spec->modules[static_cast<std::size_t>(m)].name);
   // This op's buffer: [the gradient in fp32, M (storage other than fp32)][scales G][received G][values M/2][received
-  // M/2]. The next op's: [its slice in fp32, S][sums' scales G/R][received G/R][sums M/2R][received M/2R].
-  LINS_ASSIGN_OR_RETURN(f.quant, be->allocate(quantization_buffer_bytes(op, sd), MemCategory::buffer, false));
+  // M/2]. The next op's: [its slice in fp32, S][sums' scales G/R][received G/R][sums M/2R][received M/2R], whose sums
+  // and their scales this op's reduction writes (quantization_buffer_layout).
+  const QuantBufferLayout l = quantization_buffer_layout(op, sd), next_l = quantization_buffer_layout(next, sd);
+  LINS_ASSIGN_OR_RETURN(f.quant, be->allocate(l.bytes, MemCategory::buffer, false));
   Flight& g = flights[j];
-  LINS_ASSIGN_OR_RETURN(g.quant, be->allocate(quantization_buffer_bytes(next, sd), MemCategory::buffer, false));
+  LINS_ASSIGN_OR_RETURN(g.quant, be->allocate(next_l.bytes, MemCategory::buffer, false));
   char* base = static_cast<char*>(f.quant.data());
-  float* in = mixed() ? reinterpret_cast<float*>(base) : nullptr;
-  float* scales = reinterpret_cast<float*>(base + (mixed() ? 4 * M : 0));
-  float* got_scales = scales + G;
-  uint8_t* values = reinterpret_cast<uint8_t*>(got_scales + G);
-  uint8_t* got_values = values + M / 2;
-  const int64_t S = M / W;
-  float* sum_scales = static_cast<float*>(g.quant.data()) + S;
-  uint8_t* sums = reinterpret_cast<uint8_t*>(sum_scales + 2 * (G / R));
+  float* in = mixed() ? reinterpret_cast<float*>(base + l.fp32_in) : nullptr;
+  float* scales = reinterpret_cast<float*>(base + l.scales);
+  float* got_scales = reinterpret_cast<float*>(base + l.received_scales);
+  uint8_t* values = reinterpret_cast<uint8_t*>(base + l.values);
+  uint8_t* got_values = reinterpret_cast<uint8_t*>(base + l.received_values);
+  char* next_base = static_cast<char*>(g.quant.data());
+  float* sum_scales = reinterpret_cast<float*>(next_base + next_l.scales);
+  uint8_t* sums = reinterpret_cast<uint8_t*>(next_base + next_l.values);
   const void* grad = grad_full[static_cast<std::size_t>(m)].data();
   const DType storage = sd;
   f.first = c->then([this, grad, in, M, G, N, R, values, scales, storage](void* stream) {
@@ -237,11 +239,13 @@ Status Executor::Impl::issue_qgz_peer_exchange(int i, Flight& f) {
   const int64_t S = elems / N, g = blocks / N;
   const ElemRange r = local_range(i);
   if (r.elems != S) return make_error("executor: qgZ exchange across nodes of " + op.label + " is not this rank's shard");
-  float* out = static_cast<float*>(f.quant.data());
-  float* sum_scales = out + S;
-  float* got_scales = sum_scales + blocks;
-  uint8_t* sums = reinterpret_cast<uint8_t*>(got_scales + blocks);
-  uint8_t* got = sums + elems / 2;
+  const QuantBufferLayout l = quantization_buffer_layout(op, sd);
+  char* base = static_cast<char*>(f.quant.data());
+  float* out = reinterpret_cast<float*>(base + l.fp32_out);
+  float* sum_scales = reinterpret_cast<float*>(base + l.scales);
+  float* got_scales = reinterpret_cast<float*>(base + l.received_scales);
+  uint8_t* sums = reinterpret_cast<uint8_t*>(base + l.values);
+  uint8_t* got = reinterpret_cast<uint8_t*>(base + l.received_values);
   c->all_to_all(sums, got, S / 4, DType::bf16);  // S/2 bytes to each node
   f.collective = c->all_to_all(sum_scales, got_scales, g, DType::fp32);
   // The divisor: lins's gradients are already divided by the global token count, so the plain sum is the mean that

@@ -89,15 +89,19 @@ std::vector<OptionSpec> cost_options(const std::string& default_network, const s
   };
 }
 
-Result<CostModel> parse_cost_model(const ParsedArgs& args, int gpus_per_node) {
+Result<NetworkSpec> parse_network(const ParsedArgs& args) {
   auto net = resolve_network_spec(args.get("network"));
   if (!net) return make_error("--network: " + net.error());
-  if (gpus_per_node > 0 && net->gpus_per_node > 0 && gpus_per_node > net->gpus_per_node)
-    return make_error("--network " + net->name + " has " + std::to_string(net->gpus_per_node) +
+  return net;
+}
+
+Result<CostModel> parse_cost_model(const ParsedArgs& args, const NetworkSpec& net, int gpus_per_node) {
+  if (gpus_per_node > 0 && net.gpus_per_node > 0 && gpus_per_node > net.gpus_per_node)
+    return make_error("--network " + net.name + " has " + std::to_string(net.gpus_per_node) +
                       " GPUs per node, fewer than the " + std::to_string(gpus_per_node) +
                       " asked for; lower --gpus-per-node or describe the cluster in a network file");
   const std::string model_text = args.get("network-model");
-  NetworkModel model = net->has_gpu() ? NetworkModel::nccl : NetworkModel::alpha_beta;
+  NetworkModel model = net.has_gpu() ? NetworkModel::nccl : NetworkModel::alpha_beta;
   if (model_text != "auto") {
     LINS_ASSIGN_OR_RETURN(model, kNetworkModelNames.parse(model_text, "--network-model", {"auto"}));
   }
@@ -124,7 +128,7 @@ Result<CostModel> parse_cost_model(const ParsedArgs& args, int gpus_per_node) {
   // Measurements price every mesh through the alpha-beta terms fitted to them (link_fit.h), unless the nccl model is
   // asked for by name; then the fit is only reported beside it.
   if (profile && model_text == "auto") model = NetworkModel::alpha_beta;
-  auto cost = CostModel::make(*net, model, std::move(profile));
+  auto cost = CostModel::make(net, model, std::move(profile));
   // The refusal names --network-model only when it was given; under auto the network's GPUs chose the nccl model.
   if (!cost && args.has("network-model"))
     return make_error("--network-model " + std::string(network_model_name(model)) + ": " + cost.error());
@@ -157,29 +161,27 @@ std::string hbm_gbps_help() {
          preset_gpu_numbers(&NetworkGpu::hbm_gbps) + "]";
 }
 
-Result<GpuAssumption> parse_gpu_assumption(const ParsedArgs& args) {
-  auto net = resolve_network_spec(args.get("network"));
-  if (!net) return make_error("--network: " + net.error());
+Result<GpuAssumption> parse_gpu_assumption(const ParsedArgs& args, const NetworkSpec& net) {
   GpuAssumption g;
-  NetworkGpu gpu = net->gpu;
-  const std::string of = "network " + net->name + "'s ";
+  NetworkGpu gpu = net.gpu;
+  const std::string of = "network " + net.name + "'s ";
   std::string peak_from = of + gpu.peak_from, hbm_from = of + gpu.hbm_from, mem_from = of + gpu.mem_from;
   if (!gpu.described()) {
     const GpuPreset& f = *find_gpu_preset(kFallbackGpu);
     gpu.peak_tflops = f.peak_tflops, gpu.hbm_gbps = f.hbm_gbps, gpu.mem_gib = f.mem_gib;
     peak_from = hbm_from = mem_from =
-        std::string("gpu preset ") + kFallbackGpu + " (network " + net->name + " names no GPU)";
+        std::string("gpu preset ") + kFallbackGpu + " (network " + net.name + " names no GPU)";
     const bool all_given = args.has("peak-tflops") && args.has("hbm-gbps") && args.has("gpu-mem");
-    if (net->has_gpu() && !all_given)
-      g.warnings.push_back("network " + net->name + " (" + net->source +
+    if (net.has_gpu() && !all_given)
+      g.warnings.push_back("network " + net.name + " (" + net.source +
                            ") has GPUs but names none (gpu = \"...\", or peak_tflops, hbm_gbps and gpu_mem_gib): "
                            "what --peak-tflops, --hbm-gbps and --gpu-mem do not give is the paper's A800's (" +
                            kFallbackGpu + ": " + number_text(f.peak_tflops) + " TFLOP/s, " + number_text(f.hbm_gbps) +
                            " GB/s, " + number_text(f.mem_gib) + " GiB)");
   }
-  g.compute_capability = gpu.compute_capability > 0 ? gpu.compute_capability
-                         : net->compute_capability > 0 ? net->compute_capability
-                                                        : find_gpu_preset(kFallbackGpu)->compute_capability;
+  g.compute_capability = gpu.compute_capability > 0   ? gpu.compute_capability
+                         : net.compute_capability > 0 ? net.compute_capability
+                                                      : find_gpu_preset(kFallbackGpu)->compute_capability;
   g.peak_tflops = gpu.peak_tflops, g.peak_from = peak_from;
   g.hbm_gbps = gpu.hbm_gbps, g.hbm_from = hbm_from;
   g.mem_bytes = gpu.mem_gib * double(1ull << 30), g.mem_from = mem_from;
@@ -187,7 +189,7 @@ Result<GpuAssumption> parse_gpu_assumption(const ParsedArgs& args) {
     LINS_ASSIGN_OR_RETURN(g.peak_tflops, args.get_double("peak-tflops"));
     if (g.peak_tflops <= 0) return make_error("--peak-tflops must be positive (TFLOP/s per GPU, as 989.4)");
     g.peak_from = "--peak-tflops";
-    if (auto w = peak_generation_warning(g.peak_tflops, *net)) g.warnings.push_back(*w);
+    if (auto w = peak_generation_warning(g.peak_tflops, net)) g.warnings.push_back(*w);
   }
   if (args.has("hbm-gbps")) {
     LINS_ASSIGN_OR_RETURN(g.hbm_gbps, args.get_double("hbm-gbps"));

@@ -36,18 +36,20 @@ struct MemoryReserve {
 // --pricing paper|shared (|both when `allow_both`: rank by paper, show both).
 std::vector<OptionSpec> cost_options(const std::string& default_network = "paper-a800",
                                      const std::string& default_pricing = "paper", bool allow_both = false);
-// The cost model of those options: the network (a preset or a file) priced by the chosen model, measured bandwidth
-// (--profile and --nccl-tests files, merged) first where it covers an (op, mesh). With `gpus_per_node` > 0 the
-// network must have room for that many GPUs per node.
-Result<CostModel> parse_cost_model(const ParsedArgs& args, int gpus_per_node = 0);
+// The network of --network (a preset or a file), read once: the cost model and the GPU assumption both take it.
+Result<NetworkSpec> parse_network(const ParsedArgs& args);
+// The cost model of those options: `net` priced by the chosen model, measured bandwidth (--profile and --nccl-tests
+// files, merged) first where it covers an (op, mesh). With `gpus_per_node` > 0 the network must have room for that
+// many GPUs per node.
+Result<CostModel> parse_cost_model(const ParsedArgs& args, const NetworkSpec& net, int gpus_per_node = 0);
 
 // The GPU a projection assumes: the network's (its gpu preset or its numbers; docs/cost-model.md, "The GPU"), each
 // number replaced by its option when given. A network that describes no GPU (cpu-local, or a file written before
 // networks carried one) is projected on kFallbackGpu, the paper's A800, and the sources say so.
 struct GpuAssumption {
-  double peak_tflops = 0;  // dense bf16 per GPU: MFU's peak, scaled by --compute-efficiency
-  double hbm_gbps = 0;     // the optimizer update's memory rate, GB/s
-  double mem_bytes = 0;    // memory per GPU
+  double peak_tflops = 0;      // dense bf16 per GPU: MFU's peak, scaled by --compute-efficiency
+  double hbm_gbps = 0;         // the optimizer update's memory rate, GB/s
+  double mem_bytes = 0;        // memory per GPU
   int compute_capability = 0;  // the GPU's generation (80, 90, 100; 0 unknown): which kernel efficiencies apply
   // Where each number comes from: "--peak-tflops", "network h100-ndr's gpu preset h100-sxm", ...
   std::string peak_from, hbm_from, mem_from;
@@ -61,9 +63,9 @@ inline constexpr const char* kFallbackGpu = "a800-sxm";
 // `gpu_mem_help` says what the command does with the memory. --hbm-gbps is among compute_options(), with this help.
 std::vector<OptionSpec> gpu_options(const std::string& gpu_mem_help);
 std::string hbm_gbps_help();
-// The GPU of --network with --peak-tflops, --hbm-gbps and --gpu-mem (those the command has) over it. Errors name the
-// option and what is valid.
-Result<GpuAssumption> parse_gpu_assumption(const ParsedArgs& args);
+// The GPU of `net` (--network's) with --peak-tflops, --hbm-gbps and --gpu-mem (those the command has) over it. Errors
+// name the option and what is valid.
+Result<GpuAssumption> parse_gpu_assumption(const ParsedArgs& args, const NetworkSpec& net);
 
 // --reserve-context, --reserve-cublas, --reserve-nccl (per communicator), --reserve-fragmentation.
 std::vector<OptionSpec> memory_reserve_options();

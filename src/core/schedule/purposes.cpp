@@ -146,20 +146,41 @@ PurposeRule purpose_rule(Purpose p, const PurposeContext& c) {
   return r;
 }
 
-int64_t quantization_buffer_bytes(const CommOp& op, DType storage) {
+QuantBufferLayout quantization_buffer_layout(const CommOp& op, DType storage) {
+  QuantBufferLayout l;
   const int n = op.group.size();
-  if (op.quant == Quant::none || n <= 0) return 0;
+  if (op.quant == Quant::none || n <= 0) return l;
   const bool copies = storage != DType::fp32;
+  // The arrays in order, each at the end of the one before: fp32 in, fp32 out, scales, received scales, values,
+  // received values.
+  auto place = [&l](int64_t in, int64_t out, int64_t scales, int64_t got_scales, int64_t values, int64_t got_values) {
+    l.fp32_in = 0;
+    l.fp32_out = l.fp32_in + in;
+    l.scales = l.fp32_out + out;
+    l.received_scales = l.scales + scales;
+    l.values = l.received_scales + got_scales;
+    l.received_values = l.values + values;
+    l.bytes = l.received_values + got_values;
+  };
+  const int64_t elems = op.elems, blocks = op.quant_blocks;
   switch (op.purpose) {
-    case Purpose::qgz_node_exchange:
-      return 2 * op.bytes() + (copies ? 4 * op.elems : 0);
-    case Purpose::qgz_peer_exchange:
-      return 2 * op.bytes() + 4 * (op.elems / n);
-    default: {  // a qwZ gather
-      const int64_t part = op.elems / n, part_blocks = op.quant_blocks / n;
-      return (part + 4 * part_blocks) + op.bytes() + (copies ? 4 * part + 4 * op.elems : 0);
+    case Purpose::qgz_node_exchange:  // the module's M values in G blocks, int4, all-to-all'ed inside the node
+      place(copies ? 4 * elems : 0, 0, 4 * blocks, 4 * blocks, elems / 2, elems / 2);
+      break;
+    case Purpose::qgz_peer_exchange:  // the node's sums (M/R in G/R blocks), int4; this rank's slice out in fp32
+      place(0, 4 * (elems / n), 4 * blocks, 4 * blocks, elems / 2, elems / 2);
+      break;
+    default: {  // a qwZ gather: this rank's part (S values, g blocks) in int8, every rank's gathered
+      const int64_t part = elems / n, part_blocks = blocks / n;
+      place(copies ? 4 * part : 0, copies ? 4 * elems : 0, 4 * part_blocks, 4 * blocks, part, elems);
+      break;
     }
   }
+  return l;
+}
+
+int64_t quantization_buffer_bytes(const CommOp& op, DType storage) {
+  return quantization_buffer_layout(op, storage).bytes;
 }
 
 LocalRange op_local_range(const CommOp& op, const ShardLayout& L, const PurposeRule& r) {

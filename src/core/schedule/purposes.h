@@ -99,6 +99,20 @@ PurposeRule purpose_rule(Purpose p, const PurposeContext& c);
 //     4M read. The exchange across nodes (M/R values, G/R blocks) holds its own M/2R + 4G/R twice (the node's sums,
 //     which the exchange inside the node writes, and what arrives) and the 4M/W of the rank's slice it writes.
 int64_t quantization_buffer_bytes(const CommOp& op, DType storage);
+// Where each array of that buffer lies, in bytes from its start (the fp32 arrays first, so 4-byte aligned), and its
+// size: the one layout the memory model counts (quantization_buffer_bytes) and the executor carves into pointers.
+// An array the op does not have is 0 bytes long at its offset.
+struct QuantBufferLayout {
+  int64_t fp32_in = 0;          // the fp32 copy the quantizer reads (storage other than fp32)
+  int64_t fp32_out = 0;         // the fp32 result the dequantizer writes (qwZ with storage other than fp32; qgZ
+                                // across nodes, always)
+  int64_t scales = 0;           // this rank's scales (fp32)
+  int64_t received_scales = 0;  // the scales the collective brings
+  int64_t values = 0;           // this rank's int8 or int4 values
+  int64_t received_values = 0;  // the values the collective brings
+  int64_t bytes = 0;            // the whole buffer
+};
+QuantBufferLayout quantization_buffer_layout(const CommOp& op, DType storage);
 // The bytes a quantized op's quantize and dequantize passes read and write (0 for an op that is not quantized), for
 // pricing them as memory-bound kernels:
 //   qwZ gather: quantize reads S values in `storage` and writes S + 4g; dequantize reads n (S + 4g), writes nS.

@@ -30,6 +30,16 @@ ParsedArgs parse(const std::vector<std::string>& words) {
   return *a;
 }
 
+// The network of --network read once, as the commands read it, then what is parsed from it.
+Result<GpuAssumption> gpu_assumption(const ParsedArgs& a) {
+  LINS_ASSIGN_OR_RETURN(const NetworkSpec net, parse_network(a));
+  return parse_gpu_assumption(a, net);
+}
+Result<CostModel> cost_model(const ParsedArgs& a) {
+  LINS_ASSIGN_OR_RETURN(const NetworkSpec net, parse_network(a));
+  return parse_cost_model(a, net);
+}
+
 std::string joined(const std::vector<std::string>& lines) {
   std::string out;
   for (const auto& l : lines) out += l + "\n";
@@ -37,7 +47,7 @@ std::string joined(const std::vector<std::string>& lines) {
 }
 
 TEST(GpuAssumption, TheNetworksGpuUnlessAnOptionGivesANumber) {
-  auto a800 = parse_gpu_assumption(parse({}));  // the default network, paper-a800
+  auto a800 = gpu_assumption(parse({}));  // the default network, paper-a800
   ASSERT_TRUE(a800) << a800.error();
   EXPECT_DOUBLE_EQ(a800->peak_tflops, 312.0);
   EXPECT_DOUBLE_EQ(a800->hbm_gbps, 2039.0);
@@ -45,7 +55,7 @@ TEST(GpuAssumption, TheNetworksGpuUnlessAnOptionGivesANumber) {
   EXPECT_EQ(a800->peak_from, "network paper-a800's gpu preset a800-sxm");
   EXPECT_TRUE(a800->warnings.empty()) << joined(a800->warnings);
 
-  auto h100 = parse_gpu_assumption(parse({"--network", "h100-ndr", "--hbm-gbps", "3000", "--gpu-mem", "64GiB"}));
+  auto h100 = gpu_assumption(parse({"--network", "h100-ndr", "--hbm-gbps", "3000", "--gpu-mem", "64GiB"}));
   ASSERT_TRUE(h100) << h100.error();
   EXPECT_DOUBLE_EQ(h100->peak_tflops, 989.4);
   EXPECT_EQ(h100->peak_from, "network h100-ndr's gpu preset h100-sxm");
@@ -64,7 +74,7 @@ TEST(GpuAssumption, TheNetworksGpuUnlessAnOptionGivesANumber) {
 
 TEST(GpuAssumption, APeakOfAnotherGenerationIsAWarning) {
   // 312 is an A800's or A100's (sm80); h100-ndr is sm90: taken as given, with a warning naming both.
-  auto g = parse_gpu_assumption(parse({"--network", "h100-ndr", "--peak-tflops", "312"}));
+  auto g = gpu_assumption(parse({"--network", "h100-ndr", "--peak-tflops", "312"}));
   ASSERT_TRUE(g) << g.error();
   EXPECT_DOUBLE_EQ(g->peak_tflops, 312.0);
   EXPECT_EQ(g->peak_from, "--peak-tflops");
@@ -79,14 +89,14 @@ TEST(GpuAssumption, APeakOfAnotherGenerationIsAWarning) {
         std::vector<std::string>{"--network", "h100-ndr", "--peak-tflops", "700"},
         std::vector<std::string>{"--network", "cpu-local", "--peak-tflops", "989.4"},
         std::vector<std::string>{"--peak-tflops", "312"}}) {
-    auto ok = parse_gpu_assumption(parse(words));
+    auto ok = gpu_assumption(parse(words));
     ASSERT_TRUE(ok) << ok.error();
     EXPECT_TRUE(ok->warnings.empty()) << words[1] << " " << words.back() << ": " << joined(ok->warnings);
   }
 }
 
 TEST(GpuAssumption, ANetworkWithoutAGpuAssumesThePapersAndSaysSo) {
-  auto cpu = parse_gpu_assumption(parse({"--network", "cpu-local"}));
+  auto cpu = gpu_assumption(parse({"--network", "cpu-local"}));
   ASSERT_TRUE(cpu) << cpu.error();
   EXPECT_DOUBLE_EQ(cpu->peak_tflops, 312.0);
   EXPECT_EQ(cpu->peak_from, "gpu preset a800-sxm (network cpu-local names no GPU)");
@@ -98,15 +108,15 @@ TEST(GpuAssumption, ANetworkWithoutAGpuAssumesThePapersAndSaysSo) {
   std::ofstream(path) << "name = \"old-a100\"\ngpu_arch = \"sm80\"\nnvlink_links = 12\nnvlink_gbps = 25\n"
                          "nvswitch = true\npcie_gen = 4\nnics_per_node = 1\nnic_gbit_per_s = 100\n"
                          "intra_latency_us = 2\ninter_latency_us = 6\n";
-  auto old = parse_gpu_assumption(parse({"--network", path}));
+  auto old = gpu_assumption(parse({"--network", path}));
   ASSERT_TRUE(old) << old.error();
   ASSERT_EQ(old->warnings.size(), 1u);
   EXPECT_NE(old->warnings[0].find("has GPUs but names none (gpu = \"...\", or peak_tflops, hbm_gbps and gpu_mem_gib)"),
             std::string::npos)
       << old->warnings[0];
   // Unless every number is given.
-  auto given = parse_gpu_assumption(
-      parse({"--network", path, "--peak-tflops", "312", "--hbm-gbps", "2039", "--gpu-mem", "40GiB"}));
+  auto given =
+      gpu_assumption(parse({"--network", path, "--peak-tflops", "312", "--hbm-gbps", "2039", "--gpu-mem", "40GiB"}));
   ASSERT_TRUE(given) << given.error();
   EXPECT_TRUE(given->warnings.empty()) << joined(given->warnings);
   std::filesystem::remove_all(dir);
@@ -120,7 +130,7 @@ TEST(GpuAssumption, ABadNumberNamesItsOption) {
         {{"--gpu-mem", "0B"}, "--gpu-mem must be positive"},
         {{"--gpu-mem", "80"}, "--gpu-mem: '80' has no unit"},
         {{"--network", "h100"}, "--network: unknown network 'h100'"}}) {
-    auto g = parse_gpu_assumption(parse(words));
+    auto g = gpu_assumption(parse(words));
     ASSERT_FALSE(g) << words[0];
     EXPECT_NE(g.error().find(message), std::string::npos) << g.error();
   }
@@ -139,7 +149,7 @@ TEST(CostOptions, NvlsUnderAlphaBetaIsAWarningAndTheNcclRefusalNamesOnlyGivenOpt
   const auto dir = std::filesystem::temp_directory_path() / "lins_cost_options_nvls";
   std::filesystem::create_directories(dir);
   const std::string path = nvls_network(dir);
-  auto ab = parse_cost_model(parse({"--network", path, "--network-model", "alpha-beta"}));
+  auto ab = cost_model(parse({"--network", path, "--network-model", "alpha-beta"}));
   ASSERT_TRUE(ab) << ab.error();
   ASSERT_EQ(ab->warnings().size(), 1u);
   EXPECT_NE(ab->warnings()[0].find("network nvls-h100 (" + path +
@@ -147,18 +157,18 @@ TEST(CostOptions, NvlsUnderAlphaBetaIsAWarningAndTheNcclRefusalNamesOnlyGivenOpt
             std::string::npos)
       << ab->warnings()[0];
   // The nccl model refuses it; chosen by auto, the refusal does not pretend --network-model was given.
-  auto chosen = parse_cost_model(parse({"--network", path}));
+  auto chosen = cost_model(parse({"--network", path}));
   ASSERT_FALSE(chosen);
   EXPECT_EQ(chosen.error().find("--network-model nccl"), std::string::npos) << chosen.error();
   EXPECT_NE(chosen.error().find("the nccl model (chosen for a network with GPUs): network nvls-h100"),
             std::string::npos)
       << chosen.error();
   EXPECT_NE(chosen.error().find("has nvls = true"), std::string::npos) << chosen.error();
-  auto given = parse_cost_model(parse({"--network", path, "--network-model", "nccl"}));
+  auto given = cost_model(parse({"--network", path, "--network-model", "nccl"}));
   ASSERT_FALSE(given);
   EXPECT_EQ(given.error().rfind("--network-model nccl: network nvls-h100", 0), 0u) << given.error();
   // No warning where nothing is left out.
-  auto plain = parse_cost_model(parse({"--network", "h100-ndr", "--network-model", "alpha-beta"}));
+  auto plain = cost_model(parse({"--network", "h100-ndr", "--network-model", "alpha-beta"}));
   ASSERT_TRUE(plain) << plain.error();
   EXPECT_TRUE(plain->warnings().empty()) << joined(plain->warnings());
   std::filesystem::remove_all(dir);

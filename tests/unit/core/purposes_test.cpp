@@ -367,3 +367,53 @@ TEST(Purposes, MemoryModelBuffersAreTheRulesHoldings) {
 
 }  // namespace
 }  // namespace lins
+
+namespace lins {
+namespace {
+
+// ZeRO++'s quantization buffers: one layout for the memory model's count and the executor's pointers. The arrays lie
+// in order without gaps or overlap, the fp32 ones 4-byte aligned, and each is as long as what it holds: the op's own
+// values and scales (sent) and the group's (received), the fp32 copies where the storage is not fp32.
+TEST(Purposes, AQuantizedOpsBufferHoldsItsArraysInOneLayout) {
+  int quantized = 0;
+  for (const char* plan : {"zeropp+qwz+qgz", "zero3+qwz+qgz"})
+    for (DType storage : {DType::fp32, DType::bf16}) {
+      const Schedule s = engine_schedule(plan, 5, Overlap::all, 100);
+      for (const CommOp& op : s.ops) {
+        const QuantBufferLayout l = quantization_buffer_layout(op, storage);
+        EXPECT_EQ(l.bytes, quantization_buffer_bytes(op, storage));
+        if (op.quant == Quant::none) {
+          EXPECT_EQ(l.bytes, 0);
+          continue;
+        }
+        ++quantized;
+        const int n = op.group.size();
+        const bool copies = storage != DType::fp32;
+        EXPECT_EQ(l.fp32_in, 0);
+        EXPECT_LE(l.fp32_in, l.fp32_out);
+        EXPECT_LE(l.fp32_out, l.scales);
+        EXPECT_EQ(l.scales % 4, 0);
+        EXPECT_EQ(l.received_scales % 4, 0);
+        const int64_t scales = l.received_scales - l.scales, got_scales = l.values - l.received_scales;
+        const int64_t values = l.received_values - l.values, got_values = l.bytes - l.received_values;
+        if (op.purpose == Purpose::qgz_node_exchange || op.purpose == Purpose::qgz_peer_exchange) {
+          // An all-to-all sends and receives the op's whole payload.
+          EXPECT_EQ(scales + values, op.bytes()) << op.label;
+          EXPECT_EQ(got_scales + got_values, op.bytes()) << op.label;
+          const int64_t in = l.fp32_out - l.fp32_in, out = l.scales - l.fp32_out;
+          EXPECT_EQ(in, op.purpose == Purpose::qgz_node_exchange && copies ? 4 * op.elems : 0) << op.label;
+          EXPECT_EQ(out, op.purpose == Purpose::qgz_peer_exchange ? 4 * (op.elems / n) : 0) << op.label;
+        } else {
+          // A gather sends this rank's part and receives every rank's.
+          EXPECT_EQ(n * (scales + values), op.bytes()) << op.label;
+          EXPECT_EQ(got_scales + got_values, op.bytes()) << op.label;
+          EXPECT_EQ(l.fp32_out - l.fp32_in, copies ? 4 * (op.elems / n) : 0) << op.label;
+          EXPECT_EQ(l.scales - l.fp32_out, copies ? 4 * op.elems : 0) << op.label;
+        }
+      }
+    }
+  EXPECT_GT(quantized, 0);
+}
+
+}  // namespace
+}  // namespace lins
