@@ -275,7 +275,6 @@ struct ClusterRow {
 
 // One projected row: the step of `plan` under overlap mode `ov` (project_plan, as the planner projects it), its trace
 // written, printed as a row of `printed` and kept in `rows` for the CSV.
-
 Status project_row(const SimulateOptions& o, const Workload& workload, const Topology& topo,
                    const std::string& strategy, const Plan& plan, Overlap ov, SweepTally& tally, TextTable& printed,
                    std::vector<ClusterRow>* rows) {
@@ -473,7 +472,7 @@ Status write_simulate_provenance(const SimulateOptions& o, const ParsedArgs& arg
   assume["compute"] =
       o.compute.roofline
           ? "each task by the roofline of its kernels (docs/cost-model.md, Compute): every GEMM at the larger of its "
-            "FLOPs over the GEMM rate and its bytes over the memory rate, the attention core at the fused kernel's "
+            "FLOPs over the GEMM rate times its tile fill and its bytes over the memory rate, the attention core at the fused kernel's "
             "rate (causal FLOPs), element-wise kernels at the memory rate; recomputation repeats its forward kernels"
           : "module FLOPs (2 per weight per token, attention 4*seq*h per token, backward 2x forward, "
             "recomputation +1 forward) at the sustained rate";

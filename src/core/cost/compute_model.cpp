@@ -40,7 +40,8 @@ std::string compute_description(const ComputeModel& c, const std::string& hbm_fr
   char text[224];
   if (c.roofline) {  // each task at its kernels' rates: no one sustained rate, MFU comes out of the projection
     std::snprintf(text, sizeof text,
-                  "; GEMMs at %.1f TFLOP/s at full tiles, times each one's tile fill), optimizer at %.0f GB/s (AdamW at %g of the HBM's %g GB/s, ",
+                  "; GEMMs at %.1f TFLOP/s at full tiles, times each one's tile fill), optimizer at %.0f GB/s (AdamW "
+                  "at %g of the HBM's %g GB/s, ",
                   c.sustained_flops_per_s / 1e12, c.optimizer_bytes_per_s / 1e9, c.roofline->kernels.optimizer,
                   c.roofline->hbm_bytes_per_s / 1e9);
     return "predicted per task by a roofline of its kernels (kernel rates " + c.roofline->kernels.source + text +

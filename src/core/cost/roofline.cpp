@@ -72,9 +72,8 @@ KernelEfficiency kernel_efficiency(int compute_capability) {
     k.optimizer = 0.74;
     k.source =
         "sm80 (not measured here): GEMM 0.80 of peak at full tiles assumed; attention 0.60 forward and 0.50 backward, "
-        "the lower "
-        "half of the 50-73% of A100's peak FlashAttention-2 reports (Dao 2023, arXiv 2307.08691); memory 0.84 and "
-        "AdamW 0.74 of HBM assumed as Hopper's measured";
+        "the lower half of the 50-73% of A100's peak FlashAttention-2 reports (Dao 2023, arXiv 2307.08691); memory "
+        "0.84 and AdamW 0.74 of HBM assumed as Hopper's measured";
     return k;
   }
   // Hopper (H100, H200), measured on an H200 with cuBLAS and cuDNN (data/gpu/h200-2026-12-04/bench_kernels_gpu.csv):
@@ -90,8 +89,7 @@ KernelEfficiency kernel_efficiency(int compute_capability) {
   k.measured = compute_capability == 90;
   k.source =
       "sm90, measured on an H200 (data/gpu/h200-2026-12-04): GEMM 0.776 at full tiles, attention 0.548 / 0.454, memory "
-      "0.84, AdamW "
-      "0.74";
+      "0.84, AdamW 0.74";
   if (compute_capability != 90)
     k.source = "sm" + std::to_string(compute_capability) +
                " (not measured here): Hopper's measured fractions assumed (" + k.source + ")";
