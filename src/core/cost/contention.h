@@ -36,6 +36,10 @@ inline constexpr NameTable<KappaCombine, 2> kKappaCombineNames{
     }}};
 static_assert(kKappaCombineNames.complete(KappaCombine::max));
 
+// The largest slowdown (kappa, lambda) a network file accepts and the fit writes: work 101 times slower beside other
+// work is no longer overlap but a starved core (ranks oversubscribed on a busy machine), and the fit says so in a note.
+inline constexpr double kMaxSlowdown = 100;
+
 // The fabric a collective crosses: index 0 inside a node, 1 across nodes (Axis's order).
 struct Contention {
   // A compute task of class c advances at 1 / (1 + K), K = sum (or max) of kappa[c][fabric of k] over the

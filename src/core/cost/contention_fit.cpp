@@ -17,7 +17,8 @@ std::string num(double v) {
 }
 
 // A slowdown is at least 0: a compute task cannot run faster because a collective runs beside it, so a negative
-// median is noise of the machine, which the note makes visible instead of the model quietly speeding work up.
+// median is noise of the machine, which the note makes visible instead of the model quietly speeding work up. Above
+// kMaxSlowdown it is the ceiling a network file accepts, so that what `lins comm --contention` writes always loads.
 double clamp_slowdown(const Estimate& e, const std::string& key, std::vector<std::string>& notes) {
   if (e.n == 0) {
     notes.push_back(key + ": not measured, 0");
@@ -26,6 +27,11 @@ double clamp_slowdown(const Estimate& e, const std::string& key, std::vector<std
   if (e.median < 0) {
     notes.push_back(key + ": measured " + num(e.median) + " (below 0: noise), clamped to 0");
     return 0;
+  }
+  if (e.median > kMaxSlowdown) {
+    notes.push_back(key + ": measured " + num(e.median) + " (above " + num(kMaxSlowdown) +
+                    ": the rank starved for a core, not overlap), clamped to " + num(kMaxSlowdown));
+    return kMaxSlowdown;
   }
   return e.median;
 }

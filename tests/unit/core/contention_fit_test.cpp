@@ -104,6 +104,14 @@ TEST(ContentionFit, ClampsNoise) {
   EXPECT_TRUE(has_note(f, "lambda_inter: measured -0.1"));
   EXPECT_TRUE(has_note(f, "eta: measured 1.25"));
   EXPECT_TRUE(has_note(f, "kappa_memory_intra: not measured"));
+  // A collective 111 times slower under compute (ranks starved for a core on an oversubscribed machine): the ceiling
+  // a network file accepts (network_spec_test loads a file at it), with a note.
+  ContentionSamples starved;
+  starved.transfer[0] = paired(1e-4, 110.8);
+  const ContentionFit g = fit_contention(starved, "measured: test");
+  EXPECT_DOUBLE_EQ(g.params.lambda[0], kMaxSlowdown);
+  EXPECT_NEAR(g.lambda[0].median, 110.8, 1e-9);
+  EXPECT_TRUE(has_note(g, "lambda_intra: measured 111 (above 100"));
   // Never measured: zeros, links not shared, combine sum, each said.
   const ContentionFit none = fit_contention(ContentionSamples{}, "x");
   EXPECT_FALSE(none.params.any());

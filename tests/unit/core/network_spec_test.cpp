@@ -355,6 +355,8 @@ TEST(NetworkSpec, AContentionTableIsReadWithItsSourceAndCheckedKeyByKey) {
   expect_error(g + "kappa_gemm = 0.1\n", "n.toml:19", "[contention] unknown key 'kappa_gemm'; valid keys: source,");
   expect_error(g + "eta = 1.5\n", "n.toml:19", "eta: 1.5 is not valid; valid: an efficiency in (0, 1]");
   expect_error(g + "lambda_intra = -0.1\n", "n.toml:19", "lambda_intra: -0.1 is not valid; valid: a slowdown from 0");
+  expect_error(g + "lambda_inter = 100.5\n", "n.toml:19",
+               "lambda_inter: 100.5 is not valid; valid: a slowdown from 0 (none) to 100");
   expect_error(g + "kappa_combine = \"mean\"\n", "n.toml:19", "kappa_combine: \"mean\" is not valid");
   expect_error(g + "links_shared = 1\n", "n.toml:19", "links_shared: 1 is a whole number; valid: true or false");
   expect_error(std::string(kGood) + "\n[contention]\neta = 0.9\n", "n.toml", "[contention] missing 'source'");
@@ -366,6 +368,7 @@ TEST(NetworkSpec, AContentionFileIsItsTableOrANetworkFilesTable) {
   Contention c;
   c.kappa[int(TaskClass::memory)][1] = 0.75;
   c.lambda[0] = 0.125;
+  c.lambda[1] = kMaxSlowdown;  // the ceiling the fit clamps to loads
   c.links_shared = true;
   c.eta = 0.5;
   c.combine = KappaCombine::max;
@@ -376,6 +379,7 @@ TEST(NetworkSpec, AContentionFileIsItsTableOrANetworkFilesTable) {
   ASSERT_TRUE(back) << back.error();
   EXPECT_EQ(back->kappa[int(TaskClass::memory)][1], 0.75);
   EXPECT_EQ(back->lambda[0], 0.125);
+  EXPECT_EQ(back->lambda[1], kMaxSlowdown);
   EXPECT_TRUE(back->links_shared);
   EXPECT_EQ(back->eta, 0.5);
   EXPECT_EQ(back->combine, KappaCombine::max);
