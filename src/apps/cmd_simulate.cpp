@@ -472,8 +472,9 @@ Status write_simulate_provenance(const SimulateOptions& o, const ParsedArgs& arg
   assume["compute"] =
       o.compute.roofline
           ? "each task by the roofline of its kernels (docs/cost-model.md, Compute): every GEMM at the larger of its "
-            "FLOPs over the GEMM rate times its tile fill and its bytes over the memory rate, the attention core at the fused kernel's "
-            "rate (causal FLOPs), element-wise kernels at the memory rate; recomputation repeats its forward kernels"
+            "FLOPs over the GEMM rate times its tile fill and its bytes over the memory rate, the attention core at "
+            "the fused kernel's rate (causal FLOPs), element-wise kernels at the memory rate; recomputation repeats "
+            "its forward kernels"
           : "module FLOPs (2 per weight per token, attention 4*seq*h per token, backward 2x forward, "
             "recomputation +1 forward) at the sustained rate";
   assume["memory_limit_bytes"] = double(o.gpu_mem);

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "core/util/stats.h"
+
 namespace lins {
 namespace {
 
@@ -43,12 +45,11 @@ Estimate estimate_of(std::vector<double> values) {
                values.end());
   Estimate e;
   if (values.empty()) return e;
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  e.n = int(n);
-  e.min = values.front();
-  e.max = values.back();
-  e.median = n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+  const auto [lo, hi] = std::minmax_element(values.begin(), values.end());
+  e.n = int(values.size());
+  e.min = *lo;
+  e.max = *hi;
+  e.median = median(values);
   return e;
 }
 

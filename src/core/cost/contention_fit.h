@@ -22,7 +22,8 @@ struct Estimate {
   double median = 0, min = 0, max = 0;
   int n = 0;
 };
-// Median (mean of the two middle values for an even count), min and max; positive finite values only.
+// Median (mean of the two middle values for an even count), min and max of the finite values (negative ones kept:
+// a slowdown below 0 is noise the fit clamps and reports).
 Estimate estimate_of(std::vector<double> values);
 // under_i / alone_i - 1 per repeat: the slowdown (kappa, lambda) before any clamp.
 Estimate slowdown_estimate(const PairedTimes& t);

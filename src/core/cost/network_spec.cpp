@@ -270,7 +270,7 @@ std::string toml_problem(std::string_view description) {
 using ContentionKey = KeyOf<Contention>;
 
 const std::vector<ContentionKey>& contention_keys() {
-  const std::string kSlowdown = "a slowdown from 0 (none) to " + std::to_string(int(kMaxSlowdown));
+  static const std::string kSlowdown = "a slowdown from 0 (none) to " + std::to_string(int(kMaxSlowdown));
   static const std::vector<ContentionKey> k = {
       {"source", Kind::text, "any text on one line: measured (how, where) or prior (the published measurement)",
        [](const toml::node& n, Contention& c) {
@@ -280,13 +280,17 @@ const std::vector<ContentionKey>& contention_keys() {
          return true;
        }},
       {"kappa_gemm_intra", Kind::number, kSlowdown,
-       number_in<Contention>(0, kMaxSlowdown, false, [](Contention& c, double v) { c.kappa[int(TaskClass::gemm)][0] = v; })},
+       number_in<Contention>(0, kMaxSlowdown, false,
+                             [](Contention& c, double v) { c.kappa[int(TaskClass::gemm)][0] = v; })},
       {"kappa_gemm_inter", Kind::number, kSlowdown,
-       number_in<Contention>(0, kMaxSlowdown, false, [](Contention& c, double v) { c.kappa[int(TaskClass::gemm)][1] = v; })},
+       number_in<Contention>(0, kMaxSlowdown, false,
+                             [](Contention& c, double v) { c.kappa[int(TaskClass::gemm)][1] = v; })},
       {"kappa_memory_intra", Kind::number, kSlowdown,
-       number_in<Contention>(0, kMaxSlowdown, false, [](Contention& c, double v) { c.kappa[int(TaskClass::memory)][0] = v; })},
+       number_in<Contention>(0, kMaxSlowdown, false,
+                             [](Contention& c, double v) { c.kappa[int(TaskClass::memory)][0] = v; })},
       {"kappa_memory_inter", Kind::number, kSlowdown,
-       number_in<Contention>(0, kMaxSlowdown, false, [](Contention& c, double v) { c.kappa[int(TaskClass::memory)][1] = v; })},
+       number_in<Contention>(0, kMaxSlowdown, false,
+                             [](Contention& c, double v) { c.kappa[int(TaskClass::memory)][1] = v; })},
       {"kappa_combine", Kind::text, "\"sum\" or \"max\"",
        [](const toml::node& n, Contention& c) {
          auto m = kKappaCombineNames.parse(n.as_string()->get());
