@@ -12,9 +12,10 @@ namespace {
 
 const char* kFabricNames[2] = {"intra", "inter"};
 
-std::string num(double v) {
+// `digits` significant digits: 3 for the notes, more where a value near a bound must not round onto it.
+std::string num(double v, int digits = 3) {
   char b[32];
-  std::snprintf(b, sizeof b, "%.3g", v);
+  std::snprintf(b, sizeof b, "%.*g", digits, v);
   return b;
 }
 
@@ -31,7 +32,7 @@ double clamp_slowdown(const Estimate& e, const std::string& key, std::vector<std
     return 0;
   }
   if (e.median > kMaxSlowdown) {
-    notes.push_back(key + ": measured " + num(e.median) + " (above " + num(kMaxSlowdown) +
+    notes.push_back(key + ": measured " + num(e.median, 6) + " (above " + num(kMaxSlowdown) +
                     ": the rank starved for a core, not overlap), clamped to " + num(kMaxSlowdown));
     return kMaxSlowdown;
   }

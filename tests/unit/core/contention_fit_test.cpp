@@ -111,7 +111,10 @@ TEST(ContentionFit, ClampsNoise) {
   const ContentionFit g = fit_contention(starved, "measured: test");
   EXPECT_DOUBLE_EQ(g.params.lambda[0], kMaxSlowdown);
   EXPECT_NEAR(g.lambda[0].median, 110.8, 1e-9);
-  EXPECT_TRUE(has_note(g, "lambda_intra: measured 111 (above 100"));
+  EXPECT_TRUE(has_note(g, "lambda_intra: measured 110.8 (above 100"));
+  // Just above the ceiling the note does not round the measured value onto it.
+  starved.transfer[0] = paired(1e-4, 100.045);
+  EXPECT_TRUE(has_note(fit_contention(starved, "x"), "lambda_intra: measured 100.045 (above 100"));
   // Never measured: zeros, links not shared, combine sum, each said.
   const ContentionFit none = fit_contention(ContentionSamples{}, "x");
   EXPECT_FALSE(none.params.any());
